@@ -1,0 +1,59 @@
+#pragma once
+// The landlord: the only layer that talks to a driver. A Backend hands out whole segments;
+// the CachingAllocator cuts them into blocks. Two optional capabilities are separate small
+// interfaces so that a backend implements only what it can: VirtualMemory (expandable
+// segments) and StreamEvents (stream-ordered reuse after record_stream).
+#include <cstddef>
+#include <string>
+
+#include "memory/device.h"
+
+namespace sublet::memory {
+
+struct MemoryInfo {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+};
+
+// Reserve an address range once, then back it with physical memory piece by piece.
+// All sizes and offsets are multiples of granularity().
+class VirtualMemory {
+ public:
+  virtual ~VirtualMemory() = default;
+  virtual std::size_t granularity() const = 0;
+  // nullptr when no address range of that size can be reserved.
+  virtual void* reserve(std::size_t bytes) = 0;
+  virtual void release(void* base, std::size_t bytes) = 0;
+  // false when the device has no physical memory left; never throws for that case.
+  virtual bool map(void* address, std::size_t bytes) = 0;
+  virtual void unmap(void* address, std::size_t bytes) = 0;
+};
+
+using EventHandle = void*;
+
+// Events let a block used on another stream wait until that stream's work is done.
+class StreamEvents {
+ public:
+  virtual ~StreamEvents() = default;
+  virtual EventHandle record(StreamHandle stream) = 0;
+  virtual bool completed(EventHandle event) = 0;
+  virtual void destroy(EventHandle event) = 0;
+  // Waits for all work on all streams of the device.
+  virtual void synchronize_device() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  // nullptr when the device cannot supply the bytes: out-of-memory is the allocator's to report.
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void deallocate(void* ptr, std::size_t bytes) = 0;
+  virtual MemoryInfo memory_info() const = 0;
+  // Capabilities; nullptr when not supported.
+  virtual VirtualMemory* virtual_memory() { return nullptr; }
+  virtual StreamEvents* stream_events() { return nullptr; }
+};
+
+}  // namespace sublet::memory

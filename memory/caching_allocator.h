@@ -1,0 +1,150 @@
+#pragma once
+// The sub-landlord. Takes segments from a Backend and cuts them into blocks, following the
+// rules of PyTorch's CUDA caching allocator:
+//  - sizes round up to 512 B (large sizes by roundup_power2_divisions);
+//  - requests <= 1 MiB use the small pool (2 MiB segments), others the large pool (20 MiB
+//    segments below 10 MiB, else the request rounded up to 2 MiB);
+//  - best fit among free blocks of the same stream; split when the remainder is worth keeping;
+//    blocks >= max_split_size are never split and serve only requests within 20 MiB of them;
+//  - freeing a block (step 1) lowers allocated bytes at once; the block (step 2) joins the free
+//    set and merges with free neighbours. Reserved memory only shrinks in empty_cache(), on the
+//    out-of-memory path, or by garbage collection above the threshold.
+// Thread-safe: one mutex guards all state. A cache hit makes no backend call, no system call and
+// no heap allocation.
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "memory/backend.h"
+#include "memory/block.h"
+#include "memory/config.h"
+#include "memory/stats.h"
+
+namespace sublet::memory {
+
+inline constexpr std::size_t kMinBlockSize = 512;               // every size rounds to this
+inline constexpr std::size_t kSmallSize = 1 * kMiB;             // largest small-pool request
+inline constexpr std::size_t kSmallBuffer = 2 * kMiB;           // small-pool segment
+inline constexpr std::size_t kLargeBuffer = 20 * kMiB;          // large-pool segment for < 10 MiB
+inline constexpr std::size_t kMinLargeAlloc = 10 * kMiB;
+inline constexpr std::size_t kRoundLarge = 2 * kMiB;            // larger segments round to this
+
+// One block of a snapshot: what memory_viz calls a block.
+struct BlockInfo {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested_size = 0;
+  enum class State { ActiveAllocated, ActivePending, Inactive } state = State::Inactive;
+  BlockCategory category = BlockCategory::Unknown;
+  std::uint32_t annotation = 0;
+};
+
+struct SegmentInfo {
+  std::uintptr_t address = 0;
+  std::size_t total_size = 0;
+  std::size_t allocated_size = 0;
+  std::size_t active_size = 0;
+  std::size_t requested_size = 0;
+  bool is_small_pool = false;
+  bool is_expandable = false;
+  StreamHandle stream = nullptr;
+  std::vector<BlockInfo> blocks;
+};
+
+// Optional listener for every allocator event (the allocation history of the profiling layer).
+// Called with the allocator's lock held: keep it short and never call back into the allocator.
+enum class AllocatorEventKind : std::uint8_t {
+  Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, Oom
+};
+struct AllocatorEvent {
+  AllocatorEventKind kind;
+  std::uintptr_t address;
+  std::size_t size;
+  std::size_t requested_size;
+  StreamHandle stream;
+  BlockCategory category;
+  std::uint32_t annotation;
+};
+using AllocatorObserver = std::function<void(const AllocatorEvent&)>;
+
+class CachingAllocator {
+ public:
+  explicit CachingAllocator(std::unique_ptr<Backend> backend, AllocatorConfig config = {});
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Never returns nullptr: throws OutOfMemoryError (after freeing the cache and retrying).
+  // size 0 is served as the minimum block so that every allocation has a distinct address.
+  Block* allocate(std::size_t bytes, StreamHandle stream = nullptr,
+                  BlockCategory category = BlockCategory::Unknown);
+  void free(Block* block);
+  // The block will also be used on `stream`: it is reused only after that stream's work
+  // enqueued before the free has completed.
+  void record_stream(Block* block, StreamHandle stream);
+
+  // Returns every wholly free segment to the backend (and unmaps free tails of expandable ones).
+  void empty_cache();
+
+  std::size_t memory_allocated() const;
+  std::size_t memory_reserved() const;
+  std::size_t max_memory_allocated() const;
+  std::size_t max_memory_reserved() const;
+  void reset_peak_memory_stats();
+  void reset_accumulated_memory_stats();
+  DeviceStats stats() const;
+  std::map<std::string, std::int64_t> memory_stats() const { return stats().to_map(); }
+  std::string memory_summary() const;
+  std::vector<SegmentInfo> snapshot() const;
+  // Largest free cached block and the share of free reserved memory outside it.
+  std::size_t largest_free_block() const;
+  double fragmentation() const;
+
+  // Caps the reserved memory at fraction * device capacity (as torch.cuda.set_per_process_memory_fraction).
+  void set_memory_fraction(double fraction);
+  const AllocatorConfig& config() const { return config_; }
+  // Only while nothing is allocated (the rounding and pool rules must not change under live blocks).
+  void set_config(const AllocatorConfig& config);
+  void set_observer(AllocatorObserver observer);
+
+  Backend& backend() { return *backend_; }
+  Device device() const { return backend_->device(); }
+  static std::size_t round_size(std::size_t bytes, const AllocatorConfig& config);
+  static std::size_t segment_size_for(std::size_t rounded_bytes);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Backend> backend_;
+  AllocatorConfig config_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// RAII lease of one block; used for workspaces and anything that needs bytes for a scope.
+class ScopedBlock {
+ public:
+  ScopedBlock() = default;
+  ScopedBlock(CachingAllocator& allocator, std::size_t bytes, StreamHandle stream = nullptr,
+              BlockCategory category = BlockCategory::Temporary)
+      : allocator_(&allocator), block_(allocator.allocate(bytes, stream, category)) {}
+  ~ScopedBlock() { reset(); }
+  ScopedBlock(ScopedBlock&& other) noexcept : allocator_(other.allocator_), block_(other.block_) { other.block_ = nullptr; }
+  ScopedBlock& operator=(ScopedBlock&& other) noexcept {
+    if (this != &other) { reset(); allocator_ = other.allocator_; block_ = other.block_; other.block_ = nullptr; }
+    return *this;
+  }
+  void* get() const { return block_ ? block_->ptr : nullptr; }
+  Block* block() const { return block_; }
+  void reset() { if (block_) { allocator_->free(block_); block_ = nullptr; } }
+
+ private:
+  CachingAllocator* allocator_ = nullptr;
+  Block* block_ = nullptr;
+};
+
+}  // namespace sublet::memory

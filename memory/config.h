@@ -1,0 +1,43 @@
+#pragma once
+// Allocator knobs, with the keys and syntax of PyTorch's PYTORCH_CUDA_ALLOC_CONF so that what
+// users learned there carries over:
+//   max_split_size_mb:512,roundup_power2_divisions:16,expandable_segments:True,
+//   garbage_collection_threshold:0.6      and the list form roundup_power2_divisions:[256:1,512:2,>:8]
+// SUBLET_ALLOC_CONF is read in exactly one place (AllocatorConfig::from_environment).
+#include <array>
+#include <cstddef>
+#include <limits>
+#include <string>
+
+namespace sublet::memory {
+
+inline constexpr std::size_t kMiB = 1024 * 1024;
+
+struct AllocatorConfig {
+  // Roundup divisions are chosen per power-of-two size interval starting at 1 MiB:
+  // entry 0 covers sizes < 2 MiB, entry i covers [2^i MiB, 2^(i+1) MiB), the last covers the rest.
+  static constexpr std::size_t kRoundupIntervals = 16;
+
+  // Blocks at least this large are never split ("oversize"). Default: unlimited.
+  std::size_t max_split_size = std::numeric_limits<std::size_t>::max();
+  // 0 or 1 = plain 512-byte rounding for that interval.
+  std::array<std::size_t, kRoundupIntervals> roundup_power2_divisions{};
+  bool expandable_segments = false;
+  // 0 = off. Otherwise, in (0, 1): fraction of the memory limit above which unused cached
+  // segments are reclaimed before asking the backend (needs a per-process memory fraction).
+  double garbage_collection_threshold = 0.0;
+
+  // Throws ConfigError naming the key, the value and what is allowed.
+  static AllocatorConfig parse(const std::string& text);
+  // Parses SUBLET_ALLOC_CONF, or returns the defaults when it is unset or empty.
+  static AllocatorConfig from_environment();
+  // The canonical text form (parse(to_string()) gives the same config).
+  std::string to_string() const;
+
+  bool max_split_size_set() const { return max_split_size != std::numeric_limits<std::size_t>::max(); }
+  std::size_t divisions_for(std::size_t size) const;
+  // Checks every field (for configs built in code); throws ConfigError.
+  void validate() const;
+};
+
+}  // namespace sublet::memory

@@ -1,0 +1,25 @@
+#pragma once
+// Host memory for CPU tensors, so that CPU runs go through the same caching logic and report
+// the same statistics as GPU runs. Expandable segments use mmap: reserve with PROT_NONE,
+// map by making pages accessible, unmap by giving the pages back (madvise) and protecting them.
+#include "memory/backend.h"
+
+namespace sublet::memory {
+
+class HostBackend final : public Backend, public VirtualMemory {
+ public:
+  std::string name() const override { return "host"; }
+  Device device() const override { return Device::cpu(); }
+  void* allocate(std::size_t bytes) override;
+  void deallocate(void* ptr, std::size_t bytes) override;
+  MemoryInfo memory_info() const override;
+  VirtualMemory* virtual_memory() override { return this; }
+
+  std::size_t granularity() const override { return 2 * 1024 * 1024; }
+  void* reserve(std::size_t bytes) override;
+  void release(void* base, std::size_t bytes) override;
+  bool map(void* address, std::size_t bytes) override;
+  void unmap(void* address, std::size_t bytes) override;
+};
+
+}  // namespace sublet::memory

@@ -1,0 +1,39 @@
+#pragma once
+// One caching allocator per device, created on first use, and the torch.cuda-style free
+// functions over them. The allocators read SUBLET_ALLOC_CONF once, when first created.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "memory/caching_allocator.h"
+#include "memory/device.h"
+
+namespace sublet::memory {
+
+// The allocator of `device` (HostBackend for the CPU, CudaBackend for CUDA devices).
+// Throws DeviceError for a CUDA device when CUDA is not built in or the device does not exist.
+CachingAllocator& allocator_for(Device device);
+
+bool cuda_built();          // the CUDA backend is compiled in
+int cuda_device_count();    // 0 when not built or no usable device/driver
+bool cuda_available();
+// cuda:0 when a GPU is present, else the CPU.
+Device default_device();
+
+}  // namespace sublet::memory
+
+namespace sublet {
+
+// Same names as torch.cuda, with the device as an argument (default: memory::default_device()).
+std::size_t memory_allocated(Device device = memory::default_device());
+std::size_t memory_reserved(Device device = memory::default_device());
+std::size_t max_memory_allocated(Device device = memory::default_device());
+std::size_t max_memory_reserved(Device device = memory::default_device());
+void reset_peak_memory_stats(Device device = memory::default_device());
+void reset_accumulated_memory_stats(Device device = memory::default_device());
+std::map<std::string, std::int64_t> memory_stats(Device device = memory::default_device());
+std::string memory_summary(Device device = memory::default_device());
+void empty_cache(Device device = memory::default_device());
+
+}  // namespace sublet

@@ -1,0 +1,2 @@
+# Convolution, normalisation, pooling, loss and dropout kernels.
+list(APPEND SUBLET_OPS_SOURCES)

@@ -1,0 +1,2 @@
+# Elementwise, reduction, matmul, fill/copy and random kernels.
+list(APPEND SUBLET_OPS_SOURCES)

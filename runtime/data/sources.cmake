@@ -1,0 +1,2 @@
+# Dataset readers, loader and checkpoint (safetensors) sources.
+list(APPEND SUBLET_RUNTIME_SOURCES)

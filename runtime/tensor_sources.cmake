@@ -1,0 +1,2 @@
+# Tensor, autograd, nn, optim sources.
+list(APPEND SUBLET_RUNTIME_SOURCES)
