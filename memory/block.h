@@ -23,8 +23,8 @@ enum class BlockCategory : std::uint8_t {
   Unknown, Parameter, Gradient, Activation, OptimizerState, Workspace, Input, Temporary
 };
 
-using FreeSetHook = boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>;
-using SegmentListHook = boost::intrusive::list_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>;
+using FreeSetHook = boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::safe_link>>;
+using SegmentListHook = boost::intrusive::list_member_hook<boost::intrusive::link_mode<boost::intrusive::safe_link>>;
 
 struct Block {
   void* ptr = nullptr;

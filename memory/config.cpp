@@ -1,0 +1,184 @@
+#include "memory/config.h"
+
+#include <bit>
+#include <cstdlib>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+#include "memory/errors.h"
+
+namespace sublet::memory {
+namespace {
+
+std::string trim(std::string_view s) {
+  const auto begin = s.find_first_not_of(" \t");
+  if (begin == std::string_view::npos) return "";
+  const auto end = s.find_last_not_of(" \t");
+  return std::string(s.substr(begin, end - begin + 1));
+}
+
+[[noreturn]] void fail(const std::string& key, const std::string& value, const std::string& allowed) {
+  throw ConfigError("SUBLET_ALLOC_CONF: bad value '" + value + "' for " + key + ": expected " + allowed);
+}
+
+// Splits on commas that are not inside [...].
+std::vector<std::string> split_options(const std::string& text) {
+  std::vector<std::string> parts;
+  std::string current;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      parts.push_back(current);
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  if (depth != 0) throw ConfigError("SUBLET_ALLOC_CONF: unbalanced brackets in '" + text + "'");
+  parts.push_back(current);
+  return parts;
+}
+
+std::size_t parse_unsigned(const std::string& key, const std::string& value, const std::string& allowed) {
+  if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos || value.size() > 18)
+    fail(key, value, allowed);
+  return std::stoull(value);
+}
+
+std::size_t parse_division(const std::string& key, const std::string& value) {
+  const std::string allowed = "a power of two (1, 2, 4, ..., 2^30), or a list like [256:1,512:2,>:8]";
+  const std::size_t v = parse_unsigned(key, value, allowed);
+  if (v == 0 || !std::has_single_bit(v) || v > (std::size_t{1} << 30)) fail(key, value, allowed);
+  return v;
+}
+
+// The last interval holding sizes below `mib` (a power of two): intervals are [2^i, 2^(i+1)) MiB,
+// and interval 0 also holds everything below 1 MiB.
+std::size_t last_interval_below(std::size_t mib) {
+  const auto log2_mib = static_cast<std::size_t>(std::countr_zero(mib));
+  return log2_mib == 0 ? 0 : log2_mib - 1;
+}
+
+// "[256:1,512:2,>:8]" as PyTorch documents it: sizes under 256 MiB round with 1 division,
+// sizes in [256, 512) MiB with 2, larger sizes with 8.
+void parse_division_list(const std::string& value, AllocatorConfig& config) {
+  const std::string key = "roundup_power2_divisions";
+  const std::string allowed = "a list [SIZE_MB:DIVISIONS,...,>:DIVISIONS] with SIZE_MB powers of two in increasing order";
+  const std::string inner = value.substr(1, value.size() - 2);
+  std::size_t next_index = 0;
+  bool saw_rest = false;
+  for (const std::string& raw : split_options(inner)) {
+    const std::string entry = trim(raw);
+    const auto colon = entry.find(':');
+    if (colon == std::string::npos || saw_rest) fail(key, value, allowed);
+    const std::string size_text = trim(entry.substr(0, colon));
+    const std::size_t divisions = parse_division(key, trim(entry.substr(colon + 1)));
+    if (size_text == ">") {
+      for (std::size_t i = next_index; i < AllocatorConfig::kRoundupIntervals; ++i) config.roundup_power2_divisions[i] = divisions;
+      next_index = AllocatorConfig::kRoundupIntervals;
+      saw_rest = true;
+      continue;
+    }
+    const std::size_t mib = parse_unsigned(key, size_text, allowed);
+    if (mib == 0 || !std::has_single_bit(mib)) fail(key, value, allowed + " (" + size_text + " is not a power of two)");
+    const std::size_t last = std::min(last_interval_below(mib), AllocatorConfig::kRoundupIntervals - 1);
+    if (last < next_index && next_index != 0) fail(key, value, allowed + " (sizes must increase)");
+    for (std::size_t i = next_index; i <= last; ++i) config.roundup_power2_divisions[i] = divisions;
+    next_index = last + 1;
+  }
+}
+
+bool parse_bool(const std::string& key, const std::string& value) {
+  if (value == "True" || value == "true" || value == "1") return true;
+  if (value == "False" || value == "false" || value == "0") return false;
+  fail(key, value, "True or False");
+}
+
+}  // namespace
+
+std::size_t AllocatorConfig::divisions_for(std::size_t size) const {
+  const std::size_t log_size = static_cast<std::size_t>(std::bit_width(size) - 1);
+  const std::size_t start = 20;  // log2(1 MiB)
+  const std::size_t index = log_size > start ? log_size - start : 0;
+  return roundup_power2_divisions[std::min(index, kRoundupIntervals - 1)];
+}
+
+AllocatorConfig AllocatorConfig::parse(const std::string& text) {
+  AllocatorConfig config;
+  if (trim(text).empty()) return config;
+  for (const std::string& raw : split_options(text)) {
+    const std::string option = trim(raw);
+    if (option.empty()) continue;
+    const auto colon = option.find(':');
+    if (colon == std::string::npos)
+      throw ConfigError("SUBLET_ALLOC_CONF: option '" + option + "' has no value; expected key:value");
+    const std::string key = trim(option.substr(0, colon));
+    const std::string value = trim(option.substr(colon + 1));
+    if (key == "max_split_size_mb") {
+      const std::string allowed = "an integer number of MiB >= 20 (the large-segment size)";
+      const std::size_t mb = parse_unsigned(key, value, allowed);
+      if (mb < 20 || mb > (std::size_t{1} << 40)) fail(key, value, allowed);
+      config.max_split_size = mb * kMiB;
+    } else if (key == "roundup_power2_divisions") {
+      if (!value.empty() && value.front() == '[') {
+        if (value.back() != ']') fail(key, value, "a list closed by ']'");
+        parse_division_list(value, config);
+      } else {
+        config.roundup_power2_divisions.fill(parse_division(key, value));
+      }
+    } else if (key == "expandable_segments") {
+      config.expandable_segments = parse_bool(key, value);
+    } else if (key == "garbage_collection_threshold") {
+      const std::string allowed = "a number strictly between 0 and 1, e.g. 0.6";
+      double threshold = 0;
+      std::istringstream in(value);
+      if (!(in >> threshold) || !in.eof() || !(threshold > 0.0 && threshold < 1.0)) fail(key, value, allowed);
+      config.garbage_collection_threshold = threshold;
+    } else {
+      throw ConfigError("SUBLET_ALLOC_CONF: unknown option '" + key + "' (value '" + value +
+                        "'); known options: max_split_size_mb, roundup_power2_divisions, "
+                        "expandable_segments, garbage_collection_threshold");
+    }
+  }
+  return config;
+}
+
+AllocatorConfig AllocatorConfig::from_environment() {
+  const char* text = std::getenv("SUBLET_ALLOC_CONF");
+  return text ? parse(text) : AllocatorConfig{};
+}
+
+void AllocatorConfig::validate() const {
+  if (max_split_size_set() && max_split_size < 20 * kMiB)
+    throw ConfigError("AllocatorConfig: max_split_size must be >= 20 MiB, got " + std::to_string(max_split_size) + " bytes");
+  for (std::size_t d : roundup_power2_divisions)
+    if (d > 1 && !std::has_single_bit(d))
+      throw ConfigError("AllocatorConfig: roundup_power2_divisions must be powers of two, got " + std::to_string(d));
+  if (garbage_collection_threshold != 0.0 && !(garbage_collection_threshold > 0.0 && garbage_collection_threshold < 1.0))
+    throw ConfigError("AllocatorConfig: garbage_collection_threshold must be in (0, 1), got " + std::to_string(garbage_collection_threshold));
+}
+
+std::string AllocatorConfig::to_string() const {
+  std::ostringstream out;
+  const char* sep = "";
+  if (max_split_size_set()) { out << "max_split_size_mb:" << max_split_size / kMiB; sep = ","; }
+  bool any_division = false;
+  for (std::size_t d : roundup_power2_divisions) any_division |= d > 1;
+  if (any_division) {
+    out << sep << "roundup_power2_divisions:[";
+    for (std::size_t i = 0; i < kRoundupIntervals; ++i) {
+      if (i + 1 < kRoundupIntervals) out << (std::size_t{1} << (i + 1)) << ":" << std::max<std::size_t>(roundup_power2_divisions[i], 1) << ",";
+      else out << ">:" << std::max<std::size_t>(roundup_power2_divisions[i], 1);
+    }
+    out << "]";
+    sep = ",";
+  }
+  if (expandable_segments) { out << sep << "expandable_segments:True"; sep = ","; }
+  if (garbage_collection_threshold > 0) out << sep << "garbage_collection_threshold:" << garbage_collection_threshold;
+  return out.str();
+}
+
+}  // namespace sublet::memory

@@ -1,0 +1,161 @@
+#include "memory/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include "memory/cuda_check.h"
+#include "memory/errors.h"
+
+namespace sublet::memory {
+namespace {
+
+// Makes the backend's device current for the scope and restores the caller's afterwards.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    SUBLET_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) SUBLET_CUDA_CHECK(cudaSetDevice(device));
+    device_ = device;
+  }
+  ~DeviceGuard() {
+    if (previous_ != device_) cudaSetDevice(previous_);
+  }
+
+ private:
+  int previous_ = 0;
+  int device_ = 0;
+};
+
+CUmemAllocationProp physical_memory_properties(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+
+}  // namespace
+
+int CudaBackend::device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+CudaBackend::CudaBackend(int device_index) : device_index_(device_index) {
+  DeviceGuard guard(device_index_);
+  SUBLET_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context the driver API calls use
+  CUmemAllocationProp prop = physical_memory_properties(device_index_);
+  SUBLET_CU_CHECK(cuMemGetAllocationGranularity(&granularity_, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+}
+
+CudaBackend::~CudaBackend() = default;
+
+void* CudaBackend::allocate(std::size_t bytes) {
+  DeviceGuard guard(device_index_);
+  void* ptr = nullptr;
+  const cudaError_t status = cudaMalloc(&ptr, bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // out of memory is an answer, not an error: the allocator reports it
+    return nullptr;
+  }
+  SUBLET_CUDA_CHECK(status);
+  return ptr;
+}
+
+void CudaBackend::deallocate(void* ptr, std::size_t /*bytes*/) {
+  DeviceGuard guard(device_index_);
+  SUBLET_CUDA_CHECK(cudaFree(ptr));
+}
+
+MemoryInfo CudaBackend::memory_info() const {
+  DeviceGuard guard(device_index_);
+  MemoryInfo info;
+  SUBLET_CUDA_CHECK(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
+  return info;
+}
+
+void* CudaBackend::reserve(std::size_t bytes) {
+  DeviceGuard guard(device_index_);
+  CUdeviceptr base = 0;
+  const CUresult status = cuMemAddressReserve(&base, bytes, 0, 0, 0);
+  if (status == CUDA_ERROR_OUT_OF_MEMORY) return nullptr;
+  SUBLET_CU_CHECK(status);
+  return reinterpret_cast<void*>(base);
+}
+
+void CudaBackend::release(void* base, std::size_t bytes) {
+  DeviceGuard guard(device_index_);
+  SUBLET_CU_CHECK(cuMemAddressFree(reinterpret_cast<CUdeviceptr>(base), bytes));
+}
+
+bool CudaBackend::map(void* address, std::size_t bytes) {
+  DeviceGuard guard(device_index_);
+  const CUmemAllocationProp prop = physical_memory_properties(device_index_);
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const auto begin = reinterpret_cast<CUdeviceptr>(address);
+  std::lock_guard lock(handles_mutex_);
+  for (CUdeviceptr chunk = begin; chunk < begin + bytes; chunk += granularity_) {
+    CUmemGenericAllocationHandle handle{};
+    const CUresult status = cuMemCreate(&handle, granularity_, &prop, 0);
+    if (status == CUDA_ERROR_OUT_OF_MEMORY) {
+      unmap_chunks(begin, chunk);  // all or nothing
+      return false;
+    }
+    SUBLET_CU_CHECK(status);
+    SUBLET_CU_CHECK(cuMemMap(chunk, granularity_, 0, handle, 0));
+    SUBLET_CU_CHECK(cuMemSetAccess(chunk, granularity_, &access, 1));
+    handles_[chunk] = handle;
+  }
+  return true;
+}
+
+void CudaBackend::unmap(void* address, std::size_t bytes) {
+  DeviceGuard guard(device_index_);
+  // Work queued on any stream may still touch these pages.
+  SUBLET_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto begin = reinterpret_cast<CUdeviceptr>(address);
+  std::lock_guard lock(handles_mutex_);
+  unmap_chunks(begin, begin + bytes);
+}
+
+void CudaBackend::unmap_chunks(CUdeviceptr begin, CUdeviceptr end) {
+  for (CUdeviceptr chunk = begin; chunk < end; chunk += granularity_) {
+    auto it = handles_.find(chunk);
+    if (it == handles_.end()) continue;
+    SUBLET_CU_CHECK(cuMemUnmap(chunk, granularity_));
+    SUBLET_CU_CHECK(cuMemRelease(it->second));
+    handles_.erase(it);
+  }
+}
+
+EventHandle CudaBackend::record(StreamHandle stream) {
+  DeviceGuard guard(device_index_);
+  cudaEvent_t event = nullptr;
+  SUBLET_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  SUBLET_CUDA_CHECK(cudaEventRecord(event, static_cast<cudaStream_t>(stream)));
+  return event;
+}
+
+bool CudaBackend::completed(EventHandle event) {
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  SUBLET_CUDA_CHECK(status);
+  return true;
+}
+
+void CudaBackend::destroy(EventHandle event) { SUBLET_CUDA_CHECK(cudaEventDestroy(static_cast<cudaEvent_t>(event))); }
+
+void CudaBackend::synchronize_device() {
+  DeviceGuard guard(device_index_);
+  SUBLET_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace sublet::memory
