@@ -1,0 +1,104 @@
+#include "ops/batch_norm.h"
+
+#include <string>
+
+#include "memory/errors.h"
+#include "ops/cpu/batch_norm_cpu.h"
+#include "ops/nn_dispatch.h"
+
+namespace sublet::ops {
+
+namespace {
+
+// The one device switch of batch_norm: CUDA (cuDNN) kernels plug in here.
+template <typename CpuKernel>
+void dispatch(const Context& ctx, DType dtype, CpuKernel&& cpu_kernel) {
+  detail::dispatch_float_kernel("batch_norm", ctx, dtype, std::forward<CpuKernel>(cpu_kernel));
+}
+
+template <typename T>
+const T* typed(const void* p) { return static_cast<const T*>(p); }
+template <typename T>
+T* typed(void* p) { return static_cast<T*>(p); }
+
+void check_eps(double eps) {
+  if (!(eps > 0)) throw ValueError("batch_norm: eps must be > 0, got " + std::to_string(eps));
+}
+
+}  // namespace
+
+void BatchNormShape::validate(bool training) const {
+  if (batch < 1 || channels < 1 || height < 1 || width < 1) {
+    throw ShapeError("batch_norm: input must be non-empty (N,C,H,W), got [" +
+                     std::to_string(batch) + ", " + std::to_string(channels) + ", " +
+                     std::to_string(height) + ", " + std::to_string(width) + "]");
+  }
+  if (training && batch * height * width < 2) {
+    throw ShapeError("batch_norm: training needs more than 1 value per channel, got input [" +
+                     std::to_string(batch) + ", " + std::to_string(channels) + ", " +
+                     std::to_string(height) + ", " + std::to_string(width) + "]");
+  }
+}
+
+void batch_norm_forward_training(const Context& ctx, const BatchNormShape& shape, DType dtype,
+                                 const void* input, const void* weight, const void* bias,
+                                 void* running_mean, void* running_var, double momentum,
+                                 double eps, void* output, void* save_mean, void* save_invstd) {
+  shape.validate(true);
+  check_eps(eps);
+  if (!(momentum >= 0 && momentum <= 1)) {
+    throw ValueError("batch_norm: momentum must be in [0, 1], got " + std::to_string(momentum));
+  }
+  dispatch(ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::batch_norm_forward_training<T>(shape, typed<T>(input), typed<T>(weight), typed<T>(bias),
+                                        typed<T>(running_mean), typed<T>(running_var), momentum,
+                                        eps, typed<T>(output), typed<T>(save_mean),
+                                        typed<T>(save_invstd));
+  });
+}
+
+void batch_norm_forward_eval(const Context& ctx, const BatchNormShape& shape, DType dtype,
+                             const void* input, const void* weight, const void* bias,
+                             const void* running_mean, const void* running_var, double eps,
+                             void* output) {
+  shape.validate(false);
+  check_eps(eps);
+  dispatch(ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::batch_norm_forward_eval<T>(shape, typed<T>(input), typed<T>(weight), typed<T>(bias),
+                                    typed<T>(running_mean), typed<T>(running_var), eps,
+                                    typed<T>(output));
+  });
+}
+
+void batch_norm_backward_training(const Context& ctx, const BatchNormShape& shape, DType dtype,
+                                  const void* grad_output, const void* input, const void* weight,
+                                  const void* save_mean, const void* save_invstd,
+                                  void* grad_input, void* grad_weight, void* grad_bias) {
+  shape.validate(true);
+  dispatch(ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::batch_norm_backward_training<T>(shape, typed<T>(grad_output), typed<T>(input),
+                                         typed<T>(weight), typed<T>(save_mean),
+                                         typed<T>(save_invstd), typed<T>(grad_input),
+                                         typed<T>(grad_weight), typed<T>(grad_bias));
+  });
+}
+
+void batch_norm_backward_eval(const Context& ctx, const BatchNormShape& shape, DType dtype,
+                              const void* grad_output, const void* input, const void* weight,
+                              const void* running_mean, const void* running_var, double eps,
+                              void* grad_input, void* grad_weight, void* grad_bias) {
+  shape.validate(false);
+  check_eps(eps);
+  dispatch(ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::batch_norm_backward_eval<T>(shape, typed<T>(grad_output), typed<T>(input),
+                                     typed<T>(weight), typed<T>(running_mean),
+                                     typed<T>(running_var), eps, typed<T>(grad_input),
+                                     typed<T>(grad_weight), typed<T>(grad_bias));
+  });
+}
+
+}  // namespace sublet::ops

@@ -1,0 +1,84 @@
+#pragma once
+// im2col / col2im for one image. The column matrix has one row per (channel, kh, kw) and one
+// column per output pixel, so that conv becomes weight[OC, C*KH*KW] x col[C*KH*KW, OH*OW].
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/conv2d.h"
+
+namespace sublet::ops::cpu {
+
+// Output columns [first, last) of one output row read input columns that lie inside
+// [0, width) when the row's input offset is `offset` and the stride is 1.
+struct InsideRange {
+  std::int64_t first, last;
+};
+inline InsideRange inside_columns(std::int64_t offset, std::int64_t width, std::int64_t out_width) {
+  const std::int64_t first = std::clamp<std::int64_t>(-offset, 0, out_width);
+  const std::int64_t last = std::clamp<std::int64_t>(width - offset, first, out_width);
+  return {first, last};
+}
+
+// col[(c*KH + kh)*KW + kw][oh*OW + ow] = input[c][oh*sh - ph + kh*dh][ow*sw - pw + kw*dw] or 0.
+template <typename T>
+void im2col(const Conv2dShape& s, std::int64_t channels, const T* input, T* col) {
+  const std::int64_t oh_count = s.out_height(), ow_count = s.out_width();
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const T* plane = input + c * s.in_height * s.in_width;
+    for (std::int64_t kh = 0; kh < s.kernel_h; ++kh) {
+      for (std::int64_t kw = 0; kw < s.kernel_w; ++kw) {
+        const std::int64_t col_offset = kw * s.dilation_w - s.pad_w;
+        for (std::int64_t oh = 0; oh < oh_count; ++oh, col += ow_count) {
+          const std::int64_t ih = oh * s.stride_h - s.pad_h + kh * s.dilation_h;
+          if (ih < 0 || ih >= s.in_height) {
+            std::fill(col, col + ow_count, T(0));
+            continue;
+          }
+          const T* row = plane + ih * s.in_width;
+          if (s.stride_w == 1) {  // the common case: one contiguous copy between zero margins
+            const InsideRange r = inside_columns(col_offset, s.in_width, ow_count);
+            std::fill(col, col + r.first, T(0));
+            std::copy(row + r.first + col_offset, row + r.last + col_offset, col + r.first);
+            std::fill(col + r.last, col + ow_count, T(0));
+          } else {
+            for (std::int64_t ow = 0; ow < ow_count; ++ow) {
+              const std::int64_t iw = ow * s.stride_w + col_offset;
+              col[ow] = (iw >= 0 && iw < s.in_width) ? row[iw] : T(0);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of im2col: input[c][ih][iw] += every col entry that im2col read from it.
+// `input` must be initialised (usually zeroed) by the caller.
+template <typename T>
+void col2im_add(const Conv2dShape& s, std::int64_t channels, const T* col, T* input) {
+  const std::int64_t oh_count = s.out_height(), ow_count = s.out_width();
+  for (std::int64_t c = 0; c < channels; ++c) {
+    T* plane = input + c * s.in_height * s.in_width;
+    for (std::int64_t kh = 0; kh < s.kernel_h; ++kh) {
+      for (std::int64_t kw = 0; kw < s.kernel_w; ++kw) {
+        const std::int64_t col_offset = kw * s.dilation_w - s.pad_w;
+        for (std::int64_t oh = 0; oh < oh_count; ++oh, col += ow_count) {
+          const std::int64_t ih = oh * s.stride_h - s.pad_h + kh * s.dilation_h;
+          if (ih < 0 || ih >= s.in_height) continue;
+          T* row = plane + ih * s.in_width;
+          if (s.stride_w == 1) {
+            const InsideRange r = inside_columns(col_offset, s.in_width, ow_count);
+            for (std::int64_t ow = r.first; ow < r.last; ++ow) row[ow + col_offset] += col[ow];
+          } else {
+            for (std::int64_t ow = 0; ow < ow_count; ++ow) {
+              const std::int64_t iw = ow * s.stride_w + col_offset;
+              if (iw >= 0 && iw < s.in_width) row[iw] += col[ow];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace sublet::ops::cpu

@@ -1,0 +1,46 @@
+#include "ops/dropout.h"
+
+#include <string>
+
+#include "memory/errors.h"
+#include "ops/cpu/dropout_cpu.h"
+#include "ops/nn_dispatch.h"
+
+namespace sublet::ops {
+
+namespace {
+
+// The one device switch of dropout: the CUDA kernel plugs in here.
+template <typename CpuKernel>
+void dispatch(const Context& ctx, DType dtype, CpuKernel&& cpu_kernel) {
+  detail::dispatch_float_kernel("dropout", ctx, dtype, std::forward<CpuKernel>(cpu_kernel));
+}
+
+void check_arguments(std::int64_t numel, double p) {
+  if (numel < 0) throw ShapeError("dropout: numel must be >= 0, got " + std::to_string(numel));
+  if (!(p >= 0 && p <= 1)) throw ValueError("dropout: p must be in [0, 1], got " + std::to_string(p));
+}
+
+}  // namespace
+
+void dropout_forward(const Context& ctx, std::int64_t numel, DType dtype, const void* input,
+                     double p, std::uint64_t seed, std::uint64_t offset, void* output) {
+  check_arguments(numel, p);
+  dispatch(ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::dropout_apply<T>(numel, static_cast<const T*>(input), p, seed, offset, static_cast<T*>(output));
+  });
+}
+
+void dropout_backward(const Context& ctx, std::int64_t numel, DType dtype, const void* grad_output,
+                      double p, std::uint64_t seed, std::uint64_t offset, void* grad_input) {
+  check_arguments(numel, p);
+  dispatch(ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    // The gradient of a masked scaling is the same masked scaling.
+    cpu::dropout_apply<T>(numel, static_cast<const T*>(grad_output), p, seed, offset,
+                          static_cast<T*>(grad_input));
+  });
+}
+
+}  // namespace sublet::ops

@@ -1,0 +1,100 @@
+#include "ops/loss.h"
+
+#include <string>
+
+#include "memory/errors.h"
+#include "ops/cpu/loss_cpu.h"
+#include "ops/nn_dispatch.h"
+
+namespace sublet::ops {
+
+namespace {
+
+// The one device switch of the loss ops: CUDA kernels plug in here.
+template <typename CpuKernel>
+void dispatch(const char* op, const Context& ctx, DType dtype, CpuKernel&& cpu_kernel) {
+  detail::dispatch_float_kernel(op, ctx, dtype, std::forward<CpuKernel>(cpu_kernel));
+}
+
+template <typename T>
+const T* typed(const void* p) { return static_cast<const T*>(p); }
+template <typename T>
+T* typed(void* p) { return static_cast<T*>(p); }
+
+void check_label_smoothing(double label_smoothing) {
+  if (!(label_smoothing >= 0 && label_smoothing <= 1)) {
+    throw ValueError("cross_entropy: label_smoothing must be in [0, 1], got " +
+                     std::to_string(label_smoothing));
+  }
+}
+
+}  // namespace
+
+void ClassScoresShape::validate(const char* op) const {
+  if (batch < 1 || classes < 1) {
+    throw ShapeError(std::string(op) + ": input must be non-empty [N, C], got [" +
+                     std::to_string(batch) + ", " + std::to_string(classes) + "]");
+  }
+}
+
+void log_softmax_forward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
+                         const void* input, void* output) {
+  shape.validate("log_softmax");
+  dispatch("log_softmax", ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::log_softmax_forward<T>(shape, typed<T>(input), typed<T>(output));
+  });
+}
+
+void log_softmax_backward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
+                          const void* grad_output, const void* output, void* grad_input) {
+  shape.validate("log_softmax");
+  dispatch("log_softmax", ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::log_softmax_backward<T>(shape, typed<T>(grad_output), typed<T>(output), typed<T>(grad_input));
+  });
+}
+
+void nll_loss_forward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
+                      const void* log_probs, const std::int64_t* targets, void* loss) {
+  shape.validate("nll_loss");
+  dispatch("nll_loss", ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::nll_loss_forward<T>(shape, typed<T>(log_probs), targets, typed<T>(loss));
+  });
+}
+
+void nll_loss_backward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
+                       const void* grad_loss, const std::int64_t* targets, void* grad_log_probs) {
+  shape.validate("nll_loss");
+  dispatch("nll_loss", ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::nll_loss_backward<T>(shape, typed<T>(grad_loss), targets, typed<T>(grad_log_probs));
+  });
+}
+
+void cross_entropy_forward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
+                           const void* logits, const std::int64_t* targets,
+                           double label_smoothing, void* loss) {
+  shape.validate("cross_entropy");
+  check_label_smoothing(label_smoothing);
+  dispatch("cross_entropy", ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::cross_entropy_forward<T>(shape, typed<T>(logits), targets, label_smoothing, typed<T>(loss));
+  });
+}
+
+void cross_entropy_backward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
+                            const void* grad_loss, const void* logits,
+                            const std::int64_t* targets, double label_smoothing,
+                            void* grad_logits) {
+  shape.validate("cross_entropy");
+  check_label_smoothing(label_smoothing);
+  dispatch("cross_entropy", ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::cross_entropy_backward<T>(shape, typed<T>(grad_loss), typed<T>(logits), targets,
+                                   label_smoothing, typed<T>(grad_logits));
+  });
+}
+
+}  // namespace sublet::ops

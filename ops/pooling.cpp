@@ -1,0 +1,140 @@
+#include "ops/pooling.h"
+
+#include <string>
+
+#include "memory/errors.h"
+#include "ops/cpu/pooling_cpu.h"
+#include "ops/nn_dispatch.h"
+
+namespace sublet::ops {
+
+namespace {
+
+// The one device switch of the pooling ops: CUDA kernels plug in here.
+template <typename CpuKernel>
+void dispatch(const char* op, const Context& ctx, DType dtype, CpuKernel&& cpu_kernel) {
+  detail::dispatch_float_kernel(op, ctx, dtype, std::forward<CpuKernel>(cpu_kernel));
+}
+
+std::string dims(std::int64_t a, std::int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
+
+std::string input_dims(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+  return "[" + std::to_string(n) + ", " + std::to_string(c) + ", " + std::to_string(h) + ", " +
+         std::to_string(w) + "]";
+}
+
+}  // namespace
+
+std::int64_t Pool2dShape::out_height() const {
+  return (in_height + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1;
+}
+
+std::int64_t Pool2dShape::out_width() const {
+  return (in_width + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1;
+}
+
+void Pool2dShape::validate(const char* op) const {
+  const std::string name = op;
+  if (batch < 1 || channels < 1 || in_height < 1 || in_width < 1) {
+    throw ShapeError(name + ": input must be non-empty (N,C,H,W), got " +
+                     input_dims(batch, channels, in_height, in_width));
+  }
+  if (kernel_h < 1 || kernel_w < 1 || stride_h < 1 || stride_w < 1 || dilation_h < 1 ||
+      dilation_w < 1) {
+    throw ShapeError(name + ": kernel, stride and dilation must be >= 1, got kernel " +
+                     dims(kernel_h, kernel_w) + ", stride " + dims(stride_h, stride_w) +
+                     ", dilation " + dims(dilation_h, dilation_w));
+  }
+  if (pad_h < 0 || pad_w < 0 || 2 * pad_h > kernel_h || 2 * pad_w > kernel_w) {
+    throw ShapeError(name + ": padding must be between 0 and half the kernel, got padding " +
+                     dims(pad_h, pad_w) + " for kernel " + dims(kernel_h, kernel_w));
+  }
+  if (in_height + 2 * pad_h < dilation_h * (kernel_h - 1) + 1 ||
+      in_width + 2 * pad_w < dilation_w * (kernel_w - 1) + 1) {
+    throw ShapeError(name + ": kernel " + dims(kernel_h, kernel_w) + " (dilation " +
+                     dims(dilation_h, dilation_w) + ") does not fit in the padded input " +
+                     dims(in_height + 2 * pad_h, in_width + 2 * pad_w) + " of input " +
+                     input_dims(batch, channels, in_height, in_width));
+  }
+}
+
+void AdaptivePool2dShape::validate() const {
+  if (batch < 1 || channels < 1 || in_height < 1 || in_width < 1) {
+    throw ShapeError("adaptive_avg_pool2d: input must be non-empty (N,C,H,W), got " +
+                     input_dims(batch, channels, in_height, in_width));
+  }
+  if (out_height < 1 || out_width < 1) {
+    throw ShapeError("adaptive_avg_pool2d: output size must be >= 1, got " +
+                     dims(out_height, out_width));
+  }
+}
+
+namespace {
+void require_no_dilation(const Pool2dShape& shape) {
+  if (shape.dilation_h != 1 || shape.dilation_w != 1) {
+    throw ShapeError("avg_pool2d: dilation must be 1, got " + dims(shape.dilation_h, shape.dilation_w));
+  }
+}
+}  // namespace
+
+void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                        const void* input, void* output, std::int64_t* indices) {
+  shape.validate("max_pool2d");
+  dispatch("max_pool2d", ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::max_pool2d_forward<T>(shape, static_cast<const T*>(input), static_cast<T*>(output), indices);
+  });
+}
+
+void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                         const void* grad_output, const std::int64_t* indices, void* grad_input) {
+  shape.validate("max_pool2d");
+  dispatch("max_pool2d", ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::max_pool2d_backward<T>(shape, static_cast<const T*>(grad_output), indices,
+                                static_cast<T*>(grad_input));
+  });
+}
+
+void avg_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                        const void* input, void* output, bool count_include_pad) {
+  shape.validate("avg_pool2d");
+  require_no_dilation(shape);
+  dispatch("avg_pool2d", ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::avg_pool2d_forward<T>(shape, static_cast<const T*>(input), static_cast<T*>(output),
+                               count_include_pad);
+  });
+}
+
+void avg_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                         const void* grad_output, void* grad_input, bool count_include_pad) {
+  shape.validate("avg_pool2d");
+  require_no_dilation(shape);
+  dispatch("avg_pool2d", ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::avg_pool2d_backward<T>(shape, static_cast<const T*>(grad_output),
+                                static_cast<T*>(grad_input), count_include_pad);
+  });
+}
+
+void adaptive_avg_pool2d_forward(const Context& ctx, const AdaptivePool2dShape& shape,
+                                 DType dtype, const void* input, void* output) {
+  shape.validate();
+  dispatch("adaptive_avg_pool2d", ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::adaptive_avg_pool2d_forward<T>(shape, static_cast<const T*>(input), static_cast<T*>(output));
+  });
+}
+
+void adaptive_avg_pool2d_backward(const Context& ctx, const AdaptivePool2dShape& shape,
+                                  DType dtype, const void* grad_output, void* grad_input) {
+  shape.validate();
+  dispatch("adaptive_avg_pool2d", ctx, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::adaptive_avg_pool2d_backward<T>(shape, static_cast<const T*>(grad_output),
+                                         static_cast<T*>(grad_input));
+  });
+}
+
+}  // namespace sublet::ops

@@ -1,0 +1,58 @@
+#pragma once
+// 2-D max, average and adaptive average pooling on NCHW-contiguous buffers, PyTorch semantics
+// (floor output sizes: ceil_mode is not supported). Input [N, C, H, W] -> output
+// [N, C, OH, OW]. All pointers are device memory of ctx.device, caller-allocated.
+#include <cstdint>
+
+#include "ops/context.h"
+#include "ops/dtype.h"
+
+namespace sublet::ops {
+
+struct Pool2dShape {
+  std::int64_t batch = 0, channels = 0, in_height = 0, in_width = 0;
+  std::int64_t kernel_h = 0, kernel_w = 0;
+  // PyTorch's default stride is the kernel size; here it is spelled out by the caller.
+  std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  std::int64_t dilation_h = 1, dilation_w = 1;  // max pooling only; avg pooling needs 1
+
+  std::int64_t out_height() const;
+  std::int64_t out_width() const;
+  std::int64_t input_numel() const { return batch * channels * in_height * in_width; }
+  std::int64_t output_numel() const { return batch * channels * out_height() * out_width(); }
+  // Throws ShapeError naming `op`: sizes >= 1, padding at most half the kernel (as PyTorch,
+  // so that every window sees at least one input element), a non-empty output.
+  void validate(const char* op) const;
+};
+
+// output = max over each window; indices[i] = h * W + w of the maximum inside its input
+// plane (PyTorch's layout), int64. A NaN in a window is its maximum, as in PyTorch.
+void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                        const void* input, void* output, std::int64_t* indices);
+// grad_input (overwritten) receives each grad_output element at its index.
+void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                         const void* grad_output, const std::int64_t* indices, void* grad_input);
+
+// Mean over each window. count_include_pad = true divides by the window clipped to the padded
+// input (PyTorch's default); false by the number of real input elements in it.
+void avg_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                        const void* input, void* output, bool count_include_pad = true);
+void avg_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                         const void* grad_output, void* grad_input, bool count_include_pad = true);
+
+struct AdaptivePool2dShape {
+  std::int64_t batch = 0, channels = 0, in_height = 0, in_width = 0;
+  std::int64_t out_height = 0, out_width = 0;
+
+  std::int64_t input_numel() const { return batch * channels * in_height * in_width; }
+  std::int64_t output_numel() const { return batch * channels * out_height * out_width; }
+  void validate() const;  // throws ShapeError naming adaptive_avg_pool2d
+};
+
+// Output cell (i, j) averages rows [floor(i*H/OH), ceil((i+1)*H/OH)) and the columns likewise.
+void adaptive_avg_pool2d_forward(const Context& ctx, const AdaptivePool2dShape& shape,
+                                 DType dtype, const void* input, void* output);
+void adaptive_avg_pool2d_backward(const Context& ctx, const AdaptivePool2dShape& shape,
+                                  DType dtype, const void* grad_output, void* grad_input);
+
+}  // namespace sublet::ops
