@@ -1,0 +1,81 @@
+#include "runtime/data/sample_transform.h"
+
+#include <string>
+
+#include "memory/errors.h"
+#include "runtime/data/random.h"
+
+namespace sublet::data {
+
+Normalization mnist_normalization() { return {{0.1307f}, {0.3081f}}; }
+
+Normalization cifar10_normalization() {
+  return {{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}};
+}
+
+void check_sample_transform(const ImageDataset& dataset, const Normalization& normalization,
+                            const Augmentation& augmentation) {
+  const bool none = normalization.mean.empty() && normalization.stddev.empty();
+  const auto channels = static_cast<std::size_t>(dataset.channels);
+  if (!none && (normalization.mean.size() != channels || normalization.stddev.size() != channels)) {
+    throw ValueError("loader: normalisation for " + dataset.name + " needs " +
+                     std::to_string(channels) + " means and stddevs (one per channel), got " +
+                     std::to_string(normalization.mean.size()) + " and " +
+                     std::to_string(normalization.stddev.size()));
+  }
+  for (std::size_t c = 0; c < normalization.stddev.size(); ++c) {
+    if (!(normalization.stddev[c] > 0.0f)) {
+      throw ValueError("loader: normalisation stddev of channel " + std::to_string(c) +
+                       " must be > 0, got " + std::to_string(normalization.stddev[c]));
+    }
+  }
+  if (augmentation.crop_padding < 0) {
+    throw ValueError("loader: crop_padding must be >= 0, got " +
+                     std::to_string(augmentation.crop_padding));
+  }
+}
+
+void write_transformed_sample(const ImageDataset& dataset, std::int64_t index,
+                              const Normalization& normalization,
+                              const Augmentation& augmentation, std::uint64_t random_key,
+                              float* out) {
+  const std::int64_t channels = dataset.channels;
+  const std::int64_t height = dataset.height;
+  const std::int64_t width = dataset.width;
+  Random random(random_key);
+  std::int64_t shift_y = 0;
+  std::int64_t shift_x = 0;
+  if (augmentation.random_crop) {
+    // A crop at offset o of the image padded by p reads source pixel (y + o - p).
+    const auto choices = static_cast<std::uint64_t>(2 * augmentation.crop_padding + 1);
+    shift_y = static_cast<std::int64_t>(random.below(choices)) - augmentation.crop_padding;
+    shift_x = static_cast<std::int64_t>(random.below(choices)) - augmentation.crop_padding;
+  }
+  const bool flip = augmentation.horizontal_flip && random.below(2) == 1;
+
+  const std::uint8_t* pixels = dataset.sample_pixels(index).data();
+  for (std::int64_t c = 0; c < channels; ++c) {
+    // out = (pixel / 255 - mean) / stddev, folded into one multiply-add.
+    float scale = 1.0f / 255.0f;
+    float offset = 0.0f;
+    if (!normalization.mean.empty()) {
+      scale /= normalization.stddev[static_cast<std::size_t>(c)];
+      offset = -normalization.mean[static_cast<std::size_t>(c)] /
+               normalization.stddev[static_cast<std::size_t>(c)];
+    }
+    const std::uint8_t* plane = pixels + c * height * width;
+    float* out_plane = out + c * height * width;
+    for (std::int64_t y = 0; y < height; ++y) {
+      const std::int64_t source_y = y + shift_y;
+      for (std::int64_t x = 0; x < width; ++x) {
+        // Flip after the crop, as torchvision does: mirror the output column.
+        const std::int64_t source_x = (flip ? width - 1 - x : x) + shift_x;
+        const bool inside = source_y >= 0 && source_y < height && source_x >= 0 && source_x < width;
+        const float pixel = inside ? plane[source_y * width + source_x] : 0.0f;
+        out_plane[y * width + x] = pixel * scale + offset;
+      }
+    }
+  }
+}
+
+}  // namespace sublet::data
