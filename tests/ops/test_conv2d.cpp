@@ -1,0 +1,225 @@
+// conv2d: forward against a naive loop reference, every backward against float64 central
+// finite differences, shape errors, dtype/device errors, and workspace accounting.
+#include "ops/conv2d.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "memory/errors.h"
+#include "memory/registry.h"
+#include "nn_test_support.h"
+
+namespace sublet::ops {
+namespace {
+
+using testing::cpu_context;
+using testing::kGradientTolerance;
+using testing::max_relative_error;
+using testing::numeric_gradient;
+using testing::random_values;
+
+// Direct definition of the convolution (cross-correlation), accumulated in double.
+std::vector<double> naive_conv2d(const Conv2dShape& s, const std::vector<double>& input,
+                                 const std::vector<double>& weight, const std::vector<double>* bias) {
+  const std::int64_t oh_count = s.out_height(), ow_count = s.out_width();
+  const std::int64_t cg = s.in_channels / s.groups, ocg = s.out_channels / s.groups;
+  std::vector<double> out(static_cast<std::size_t>(s.output_numel()));
+  for (std::int64_t n = 0; n < s.batch; ++n)
+    for (std::int64_t oc = 0; oc < s.out_channels; ++oc)
+      for (std::int64_t oh = 0; oh < oh_count; ++oh)
+        for (std::int64_t ow = 0; ow < ow_count; ++ow) {
+          double sum = bias ? (*bias)[oc] : 0.0;
+          const std::int64_t group = oc / ocg;
+          for (std::int64_t c = 0; c < cg; ++c)
+            for (std::int64_t kh = 0; kh < s.kernel_h; ++kh)
+              for (std::int64_t kw = 0; kw < s.kernel_w; ++kw) {
+                const std::int64_t ih = oh * s.stride_h - s.pad_h + kh * s.dilation_h;
+                const std::int64_t iw = ow * s.stride_w - s.pad_w + kw * s.dilation_w;
+                if (ih < 0 || ih >= s.in_height || iw < 0 || iw >= s.in_width) continue;
+                const std::int64_t ic = group * cg + c;
+                sum += input[((n * s.in_channels + ic) * s.in_height + ih) * s.in_width + iw] *
+                       weight[((oc * cg + c) * s.kernel_h + kh) * s.kernel_w + kw];
+              }
+          out[((n * s.out_channels + oc) * oh_count + oh) * ow_count + ow] = sum;
+        }
+  return out;
+}
+
+Conv2dShape make_shape(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
+                       std::int64_t oc, std::int64_t kh, std::int64_t kw) {
+  Conv2dShape s;
+  s.batch = n; s.in_channels = c; s.in_height = h; s.in_width = w;
+  s.out_channels = oc; s.kernel_h = kh; s.kernel_w = kw;
+  return s;
+}
+
+struct NamedShape {
+  std::string name;
+  Conv2dShape shape;
+};
+
+// Covers: padding, stride, non-square input and kernel, dilation, groups, depthwise, the
+// pointwise fast path (with and without groups), 1x1 with stride (not the fast path),
+// a stride that does not divide the input, and a batch larger than the thread count.
+std::vector<NamedShape> configurations() {
+  std::vector<NamedShape> shapes;
+  { Conv2dShape s = make_shape(3, 3, 7, 6, 4, 3, 3); s.pad_h = s.pad_w = 1; shapes.push_back({"pad1", s}); }
+  { Conv2dShape s = make_shape(2, 2, 9, 7, 3, 3, 2); s.stride_h = 2; s.stride_w = 3; s.pad_h = 1; s.pad_w = 0; shapes.push_back({"stride_nonsquare", s}); }
+  { Conv2dShape s = make_shape(2, 2, 8, 9, 3, 3, 3); s.dilation_h = 2; s.dilation_w = 3; s.pad_h = 2; s.pad_w = 1; shapes.push_back({"dilation", s}); }
+  { Conv2dShape s = make_shape(2, 4, 6, 5, 6, 3, 3); s.groups = 2; s.pad_h = 1; s.pad_w = 1; shapes.push_back({"groups2", s}); }
+  { Conv2dShape s = make_shape(2, 3, 6, 6, 6, 3, 3); s.groups = 3; s.stride_h = s.stride_w = 2; s.pad_h = s.pad_w = 1; shapes.push_back({"depthwise", s}); }
+  { Conv2dShape s = make_shape(3, 4, 5, 4, 5, 1, 1); shapes.push_back({"pointwise", s}); }
+  { Conv2dShape s = make_shape(2, 4, 5, 4, 6, 1, 1); s.groups = 2; shapes.push_back({"pointwise_groups", s}); }
+  { Conv2dShape s = make_shape(2, 3, 7, 5, 2, 1, 1); s.stride_h = s.stride_w = 2; shapes.push_back({"pointwise_stride2", s}); }
+  { Conv2dShape s = make_shape(5, 2, 8, 7, 3, 2, 3); s.stride_h = 3; s.stride_w = 2; shapes.push_back({"stride3_remainder", s}); }
+  return shapes;
+}
+
+template <typename T>
+std::vector<double> run_forward(const Conv2dShape& s, const std::vector<double>& input,
+                                const std::vector<double>& weight, const std::vector<double>* bias) {
+  const std::vector<T> in = testing::cast_values<T>(input), w = testing::cast_values<T>(weight);
+  std::vector<T> b = bias ? testing::cast_values<T>(*bias) : std::vector<T>();
+  std::vector<T> out(static_cast<std::size_t>(s.output_numel()));
+  conv2d_forward(cpu_context(), s, DTypeOf<T>::value, in.data(), w.data(), bias ? b.data() : nullptr, out.data());
+  return testing::cast_values<double>(out);
+}
+
+TEST(Conv2dForward, MatchesNaiveReferenceInFloat64AndFloat32) {
+  std::uint64_t seed = 1;
+  for (const auto& [name, s] : configurations()) {
+    SCOPED_TRACE(name);
+    const auto input = random_values(s.input_numel(), seed++);
+    const auto weight = random_values(s.weight_numel(), seed++);
+    const auto bias = random_values(s.out_channels, seed++);
+    const auto expected = naive_conv2d(s, input, weight, &bias);
+    // float64 differs from the reference only by summation order.
+    EXPECT_LE(max_relative_error(run_forward<double>(s, input, weight, &bias), expected), 1e-12);
+    // float32: products of values in [-1, 1] summed over at most 36 terms.
+    EXPECT_LE(max_relative_error(run_forward<float>(s, input, weight, &bias), expected), 1e-5);
+    EXPECT_LE(max_relative_error(run_forward<double>(s, input, weight, nullptr),
+                                 naive_conv2d(s, input, weight, nullptr)), 1e-12);
+  }
+}
+
+TEST(Conv2dBackward, InputGradientMatchesFiniteDifferences) {
+  std::uint64_t seed = 100;
+  for (const auto& [name, s] : configurations()) {
+    SCOPED_TRACE(name);
+    const auto input = random_values(s.input_numel(), seed++);
+    const auto weight = random_values(s.weight_numel(), seed++);
+    const auto grad_output = random_values(s.output_numel(), seed++);
+    std::vector<double> grad_input(static_cast<std::size_t>(s.input_numel()));
+    conv2d_backward_input(cpu_context(), s, DType::Float64, grad_output.data(), weight.data(), grad_input.data());
+    const auto numeric = numeric_gradient(
+        [&](const std::vector<double>& x) { return run_forward<double>(s, x, weight, nullptr); }, input, grad_output);
+    EXPECT_LE(max_relative_error(grad_input, numeric), kGradientTolerance);
+  }
+}
+
+TEST(Conv2dBackward, WeightAndBiasGradientsMatchFiniteDifferences) {
+  std::uint64_t seed = 200;
+  for (const auto& [name, s] : configurations()) {
+    SCOPED_TRACE(name);
+    const auto input = random_values(s.input_numel(), seed++);
+    const auto weight = random_values(s.weight_numel(), seed++);
+    const auto bias = random_values(s.out_channels, seed++);
+    const auto grad_output = random_values(s.output_numel(), seed++);
+    std::vector<double> grad_weight(static_cast<std::size_t>(s.weight_numel()));
+    std::vector<double> grad_bias(static_cast<std::size_t>(s.out_channels));
+    conv2d_backward_weight(cpu_context(), s, DType::Float64, grad_output.data(), input.data(),
+                           grad_weight.data(), grad_bias.data());
+    const auto numeric_weight = numeric_gradient(
+        [&](const std::vector<double>& w) { return run_forward<double>(s, input, w, &bias); }, weight, grad_output);
+    const auto numeric_bias = numeric_gradient(
+        [&](const std::vector<double>& b) { return run_forward<double>(s, input, weight, &b); }, bias, grad_output);
+    EXPECT_LE(max_relative_error(grad_weight, numeric_weight), kGradientTolerance);
+    EXPECT_LE(max_relative_error(grad_bias, numeric_bias), kGradientTolerance);
+
+    // Without a bias gradient the weight gradient is the same.
+    std::vector<double> grad_weight_only(grad_weight.size());
+    conv2d_backward_weight(cpu_context(), s, DType::Float64, grad_output.data(), input.data(),
+                           grad_weight_only.data(), nullptr);
+    EXPECT_LE(max_relative_error(grad_weight_only, grad_weight), 1e-14);
+  }
+}
+
+TEST(Conv2dBackward, Float32AgreesWithFloat64) {
+  Conv2dShape s = make_shape(4, 4, 9, 8, 6, 3, 3);
+  s.pad_h = s.pad_w = 1; s.groups = 2;
+  const auto input = random_values(s.input_numel(), 7), weight = random_values(s.weight_numel(), 8);
+  const auto grad_output = random_values(s.output_numel(), 9);
+  std::vector<double> gi64(input.size()), gw64(weight.size());
+  conv2d_backward_input(cpu_context(), s, DType::Float64, grad_output.data(), weight.data(), gi64.data());
+  conv2d_backward_weight(cpu_context(), s, DType::Float64, grad_output.data(), input.data(), gw64.data(), nullptr);
+  const auto input32 = testing::cast_values<float>(input), weight32 = testing::cast_values<float>(weight);
+  const auto grad_output32 = testing::cast_values<float>(grad_output);
+  std::vector<float> gi32(input.size()), gw32(weight.size());
+  conv2d_backward_input(cpu_context(), s, DType::Float32, grad_output32.data(), weight32.data(), gi32.data());
+  conv2d_backward_weight(cpu_context(), s, DType::Float32, grad_output32.data(), input32.data(), gw32.data(), nullptr);
+  EXPECT_LE(max_relative_error(gi32, gi64), 1e-5);
+  EXPECT_LE(max_relative_error(gw32, gw64), 1e-5);
+}
+
+TEST(Conv2dShapeCheck, BadShapesNameTheOpAndTheSizes) {
+  Conv2dShape groups = make_shape(1, 6, 8, 8, 4, 3, 3);
+  groups.groups = 4;
+  try {
+    groups.validate();
+    FAIL() << "groups not dividing in_channels was accepted";
+  } catch (const ShapeError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("conv2d"), std::string::npos) << message;
+    EXPECT_NE(message.find("in_channels 6"), std::string::npos) << message;
+    EXPECT_NE(message.find("groups 4"), std::string::npos) << message;
+  }
+  Conv2dShape too_big = make_shape(1, 1, 4, 5, 1, 3, 3);
+  too_big.dilation_h = 2;
+  try {
+    too_big.validate();
+    FAIL() << "a dilated kernel larger than the input was accepted";
+  } catch (const ShapeError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("conv2d"), std::string::npos) << message;
+    EXPECT_NE(message.find("5x3"), std::string::npos) << message;  // dilated extent
+    EXPECT_NE(message.find("4x5"), std::string::npos) << message;  // padded input
+  }
+  Conv2dShape bad_stride = make_shape(1, 1, 4, 4, 1, 3, 3);
+  bad_stride.stride_w = 0;
+  EXPECT_THROW(bad_stride.validate(), ShapeError);
+  // The op entry points validate too, before touching any pointer.
+  EXPECT_THROW(conv2d_forward(cpu_context(), groups, DType::Float32, nullptr, nullptr, nullptr, nullptr), ShapeError);
+}
+
+TEST(Conv2dDispatch, RejectsIntegerDtypeAndUnbuiltCuda) {
+  const Conv2dShape s = make_shape(1, 1, 3, 3, 1, 3, 3);
+  std::vector<std::int64_t> data(9, 1), out(1);
+  EXPECT_THROW(conv2d_forward(cpu_context(), s, DType::Int64, data.data(), data.data(), nullptr, out.data()), DTypeError);
+  const Context cuda{Device::cuda(0), nullptr, nullptr};
+  std::vector<float> values(9, 1.0f), result(1);
+  try {
+    conv2d_forward(cuda, s, DType::Float32, values.data(), values.data(), nullptr, result.data());
+    FAIL() << "a CUDA context ran on the CPU kernel";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("conv2d"), std::string::npos);
+  }
+}
+
+TEST(Conv2dWorkspace, ColumnBuffersComeFromTheAllocator) {
+  Conv2dShape s = make_shape(4, 8, 16, 16, 8, 3, 3);
+  s.pad_h = s.pad_w = 1;
+  const auto input = random_values<float>(s.input_numel(), 3), weight = random_values<float>(s.weight_numel(), 4);
+  std::vector<float> output(static_cast<std::size_t>(s.output_numel()));
+  const Device cpu = Device::cpu();
+  const std::size_t before = memory_allocated(cpu);
+  reset_peak_memory_stats(cpu);
+  conv2d_forward(cpu_context(), s, DType::Float32, input.data(), weight.data(), nullptr, output.data());
+  // At least one thread's column matrix [C*KH*KW, OH*OW] was leased, and given back.
+  const std::size_t one_column_matrix = 8 * 9 * 16 * 16 * sizeof(float);
+  EXPECT_GE(max_memory_allocated(cpu), before + one_column_matrix);
+  EXPECT_EQ(memory_allocated(cpu), before);
+}
+
+}  // namespace
+}  // namespace sublet::ops
