@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include "memory/cuda_check.h"
+#include "memory/cuda_driver.h"
 #include "memory/errors.h"
 
 namespace sublet::memory {
@@ -48,7 +49,7 @@ CudaBackend::CudaBackend(int device_index) : device_index_(device_index) {
   DeviceGuard guard(device_index_);
   SUBLET_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context the driver API calls use
   CUmemAllocationProp prop = physical_memory_properties(device_index_);
-  SUBLET_CU_CHECK(cuMemGetAllocationGranularity(&granularity_, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  SUBLET_CU_CHECK(driver_api().mem_get_allocation_granularity(&granularity_, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 }
 
 CudaBackend::~CudaBackend() = default;
@@ -80,7 +81,7 @@ MemoryInfo CudaBackend::memory_info() const {
 void* CudaBackend::reserve(std::size_t bytes) {
   DeviceGuard guard(device_index_);
   CUdeviceptr base = 0;
-  const CUresult status = cuMemAddressReserve(&base, bytes, 0, 0, 0);
+  const CUresult status = driver_api().mem_address_reserve(&base, bytes, 0, 0, 0);
   if (status == CUDA_ERROR_OUT_OF_MEMORY) return nullptr;
   SUBLET_CU_CHECK(status);
   return reinterpret_cast<void*>(base);
@@ -88,7 +89,7 @@ void* CudaBackend::reserve(std::size_t bytes) {
 
 void CudaBackend::release(void* base, std::size_t bytes) {
   DeviceGuard guard(device_index_);
-  SUBLET_CU_CHECK(cuMemAddressFree(reinterpret_cast<CUdeviceptr>(base), bytes));
+  SUBLET_CU_CHECK(driver_api().mem_address_free(reinterpret_cast<CUdeviceptr>(base), bytes));
 }
 
 bool CudaBackend::map(void* address, std::size_t bytes) {
@@ -101,14 +102,14 @@ bool CudaBackend::map(void* address, std::size_t bytes) {
   std::lock_guard lock(handles_mutex_);
   for (CUdeviceptr chunk = begin; chunk < begin + bytes; chunk += granularity_) {
     CUmemGenericAllocationHandle handle{};
-    const CUresult status = cuMemCreate(&handle, granularity_, &prop, 0);
+    const CUresult status = driver_api().mem_create(&handle, granularity_, &prop, 0);
     if (status == CUDA_ERROR_OUT_OF_MEMORY) {
       unmap_chunks(begin, chunk);  // all or nothing
       return false;
     }
     SUBLET_CU_CHECK(status);
-    SUBLET_CU_CHECK(cuMemMap(chunk, granularity_, 0, handle, 0));
-    SUBLET_CU_CHECK(cuMemSetAccess(chunk, granularity_, &access, 1));
+    SUBLET_CU_CHECK(driver_api().mem_map(chunk, granularity_, 0, handle, 0));
+    SUBLET_CU_CHECK(driver_api().mem_set_access(chunk, granularity_, &access, 1));
     handles_[chunk] = handle;
   }
   return true;
@@ -127,8 +128,8 @@ void CudaBackend::unmap_chunks(CUdeviceptr begin, CUdeviceptr end) {
   for (CUdeviceptr chunk = begin; chunk < end; chunk += granularity_) {
     auto it = handles_.find(chunk);
     if (it == handles_.end()) continue;
-    SUBLET_CU_CHECK(cuMemUnmap(chunk, granularity_));
-    SUBLET_CU_CHECK(cuMemRelease(it->second));
+    SUBLET_CU_CHECK(driver_api().mem_unmap(chunk, granularity_));
+    SUBLET_CU_CHECK(driver_api().mem_release(it->second));
     handles_.erase(it);
   }
 }

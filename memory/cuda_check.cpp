@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "memory/cuda_driver.h"
 #include "memory/errors.h"
 
 namespace sublet::detail {
@@ -15,8 +16,8 @@ void throw_cuda_error(cudaError_t error, const char* call, const char* file, int
 void throw_cu_error(CUresult error, const char* call, const char* file, int line) {
   const char* name = nullptr;
   const char* text = nullptr;
-  cuGetErrorName(error, &name);
-  cuGetErrorString(error, &text);
+  memory::driver_api().get_error_name(error, &name);
+  memory::driver_api().get_error_string(error, &text);
   throw CudaError(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
                   (name ? name : "unknown") + " (" + (text ? text : "no description") + ")");
 }

@@ -26,7 +26,7 @@ std::string format_size(std::int64_t size, std::int64_t unit_reference) {
 }
 
 std::string format_count(std::int64_t count, std::int64_t unit_reference) {
-  static constexpr std::array<const char*, 3> kPrefixes = {"   ", "K  ", "M  "};
+  static constexpr std::array<const char*, 3> kPrefixes = {" ", "K", "M"};
   std::size_t prefix = 0;
   double reference = static_cast<double>(unit_reference);
   while (prefix + 1 < kPrefixes.size() && reference >= 750.0 * 1000.0) {
@@ -34,7 +34,7 @@ std::string format_count(std::int64_t count, std::int64_t unit_reference) {
     reference /= 1000.0;
     ++prefix;
   }
-  return fmt::format("{:7d} {}", count, kPrefixes[prefix]);
+  return fmt::format("{:7d} {} ", count, kPrefixes[prefix]);
 }
 
 std::string rule(char c) { return "|" + std::string(kWidth, c) + "|\n"; }

@@ -1,0 +1,153 @@
+// SUBLET_ALLOC_CONF parsing and the size-rounding rules it controls.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "memory/caching_allocator.h"
+#include "memory/config.h"
+#include "memory/errors.h"
+
+using sublet::ConfigError;
+using sublet::memory::AllocatorConfig;
+using sublet::memory::CachingAllocator;
+using sublet::memory::kMiB;
+
+namespace {
+
+std::size_t round(std::size_t bytes, const std::string& conf = "") {
+  return CachingAllocator::round_size(bytes, AllocatorConfig::parse(conf));
+}
+
+std::string error_of(const std::string& conf) {
+  try {
+    AllocatorConfig::parse(conf);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(AllocatorConfig, DefaultsAreOff) {
+  const AllocatorConfig c = AllocatorConfig::parse("");
+  EXPECT_FALSE(c.max_split_size_set());
+  EXPECT_FALSE(c.expandable_segments);
+  EXPECT_EQ(c.garbage_collection_threshold, 0.0);
+  EXPECT_EQ(c.divisions_for(100 * kMiB), 0u);
+}
+
+TEST(AllocatorConfig, ParsesEveryKey) {
+  const AllocatorConfig c = AllocatorConfig::parse(
+      "max_split_size_mb:512, roundup_power2_divisions:16,expandable_segments:True,garbage_collection_threshold:0.6");
+  EXPECT_EQ(c.max_split_size, 512 * kMiB);
+  EXPECT_EQ(c.divisions_for(3 * kMiB), 16u);
+  EXPECT_TRUE(c.expandable_segments);
+  EXPECT_DOUBLE_EQ(c.garbage_collection_threshold, 0.6);
+}
+
+TEST(AllocatorConfig, ListFormFollowsPyTorchDocs) {
+  // Under 256 MiB: 1 division; [256, 512) MiB: 2; larger: 8.
+  const AllocatorConfig c = AllocatorConfig::parse("roundup_power2_divisions:[256:1,512:2,>:8]");
+  EXPECT_EQ(c.divisions_for(1000), 1u);
+  EXPECT_EQ(c.divisions_for(100 * kMiB), 1u);
+  EXPECT_EQ(c.divisions_for(255 * kMiB), 1u);
+  EXPECT_EQ(c.divisions_for(300 * kMiB), 2u);
+  EXPECT_EQ(c.divisions_for(600 * kMiB), 8u);
+  EXPECT_EQ(c.divisions_for(40000 * kMiB), 8u);
+}
+
+TEST(AllocatorConfig, TextFormRoundTrips) {
+  for (const std::string text : {"max_split_size_mb:128", "roundup_power2_divisions:[256:1,512:2,>:8]",
+                                 "expandable_segments:True,garbage_collection_threshold:0.5",
+                                 "roundup_power2_divisions:4"}) {
+    const AllocatorConfig a = AllocatorConfig::parse(text);
+    const AllocatorConfig b = AllocatorConfig::parse(a.to_string());
+    EXPECT_EQ(a.max_split_size, b.max_split_size) << text;
+    EXPECT_EQ(a.roundup_power2_divisions, b.roundup_power2_divisions) << text;
+    EXPECT_EQ(a.expandable_segments, b.expandable_segments) << text;
+    EXPECT_EQ(a.garbage_collection_threshold, b.garbage_collection_threshold) << text;
+  }
+}
+
+TEST(AllocatorConfig, ReadsTheEnvironmentVariable) {
+  setenv("SUBLET_ALLOC_CONF", "max_split_size_mb:64", 1);
+  EXPECT_EQ(AllocatorConfig::from_environment().max_split_size, 64 * kMiB);
+  setenv("SUBLET_ALLOC_CONF", "max_split_size_mb:6", 1);
+  EXPECT_THROW(AllocatorConfig::from_environment(), ConfigError);
+  unsetenv("SUBLET_ALLOC_CONF");
+  EXPECT_FALSE(AllocatorConfig::from_environment().max_split_size_set());
+}
+
+TEST(AllocatorConfig, ErrorsNameKeyValueAndWhatIsAllowed) {
+  const std::string unknown = error_of("max_split_size:512");
+  EXPECT_NE(unknown.find("unknown option 'max_split_size'"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("max_split_size_mb"), std::string::npos) << unknown;  // lists known keys
+
+  const std::string small = error_of("max_split_size_mb:10");
+  EXPECT_NE(small.find("'10'"), std::string::npos) << small;
+  EXPECT_NE(small.find(">= 20"), std::string::npos) << small;
+
+  EXPECT_NE(error_of("roundup_power2_divisions:3").find("power of two"), std::string::npos);
+  EXPECT_NE(error_of("roundup_power2_divisions:[256:1,100:2]").find("power of two"), std::string::npos);
+  EXPECT_NE(error_of("roundup_power2_divisions:[512:1,256:2]").find("increase"), std::string::npos);
+  EXPECT_NE(error_of("roundup_power2_divisions:[256:1").find("unbalanced"), std::string::npos);
+  EXPECT_NE(error_of("expandable_segments:yes").find("True or False"), std::string::npos);
+  EXPECT_NE(error_of("garbage_collection_threshold:1.0").find("strictly between 0 and 1"), std::string::npos);
+  EXPECT_NE(error_of("garbage_collection_threshold:0").find("strictly between 0 and 1"), std::string::npos);
+  EXPECT_NE(error_of("garbage_collection_threshold:abc").find("'abc'"), std::string::npos);
+  EXPECT_NE(error_of("expandable_segments").find("no value"), std::string::npos);
+  EXPECT_NE(error_of("max_split_size_mb:-5").find("'-5'"), std::string::npos);
+}
+
+TEST(AllocatorConfig, CodeBuiltConfigIsValidated) {
+  AllocatorConfig c;
+  c.max_split_size = 5 * kMiB;
+  EXPECT_THROW(c.validate(), ConfigError);
+  c = AllocatorConfig{};
+  c.roundup_power2_divisions.fill(3);
+  EXPECT_THROW(c.validate(), ConfigError);
+  c = AllocatorConfig{};
+  c.garbage_collection_threshold = 1.5;
+  EXPECT_THROW(c.validate(), ConfigError);
+}
+
+// The rounding table: 512-byte granules by default, power-of-two divisions when configured.
+TEST(SizeRounding, DefaultRoundsTo512Bytes) {
+  EXPECT_EQ(round(0), 512u);
+  EXPECT_EQ(round(1), 512u);
+  EXPECT_EQ(round(512), 512u);
+  EXPECT_EQ(round(513), 1024u);
+  EXPECT_EQ(round(kMiB + 1), kMiB + 512);
+  EXPECT_EQ(round(1200 * kMiB + 7), 1200 * kMiB + 512);
+}
+
+TEST(SizeRounding, OneDivisionIsPlainRounding) {
+  EXPECT_EQ(round(1200 * kMiB + 7, "roundup_power2_divisions:1"), 1200 * kMiB + 512);
+  EXPECT_EQ(round(3000, "roundup_power2_divisions:1"), 3072u);
+}
+
+TEST(SizeRounding, FourDivisions) {
+  const std::string conf = "roundup_power2_divisions:4";
+  EXPECT_EQ(round(1200 * kMiB, conf), 1280 * kMiB);   // steps 1024, 1280, 1536, 1792
+  EXPECT_EQ(round(1280 * kMiB, conf), 1280 * kMiB);   // already on a step
+  EXPECT_EQ(round(5 * kMiB + 1, conf), 6 * kMiB);     // steps of 1 MiB between 4 and 8 MiB
+  EXPECT_EQ(round(1024 * kMiB, conf), 1024 * kMiB);   // powers of two stay
+  EXPECT_EQ(round(10000, conf), 10240u);              // steps of 2 KiB between 8 and 16 KiB
+  EXPECT_EQ(round(1000, conf), 1024u);                // small sizes: plain 512-byte rounding
+}
+
+TEST(SizeRounding, SixteenDivisions) {
+  const std::string conf = "roundup_power2_divisions:16";
+  EXPECT_EQ(round(1200 * kMiB, conf), 1216 * kMiB);   // steps of 64 MiB
+  EXPECT_EQ(round(17 * kMiB, conf), 17 * kMiB);       // steps of 1 MiB between 16 and 32 MiB
+  EXPECT_EQ(round(17 * kMiB + 1, conf), 18 * kMiB);
+}
+
+TEST(SizeRounding, ListForm) {
+  const std::string conf = "roundup_power2_divisions:[256:1,512:2,>:8]";
+  EXPECT_EQ(round(100 * kMiB + 1, conf), 100 * kMiB + 512);  // 1 division
+  EXPECT_EQ(round(300 * kMiB, conf), 384 * kMiB);            // 2 divisions: 256, 384
+  EXPECT_EQ(round(1000 * kMiB, conf), 1024 * kMiB);          // 8 divisions of 64 MiB
+  EXPECT_EQ(round(530 * kMiB, conf), 576 * kMiB);
+}
