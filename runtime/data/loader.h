@@ -45,13 +45,13 @@ struct LoaderOptions {
   bool shuffle = true;
   std::uint64_t seed = 0;
   bool drop_last = false;  // drop a final batch smaller than batch_size
-  Normalization normalization;
-  Augmentation augmentation;
+  Normalization normalization{};
+  Augmentation augmentation{};
   // Batches prepared ahead by the background thread (a bounded queue). 0 prepares each batch
   // inside next() on the calling thread: no thread at all, useful for debugging.
   std::int64_t prefetch_batches = 2;
   // Where batch images live; empty means allocate_host_batch_buffer.
-  BatchBufferAllocator buffer_allocator;
+  BatchBufferAllocator buffer_allocator{};
 };
 
 class DataLoader {

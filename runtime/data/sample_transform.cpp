@@ -55,13 +55,17 @@ void write_transformed_sample(const ImageDataset& dataset, std::int64_t index,
 
   const std::uint8_t* pixels = dataset.sample_pixels(index).data();
   for (std::int64_t c = 0; c < channels; ++c) {
-    // out = (pixel / 255 - mean) / stddev, folded into one multiply-add.
-    float scale = 1.0f / 255.0f;
-    float offset = 0.0f;
-    if (!normalization.mean.empty()) {
-      scale /= normalization.stddev[static_cast<std::size_t>(c)];
-      offset = -normalization.mean[static_cast<std::size_t>(c)] /
-               normalization.stddev[static_cast<std::size_t>(c)];
+    // Every byte value's output for this channel, computed in double: exact (pixel / 255.0f when
+    // not normalising, the same as ImageDataset::sample_floats), and a lookup per pixel after.
+    float value_of[256];
+    for (int pixel = 0; pixel < 256; ++pixel) {
+      if (normalization.mean.empty()) {
+        value_of[pixel] = static_cast<float>(pixel) / 255.0f;
+      } else {
+        const auto k = static_cast<std::size_t>(c);
+        value_of[pixel] = static_cast<float>((pixel / 255.0 - normalization.mean[k]) /
+                                             normalization.stddev[k]);
+      }
     }
     const std::uint8_t* plane = pixels + c * height * width;
     float* out_plane = out + c * height * width;
@@ -71,8 +75,9 @@ void write_transformed_sample(const ImageDataset& dataset, std::int64_t index,
         // Flip after the crop, as torchvision does: mirror the output column.
         const std::int64_t source_x = (flip ? width - 1 - x : x) + shift_x;
         const bool inside = source_y >= 0 && source_y < height && source_x >= 0 && source_x < width;
-        const float pixel = inside ? plane[source_y * width + source_x] : 0.0f;
-        out_plane[y * width + x] = pixel * scale + offset;
+        // Padding is a black pixel, normalised like any other.
+        const std::uint8_t pixel = inside ? plane[source_y * width + source_x] : 0;
+        out_plane[y * width + x] = value_of[pixel];
       }
     }
   }

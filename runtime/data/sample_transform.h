@@ -11,8 +11,8 @@
 namespace sublet::data {
 
 struct Normalization {
-  std::vector<float> mean;    // per channel, on the [0, 1] pixel scale; empty: no normalisation
-  std::vector<float> stddev;  // per channel, > 0; same length as mean
+  std::vector<float> mean{};  // per channel, on the [0, 1] pixel scale; empty: no normalisation
+  std::vector<float> stddev{};  // per channel, > 0; same length as mean
 };
 
 // The customary statistics of the training sets.
