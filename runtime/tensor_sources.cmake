@@ -1,2 +1,19 @@
 # Tensor, autograd, nn, optim sources.
-list(APPEND SUBLET_RUNTIME_SOURCES)
+list(APPEND SUBLET_RUNTIME_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/allocation_scope.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/conversions.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/factories.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gradcheck.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/init.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/matmul.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/reductions.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/shape.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/storage.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/views.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/autograd/engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/autograd/function.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/autograd/grad_mode.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/autograd/node.cpp
+)

@@ -1,0 +1,32 @@
+#include "ops/copy.h"
+
+#include <cstring>
+
+#include "memory/errors.h"
+#include "ops/cpu/copy_cpu.h"
+
+namespace sublet::ops {
+
+// Dispatch points: CUDA kernels go beside the CPU ones (ops/cuda/) and are selected here.
+void copy(const Context& ctx, const Shape& sizes, DType dst_dtype, StridedRef dst, DType src_dtype,
+          ConstStridedRef src) {
+  if (ctx.device.is_cpu()) return cpu::copy(sizes, dst_dtype, std::move(dst), src_dtype, std::move(src));
+  throw DeviceError("copy: no kernel for " + ctx.device.str() + " yet");
+}
+
+void fill(const Context& ctx, DType dtype, const Shape& sizes, StridedRef dst, double value) {
+  if (ctx.device.is_cpu()) return cpu::fill(dtype, sizes, std::move(dst), value);
+  throw DeviceError("fill: no kernel for " + ctx.device.str() + " yet");
+}
+
+void copy_bytes(Device dst_device, void* dst, Device src_device, const void* src, std::size_t bytes,
+                StreamHandle /*stream*/) {
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    return;
+  }
+  throw DeviceError("copy from " + src_device.str() + " to " + dst_device.str() +
+                    ": host/device copies need the CUDA backend, which is not built yet");
+}
+
+}  // namespace sublet::ops

@@ -1,0 +1,174 @@
+#include "ops/cpu/reduce_cpu.h"
+
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "memory/errors.h"
+#include "ops/cpu/dtype_dispatch.h"
+#include "ops/cpu/strided_loop.h"
+
+namespace sublet::ops::cpu {
+namespace {
+
+template <typename T>
+using Accumulator = std::conditional_t<std::is_floating_point_v<T>, double, std::int64_t>;
+
+template <typename T>
+Accumulator<T> sum_range(const T* base, const LoopShape<1>& inner, std::int64_t begin, std::int64_t end) {
+  Accumulator<T> acc = 0;
+  for_each_run(inner, begin, end, [&](const auto& off, std::int64_t n, const auto& st) {
+    const T* p = base + off[0];
+    const std::int64_t s = st[0];
+    for (std::int64_t i = 0; i < n; ++i) acc += p[i * s];
+  });
+  return acc;
+}
+
+template <typename T>
+void sum_typed(const ReduceGeometry& g, T* out, const T* in, double scale) {
+  const std::int64_t outer = shape_numel(g.outer_sizes);
+  auto inner = make_loop_shape<1>(g.inner_sizes, {&g.inner_strides});
+  const std::int64_t inner_n = inner.numel;
+  auto finish = [scale](Accumulator<T> acc) {
+    return scale == 1.0 ? static_cast<T>(acc) : static_cast<T>(static_cast<double>(acc) * scale);
+  };
+  if (outer >= 2 || inner_n <= kParallelGrain) {
+#pragma omp parallel for schedule(static) if (outer * inner_n > kParallelGrain && outer >= 2)
+    for (std::int64_t o = 0; o < outer; ++o) {
+      const T* base = in + strided_offset(o, g.outer_sizes, g.outer_strides);
+      out[o] = finish(sum_range(base, inner, 0, inner_n));
+    }
+    return;
+  }
+  // One large reduction: fixed chunks summed in parallel, partials added in order.
+  const std::int64_t chunks = (inner_n + kParallelGrain - 1) / kParallelGrain;
+  std::vector<Accumulator<T>> partial(chunks);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    partial[c] = sum_range(in, inner, c * kParallelGrain, std::min(inner_n, (c + 1) * kParallelGrain));
+  }
+  Accumulator<T> acc = 0;
+  for (auto p : partial) acc += p;
+  out[0] = finish(acc);
+}
+
+template <typename T>
+bool better(ExtremumKind kind, T candidate, T best) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(best)) return false;
+    if (std::isnan(candidate)) return true;
+  }
+  return kind == ExtremumKind::Max ? candidate > best : candidate < best;
+}
+
+template <typename T>
+void extremum_typed(ExtremumKind kind, const ReduceGeometry& g, T* values, std::int64_t* indices, const T* in) {
+  const std::int64_t outer = shape_numel(g.outer_sizes);
+  const std::int64_t n = g.inner_sizes.at(0);
+  const std::int64_t s = g.inner_strides.at(0);
+#pragma omp parallel for schedule(static) if (outer * n > kParallelGrain)
+  for (std::int64_t o = 0; o < outer; ++o) {
+    const T* p = in + strided_offset(o, g.outer_sizes, g.outer_strides);
+    T best = p[0];
+    std::int64_t best_index = 0;
+    for (std::int64_t i = 1; i < n; ++i) {
+      if (better(kind, p[i * s], best)) {
+        best = p[i * s];
+        best_index = i;
+      }
+    }
+    values[o] = best;
+    indices[o] = best_index;
+  }
+}
+
+// Checked before the parallel loops: an exception must not leave an OpenMP region.
+void check_indices(const char* op, const ScatterGeometry& g, const std::int64_t* indices) {
+  const std::int64_t outer = shape_numel(g.outer_sizes);
+  const std::size_t nd = g.outer_sizes.size();
+  const Shape index_outer(g.index_strides.begin(), g.index_strides.begin() + nd);
+  for (std::int64_t o = 0; o < outer; ++o) {
+    const std::int64_t* pi = indices + strided_offset(o, g.outer_sizes, index_outer);
+    for (std::int64_t j = 0; j < g.index_count; ++j) {
+      const std::int64_t index = pi[j * g.index_strides[nd]];
+      if (index < 0 || index >= g.out_dim_size) {
+        throw ValueError(std::string(op) + ": index " + std::to_string(index) +
+                         " is out of range for a dimension of size " + std::to_string(g.out_dim_size));
+      }
+    }
+  }
+}
+
+template <typename T>
+void scatter_typed(const ScatterGeometry& g, T* out, const std::int64_t* indices, const T* src) {
+  check_indices("scatter_add", g, indices);
+  const std::int64_t outer = shape_numel(g.outer_sizes);
+  const std::size_t nd = g.outer_sizes.size();
+  const Shape index_outer(g.index_strides.begin(), g.index_strides.begin() + nd);
+  const Shape src_outer(g.src_strides.begin(), g.src_strides.begin() + nd);
+  // Different outer positions never write the same element, so splitting over them is safe.
+#pragma omp parallel for schedule(static) if (outer * g.index_count > kParallelGrain)
+  for (std::int64_t o = 0; o < outer; ++o) {
+    T* po = out + strided_offset(o, g.outer_sizes, g.out_outer_strides);
+    const std::int64_t* pi = indices + strided_offset(o, g.outer_sizes, index_outer);
+    const T* ps = src + strided_offset(o, g.outer_sizes, src_outer);
+    for (std::int64_t j = 0; j < g.index_count; ++j) {
+      const std::int64_t index = pi[j * g.index_strides[nd]];
+      po[index * g.out_dim_stride] += ps[j * g.src_strides[nd]];
+    }
+  }
+}
+
+template <typename T>
+void gather_typed(const ScatterGeometry& g, T* out, const std::int64_t* indices, const T* in) {
+  check_indices("gather", g, indices);
+  const std::int64_t outer = shape_numel(g.outer_sizes);
+  const std::size_t nd = g.outer_sizes.size();
+  const Shape index_outer(g.index_strides.begin(), g.index_strides.begin() + nd);
+#pragma omp parallel for schedule(static) if (outer * g.index_count > kParallelGrain)
+  for (std::int64_t o = 0; o < outer; ++o) {
+    const T* pin = in + strided_offset(o, g.outer_sizes, g.out_outer_strides);
+    const std::int64_t* pi = indices + strided_offset(o, g.outer_sizes, index_outer);
+    T* po = out + o * g.index_count;
+    for (std::int64_t j = 0; j < g.index_count; ++j) {
+      const std::int64_t index = pi[j * g.index_strides[nd]];
+      po[j] = pin[index * g.out_dim_stride];
+    }
+  }
+}
+
+}  // namespace
+
+void reduce_sum(DType dtype, const ReduceGeometry& geometry, void* out, const void* in, double scale) {
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    sum_typed<T>(geometry, static_cast<T*>(out), static_cast<const T*>(in), scale);
+  });
+}
+
+void reduce_extremum(ExtremumKind kind, DType dtype, const ReduceGeometry& geometry, void* values,
+                     std::int64_t* indices, const void* in) {
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    extremum_typed<T>(kind, geometry, static_cast<T*>(values), indices, static_cast<const T*>(in));
+  });
+}
+
+void scatter_add(DType dtype, const ScatterGeometry& geometry, void* out, const std::int64_t* indices,
+                 const void* src) {
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    scatter_typed<T>(geometry, static_cast<T*>(out), indices, static_cast<const T*>(src));
+  });
+}
+
+void gather(DType dtype, const ScatterGeometry& geometry, void* out, const std::int64_t* indices, const void* in) {
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    gather_typed<T>(geometry, static_cast<T*>(out), indices, static_cast<const T*>(in));
+  });
+}
+
+}  // namespace sublet::ops::cpu

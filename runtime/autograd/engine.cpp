@@ -1,0 +1,177 @@
+// The backward pass. Iterative throughout (discovery, execution, and Node destruction), so a
+// graph of any depth runs in constant stack. Nodes run in dependency order, later-created first
+// among the ready ones; each node's closure (its saved tensors) and its incoming gradients are
+// dropped as soon as it has run, unless retain_graph.
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "memory/errors.h"
+#include "runtime/allocation_scope.h"
+#include "runtime/autograd/function.h"
+#include "runtime/factories.h"
+
+namespace sublet::autograd {
+
+class Engine {
+ public:
+  static void run(const TensorList& roots, const TensorList& grads, bool retain_graph);
+
+ private:
+  static TensorList run_node(Node& node, TensorList grad_outputs, bool retain_graph);
+  static void accumulate_into_leaf(TensorImpl& leaf, Tensor grad);
+};
+
+namespace {
+
+Tensor add_gradients(const Tensor& existing, const Tensor& incoming) {
+  return existing.defined() ? existing + incoming : incoming;
+}
+
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+}  // namespace
+
+void Engine::accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
+  if (grad.dtype() != leaf.dtype) grad = grad.to(leaf.dtype);
+  AllocationCategoryGuard category(memory::BlockCategory::Gradient);
+  if (leaf.grad) {
+    Tensor(leaf.grad).add_(grad);
+    return;
+  }
+  // Keep a fresh gradient nobody else can see; copy one that is a view or shared (the same
+  // tensor may flow to several inputs, e.g. both operands of add).
+  const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
+                         grad.is_contiguous() && grad.storage_offset() == 0;
+  Tensor owned = exclusive ? grad : grad.clone();
+  owned.storage().set_category(memory::BlockCategory::Gradient);
+  leaf.grad = owned.impl_ptr();
+}
+
+TensorList Engine::run_node(Node& node, TensorList grad_outputs, bool retain_graph) {
+  if (node.released_) {
+    throw Error("backward: node '" + node.name() +
+                "' has already run and freed its saved tensors; pass retain_graph=true to the first backward "
+                "to run backward through the graph a second time");
+  }
+  bool any_gradient = false;
+  for (const auto& g : grad_outputs) any_gradient = any_gradient || g.defined();
+  TensorList grad_inputs(node.num_inputs());
+  if (any_gradient) {
+    for (std::size_t i = 0; i < grad_outputs.size(); ++i) {
+      if (!grad_outputs[i].defined()) {
+        const TensorMeta& meta = node.output_meta_[i];
+        grad_outputs[i] = zeros(meta.sizes, TensorOptions().dtype(meta.dtype).device(meta.device));
+      }
+    }
+    for (auto& hook : node.pre_hooks_) hook(grad_outputs);
+    grad_inputs = node.backward_(grad_outputs);
+    if (grad_inputs.size() != node.num_inputs()) {
+      throw Error("backward of '" + node.name() + "' returned " + std::to_string(grad_inputs.size()) +
+                  " gradients for " + std::to_string(node.num_inputs()) + " inputs");
+    }
+    for (std::size_t i = 0; i < grad_inputs.size(); ++i) {
+      if (!grad_inputs[i].defined() || !node.next_edges_[i].valid()) continue;
+      const TensorMeta& meta = node.input_meta_[i];
+      if (grad_inputs[i].sizes() != meta.sizes) {
+        throw ShapeError("backward of '" + node.name() + "': gradient for input " + std::to_string(i) +
+                         " has shape " + shape_str(grad_inputs[i].sizes()) + ", expected " + shape_str(meta.sizes));
+      }
+    }
+    for (auto& hook : node.post_hooks_) hook(grad_inputs, grad_outputs);
+  }
+  if (!retain_graph) {
+    node.backward_ = nullptr;  // destroys the closure: the saved tensors go back to the allocator
+    node.released_ = true;
+  }
+  return grad_inputs;
+}
+
+void Engine::run(const TensorList& roots, const TensorList& grads, bool retain_graph) {
+  NoGradGuard no_grad;
+  std::vector<std::pair<Edge, Tensor>> root_edges;
+  for (std::size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    if (!root.defined()) throw ValueError("backward: root tensor is undefined");
+    if (!root.requires_grad()) {
+      throw Error("backward: " + root.to_string() + " does not require grad and has no grad_fn");
+    }
+    Tensor grad = i < grads.size() ? grads[i] : Tensor();
+    if (!grad.defined()) {
+      if (root.numel() != 1) {
+        throw ShapeError("backward: the gradient can be implied only for a one-element output, got shape " +
+                         shape_str(root.sizes()) + "; pass grad explicitly");
+      }
+      grad = ones(root.sizes(), root.options());
+    } else if (grad.sizes() != root.sizes()) {
+      throw ShapeError("backward: grad of shape " + shape_str(grad.sizes()) + " for an output of shape " +
+                       shape_str(root.sizes()));
+    }
+    if (root.grad_fn()) {
+      root_edges.push_back({Edge{root.grad_fn(), root.output_nr(), nullptr}, grad});
+    } else {
+      accumulate_into_leaf(*root.unsafe_impl(), grad);
+    }
+  }
+
+  // Discovery: how many edges point at each reachable node.
+  std::unordered_map<Node*, int> dependencies;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  for (auto& [edge, grad] : root_edges) {
+    if (seen.insert(edge.node.get()).second) stack.push_back(edge.node.get());
+  }
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const auto& edge : node->next_edges_) {
+      if (!edge.node) continue;
+      ++dependencies[edge.node.get()];
+      if (seen.insert(edge.node.get()).second) stack.push_back(edge.node.get());
+    }
+  }
+
+  std::unordered_map<Node*, TensorList> buffers;
+  auto buffer_of = [&buffers](Node* node) -> TensorList& {
+    auto& buffer = buffers[node];
+    if (buffer.empty()) buffer.resize(node->num_outputs());
+    return buffer;
+  };
+  std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+  std::unordered_set<Node*> queued;
+  for (auto& [edge, grad] : root_edges) {
+    auto& slot = buffer_of(edge.node.get())[edge.input_nr];
+    slot = add_gradients(slot, grad);
+    if (dependencies[edge.node.get()] == 0 && queued.insert(edge.node.get()).second) ready.push(edge.node.get());
+  }
+  root_edges.clear();  // the roots' tensors stay with the caller; only the graph is needed now
+
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    TensorList grad_outputs = std::move(buffer_of(node));
+    buffers.erase(node);
+    TensorList grad_inputs = run_node(*node, std::move(grad_outputs), retain_graph);
+    for (std::size_t i = 0; i < node->next_edges_.size(); ++i) {
+      const Edge& edge = node->next_edges_[i];
+      Tensor grad = std::move(grad_inputs[i]);
+      if (edge.node) {
+        if (grad.defined()) {
+          auto& slot = buffer_of(edge.node.get())[edge.input_nr];
+          slot = add_gradients(slot, grad);
+        }
+        if (--dependencies[edge.node.get()] == 0) ready.push(edge.node.get());
+      } else if (edge.leaf && grad.defined()) {
+        accumulate_into_leaf(*edge.leaf, std::move(grad));
+      }
+    }
+  }
+}
+
+void backward(const TensorList& roots, const TensorList& grads, bool retain_graph) {
+  Engine::run(roots, grads, retain_graph);
+}
+
+}  // namespace sublet::autograd

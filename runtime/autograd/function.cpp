@@ -1,0 +1,75 @@
+#include "runtime/autograd/function.h"
+
+#include <atomic>
+
+#include "memory/errors.h"
+#include "runtime/kernel_args.h"
+
+namespace sublet::autograd {
+
+bool any_requires_grad(const TensorList& inputs) {
+  if (!grad_mode_enabled()) return false;
+  for (const auto& t : inputs) {
+    if (t.defined() && t.requires_grad()) return true;
+  }
+  return false;
+}
+
+std::shared_ptr<Node> record(std::string name, const TensorList& inputs, const TensorList& outputs,
+                             BackwardFn backward) {
+  if (!any_requires_grad(inputs)) return nullptr;
+  static std::atomic<std::uint64_t> next_sequence_nr{0};
+  auto node = std::make_shared<Node>(std::move(name), next_sequence_nr++);
+  node->backward_ = std::move(backward);
+  node->next_edges_.reserve(inputs.size());
+  for (const auto& input : inputs) {
+    Edge edge;
+    TensorMeta meta;
+    if (input.defined()) {
+      meta = {input.sizes(), input.dtype(), input.device()};
+      if (input.requires_grad()) {
+        if (input.grad_fn()) {
+          edge.node = input.grad_fn();
+          edge.input_nr = input.output_nr();
+        } else {
+          edge.leaf = input.impl_ptr();
+        }
+      }
+    }
+    node->next_edges_.push_back(std::move(edge));
+    node->input_meta_.push_back(std::move(meta));
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    if (!out.defined()) throw ValueError("autograd::record(" + node->name() + "): output " + std::to_string(i) + " is undefined");
+    node->output_meta_.push_back({out.sizes(), out.dtype(), out.device()});
+    if (out.dtype() == DType::Int64) continue;  // indices are not differentiable
+    out.unsafe_impl()->grad_fn = node;
+    out.unsafe_impl()->output_nr = static_cast<std::uint32_t>(i);
+  }
+  return node;
+}
+
+Tensor save(const Tensor& tensor) {
+  if (!tensor.defined()) return {};
+  if (tensor.storage().category() == memory::BlockCategory::Unknown) {
+    tensor.storage().set_category(memory::BlockCategory::Activation);
+  }
+  return tensor.detach();
+}
+
+TensorList hook_point(std::string name, const TensorList& tensors, std::function<void(const TensorList&)> hook) {
+  if (!any_requires_grad(tensors)) return tensors;
+  TensorList aliases;
+  for (const auto& t : tensors) {
+    if (!t.defined()) throw ValueError("hook_point(" + name + "): got an undefined tensor");
+    aliases.push_back(detail::make_view(t, t.sizes(), t.strides(), t.storage_offset()));
+  }
+  record(std::move(name), tensors, aliases, [hook = std::move(hook)](const TensorList& grads) {
+    hook(grads);
+    return grads;
+  });
+  return aliases;
+}
+
+}  // namespace sublet::autograd

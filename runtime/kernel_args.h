@@ -1,0 +1,58 @@
+#pragma once
+// Internal to runtime/: turning Tensors into what ops/ kernels take, and the checks every op
+// shares. Not for users (include runtime/tensor.h).
+#include <string>
+
+#include "memory/errors.h"
+#include "ops/context.h"
+#include "ops/strided.h"
+#include "runtime/tensor.h"
+
+namespace sublet::detail {
+
+inline ops::Context context_for(const Tensor& t) { return ops::Context::for_device(t.device()); }
+inline ops::StridedRef out_ref(const Tensor& t) { return {t.data_ptr(), t.strides()}; }
+inline ops::ConstStridedRef in_ref(const Tensor& t) { return {t.data_ptr(), t.strides()}; }
+// `t` read as if expanded to `target` (stride 0 on broadcast dims).
+inline ops::ConstStridedRef in_ref(const char* op, const Tensor& t, const Shape& target) {
+  return {t.data_ptr(), broadcast_strides(op, t.sizes(), t.strides(), target)};
+}
+
+inline void check_defined(const char* op, const Tensor& t) {
+  if (!t.defined()) throw ValueError(std::string(op) + ": got an undefined tensor");
+}
+
+inline void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.device() != b.device()) {
+    throw DeviceError(std::string(op) + ": tensors are on different devices, " + a.device().str() + " and " +
+                      b.device().str());
+  }
+}
+
+inline void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype()) {
+    throw DTypeError(std::string(op) + ": dtypes " + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) +
+                     " differ (convert one with .to(DType))");
+  }
+}
+
+inline void check_floating(const char* op, const Tensor& t) {
+  if (t.dtype() == DType::Int64) {
+    throw DTypeError(std::string(op) + ": expected a float32 or float64 tensor, got int64 of shape " +
+                     shape_str(t.sizes()));
+  }
+}
+
+// In-place updates are not tracked by autograd; refuse them where tracking would be needed.
+void check_inplace_allowed(const char* op, const Tensor& self, const Tensor* other = nullptr);
+
+// A new TensorImpl over base's storage.
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, std::int64_t offset);
+
+}  // namespace sublet::detail
+
+namespace sublet::detail {
+// Sums `grad` down to `shape` (the reverse of broadcasting): the backward of expand and of
+// every broadcasting op.
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+}  // namespace sublet::detail

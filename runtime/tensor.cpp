@@ -1,0 +1,173 @@
+#include "runtime/tensor.h"
+
+#include "memory/errors.h"
+#include "ops/copy.h"
+#include "runtime/autograd/function.h"
+#include "runtime/autograd/grad_mode.h"
+#include "runtime/factories.h"
+#include "runtime/kernel_args.h"
+
+namespace sublet {
+
+TensorImpl& Tensor::impl() const {
+  if (!impl_) throw ValueError("use of an undefined Tensor (default-constructed or moved from)");
+  return *impl_;
+}
+
+std::int64_t Tensor::size(std::int64_t dim) const { return sizes()[wrap_dim("size", dim, sizes())]; }
+std::int64_t Tensor::stride(std::int64_t dim) const { return strides()[wrap_dim("stride", dim, sizes())]; }
+
+bool Tensor::is_contiguous() const {
+  std::int64_t expected = 1;
+  for (std::size_t d = sizes().size(); d-- > 0;) {
+    if (sizes()[d] == 1) continue;
+    if (strides()[d] != expected) return false;
+    expected *= sizes()[d];
+  }
+  return true;
+}
+
+template <typename T>
+T* Tensor::data() const {
+  if (dtype() != DTypeOf<T>::value) {
+    throw DTypeError(std::string("data<T>: tensor is ") + dtype_name(dtype()) + ", asked for " +
+                     dtype_name(DTypeOf<T>::value));
+  }
+  return static_cast<T*>(data_ptr());
+}
+template float* Tensor::data<float>() const;
+template double* Tensor::data<double>() const;
+template std::int64_t* Tensor::data<std::int64_t>() const;
+
+std::string Tensor::to_string() const {
+  if (!defined()) return "Tensor(undefined)";
+  return "Tensor" + shape_str(sizes()) + " " + dtype_name(dtype()) + " " + device().str() +
+         (requires_grad() ? " requires_grad" : "");
+}
+
+Tensor Tensor::empty(const Shape& sizes, TensorOptions options) {
+  for (auto s : sizes) {
+    if (s < 0) throw ShapeError("empty: negative size in shape " + shape_str(sizes));
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = options.dtype();
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->storage = Storage::allocate(static_cast<std::size_t>(shape_numel(sizes)) * element_size(impl->dtype),
+                                    options.device());
+  impl->requires_grad = options.requires_grad();
+  if (impl->requires_grad && impl->dtype == DType::Int64) {
+    throw DTypeError("empty: only floating-point tensors can require grad, got int64");
+  }
+  return Tensor(std::move(impl));
+}
+
+template <typename T>
+Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& sizes, TensorOptions options) {
+  if (static_cast<std::int64_t>(values.size()) != shape_numel(sizes)) {
+    throw ShapeError("from_vector: " + std::to_string(values.size()) + " values do not fill shape " +
+                     shape_str(sizes) + " (" + std::to_string(shape_numel(sizes)) + " elements)");
+  }
+  Tensor t = empty(sizes, options.dtype(DTypeOf<T>::value).requires_grad(false));
+  ops::copy_bytes(t.device(), t.data_ptr(), Device::cpu(), values.data(), values.size() * sizeof(T));
+  if (options.has_dtype() && options.dtype() != DTypeOf<T>::value) t = t.to(options.dtype());
+  if (options.requires_grad()) t.requires_grad_(true);
+  return t;
+}
+template Tensor Tensor::from_vector<float>(const std::vector<float>&, const Shape&, TensorOptions);
+template Tensor Tensor::from_vector<double>(const std::vector<double>&, const Shape&, TensorOptions);
+template Tensor Tensor::from_vector<std::int64_t>(const std::vector<std::int64_t>&, const Shape&, TensorOptions);
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor source = to(DTypeOf<T>::value).contiguous();
+  std::vector<T> values(static_cast<std::size_t>(numel()));
+  ops::copy_bytes(Device::cpu(), values.data(), device(), source.data_ptr(), values.size() * sizeof(T));
+  return values;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
+
+template <typename T>
+T Tensor::item() const {
+  if (numel() != 1) {
+    throw ShapeError("item: expected a tensor with one element, got shape " + shape_str(sizes()));
+  }
+  NoGradGuard no_grad;
+  return to_vector<T>()[0];
+}
+template float Tensor::item<float>() const;
+template double Tensor::item<double>() const;
+template std::int64_t Tensor::item<std::int64_t>() const;
+
+bool Tensor::requires_grad() const { return impl().requires_grad || impl().grad_fn != nullptr; }
+
+Tensor& Tensor::requires_grad_(bool requires_grad) {
+  if (!is_leaf()) {
+    throw ValueError("requires_grad_: only leaf tensors can change requires_grad; this one comes from '" +
+                     impl().grad_fn->name() + "' (use detach() for a new leaf)");
+  }
+  if (requires_grad && dtype() == DType::Int64) {
+    throw DTypeError("requires_grad_: only floating-point tensors can require grad, got int64");
+  }
+  impl().requires_grad = requires_grad;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return Tensor(impl().grad); }
+
+void Tensor::set_grad(const Tensor& grad) {
+  if (grad.defined() && grad.sizes() != sizes()) {
+    throw ShapeError("set_grad: gradient of shape " + shape_str(grad.sizes()) + " for a tensor of shape " +
+                     shape_str(sizes()));
+  }
+  impl().grad = grad.impl_ptr();
+}
+
+Tensor Tensor::detach() const {
+  Tensor out = detail::make_view(*this, sizes(), strides(), storage_offset());
+  return out;
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  autograd::backward({*this}, {grad}, retain_graph);
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return a.add(b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return a.sub(b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return a.mul(b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return a.div(b); }
+Tensor operator+(const Tensor& a, double b) { return a.add(b); }
+Tensor operator-(const Tensor& a, double b) { return a.sub(b); }
+Tensor operator*(const Tensor& a, double b) { return a.mul(b); }
+Tensor operator/(const Tensor& a, double b) { return a.div(b); }
+Tensor operator+(double a, const Tensor& b) { return b.add(a); }
+Tensor operator-(double a, const Tensor& b) { return b.neg().add(a); }
+Tensor operator*(double a, const Tensor& b) { return b.mul(a); }
+Tensor operator/(double a, const Tensor& b) { return b.pow(-1.0).mul(a); }
+Tensor operator-(const Tensor& a) { return a.neg(); }
+
+namespace detail {
+
+void check_inplace_allowed(const char* op, const Tensor& self, const Tensor* other) {
+  if (!autograd::grad_mode_enabled()) return;
+  if (self.requires_grad() || (other && other->defined() && other->requires_grad())) {
+    throw Error(std::string(op) + ": in-place ops are not recorded by autograd, and a tensor here requires grad (" +
+                self.to_string() + "); run it under NoGradGuard or on detached tensors");
+  }
+}
+
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, std::int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage();
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+}  // namespace detail
+
+}  // namespace sublet
