@@ -1,0 +1,25 @@
+// sublet: the command-line front end. Subcommands live in their own files (see commands.h).
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "memory/errors.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"sublet: a small C++ deep-learning runtime with a PyTorch-style caching allocator"};
+  app.require_subcommand(1);
+  sublet::cli::add_demo_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const sublet::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
