@@ -5,6 +5,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "ops/cpu/im2col_cpu.h"
 
@@ -19,30 +20,106 @@ using MatrixMap = Eigen::Map<RowMatrix<T>>;
 template <typename T>
 using ConstMatrixMap = Eigen::Map<const RowMatrix<T>>;
 
-// Sizes of the per-group GEMMs: weight_g [OCg, K] x col [K, P] = output_g [OCg, P].
-struct GemmSizes {
-  std::int64_t in_channels_per_group, out_channels_per_group, k, pixels, in_plane_block;
-  // 1x1, stride 1, no padding: the input planes already are the column matrix (no im2col).
-  bool pointwise;
+// A GEMM narrower than this many columns (output pixels) runs far below peak, so images with
+// few output pixels (the 14x14 and 7x7 stages of a ResNet) are put side by side in one
+// column matrix until it is about this wide.
+constexpr std::int64_t kTargetGemmColumns = 256;
+
+// How the convolution is cut into GEMMs: per group, weight_g [OCg, K] x col [K, cols] where
+// cols = images_per_gemm * pixels.
+struct Plan {
+  std::int64_t in_channels_per_group, out_channels_per_group, k, pixels;
+  std::int64_t group_input_offset;  // elements between the first planes of two groups
+  std::int64_t in_image, out_image;  // elements of one image of input / output
+  std::int64_t images_per_gemm, chunks;
+  // 1x1, stride 1, no padding, one image per GEMM: the input planes already are the column
+  // matrix and the output planes the result, so no im2col and no staging copies.
+  bool direct;
+  int threads;
+
+  std::int64_t max_columns() const { return images_per_gemm * pixels; }
 };
 
-GemmSizes gemm_sizes(const Conv2dShape& s) {
-  GemmSizes g{};
-  g.in_channels_per_group = s.in_channels / s.groups;
-  g.out_channels_per_group = s.out_channels / s.groups;
-  g.k = g.in_channels_per_group * s.kernel_h * s.kernel_w;
-  g.pixels = s.out_height() * s.out_width();
-  g.in_plane_block = g.in_channels_per_group * s.in_height * s.in_width;
-  g.pointwise = s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 &&
-                s.pad_h == 0 && s.pad_w == 0;
-  return g;
+Plan make_plan(const Conv2dShape& s) {
+  Plan p{};
+  p.in_channels_per_group = s.in_channels / s.groups;
+  p.out_channels_per_group = s.out_channels / s.groups;
+  p.k = p.in_channels_per_group * s.kernel_h * s.kernel_w;
+  p.pixels = s.out_height() * s.out_width();
+  p.group_input_offset = p.in_channels_per_group * s.in_height * s.in_width;
+  p.in_image = s.in_channels * s.in_height * s.in_width;
+  p.out_image = s.out_channels * p.pixels;
+  p.threads = omp_get_max_threads();
+  // Wide enough GEMMs, but never so few chunks that a thread has none.
+  const std::int64_t images_per_thread = (s.batch + p.threads - 1) / p.threads;
+  p.images_per_gemm = std::clamp<std::int64_t>((kTargetGemmColumns + p.pixels - 1) / p.pixels, 1,
+                                               std::max<std::int64_t>(images_per_thread, 1));
+  p.chunks = (s.batch + p.images_per_gemm - 1) / p.images_per_gemm;
+  const bool pointwise = s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 &&
+                         s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0;
+  p.direct = pointwise && p.images_per_gemm == 1;
+  return p;
 }
 
-// One column buffer per thread; none for the pointwise path.
+// Per-thread scratch from the allocator (so it shows in the memory statistics): the column
+// matrix [K, cols] unless direct, and a staging matrix [OCg, cols] for multi-image GEMMs,
+// whose rows interleave images and so cannot alias the NCHW output.
 template <typename T>
-memory::ScopedBlock column_workspace(const Context& ctx, const GemmSizes& g, int threads) {
-  if (g.pointwise) return {};
-  return ctx.workspace(static_cast<std::size_t>(threads) * g.k * g.pixels * sizeof(T));
+class Scratch {
+ public:
+  Scratch(const Context& ctx, const Plan& p)
+      : column_elements_(p.direct ? 0 : p.k * p.max_columns()),
+        staging_elements_(p.images_per_gemm > 1 ? p.out_channels_per_group * p.max_columns() : 0) {
+    const std::size_t per_thread = static_cast<std::size_t>(column_elements_ + staging_elements_);
+    if (per_thread > 0) block_ = ctx.workspace(per_thread * p.threads * sizeof(T));
+  }
+  T* columns(int thread) const { return base() + thread * (column_elements_ + staging_elements_); }
+  T* staging(int thread) const { return columns(thread) + column_elements_; }
+
+ private:
+  T* base() const { return static_cast<T*>(block_.get()); }
+  std::int64_t column_elements_, staging_elements_;
+  memory::ScopedBlock block_;
+};
+
+// The images [first, first + count) of one GEMM.
+struct Chunk {
+  std::int64_t first, count;
+};
+Chunk chunk_at(const Conv2dShape& s, const Plan& p, std::int64_t index) {
+  const std::int64_t first = index * p.images_per_gemm;
+  return {first, std::min(p.images_per_gemm, s.batch - first)};
+}
+
+// The column matrix [K, count * pixels] of group `group` for a chunk: the input itself when
+// direct, else im2col of each image into its own block of columns.
+template <typename T>
+const T* build_columns(const Conv2dShape& s, const Plan& p, const Chunk& c, std::int64_t group,
+                       const T* input, T* columns) {
+  const T* first_image = input + c.first * p.in_image + group * p.group_input_offset;
+  if (p.direct) return first_image;
+  const std::int64_t cols = c.count * p.pixels;
+  for (std::int64_t b = 0; b < c.count; ++b) {
+    im2col(s, p.in_channels_per_group, first_image + b * p.in_image, columns + b * p.pixels, cols);
+  }
+  return columns;
+}
+
+// grad_output of group `group` for a chunk as one [OCg, count * pixels] matrix: in place for a
+// single image, else gathered into the staging matrix.
+template <typename T>
+const T* gather_grad_output(const Plan& p, const Chunk& c, std::int64_t group,
+                            const T* grad_output, T* staging) {
+  const T* first = grad_output + c.first * p.out_image + group * p.out_channels_per_group * p.pixels;
+  if (c.count == 1) return first;
+  const std::int64_t cols = c.count * p.pixels;
+  for (std::int64_t oc = 0; oc < p.out_channels_per_group; ++oc) {
+    for (std::int64_t b = 0; b < c.count; ++b) {
+      std::memcpy(staging + oc * cols + b * p.pixels, first + b * p.out_image + oc * p.pixels,
+                  p.pixels * sizeof(T));
+    }
+  }
+  return staging;
 }
 
 }  // namespace
@@ -50,30 +127,42 @@ memory::ScopedBlock column_workspace(const Context& ctx, const GemmSizes& g, int
 template <typename T>
 void conv2d_forward(const Context& ctx, const Conv2dShape& s, const T* input, const T* weight,
                     const T* bias, T* output) {
-  const GemmSizes g = gemm_sizes(s);
-  const int threads = omp_get_max_threads();
-  memory::ScopedBlock columns = column_workspace<T>(ctx, g, threads);
-  T* column_base = static_cast<T*>(columns.get());
-  const std::int64_t in_image = s.in_channels * s.in_height * s.in_width;
-  const std::int64_t out_image = s.out_channels * g.pixels;
-
-#pragma omp parallel num_threads(threads)
+  const Plan p = make_plan(s);
+  Scratch<T> scratch(ctx, p);
+#pragma omp parallel num_threads(p.threads)
   {
-    T* col = g.pointwise ? nullptr : column_base + omp_get_thread_num() * g.k * g.pixels;
-#pragma omp for schedule(static)
-    for (std::int64_t n = 0; n < s.batch; ++n) {
+    T* columns = scratch.columns(omp_get_thread_num());
+    T* staging = scratch.staging(omp_get_thread_num());
+    // Dynamic: output chunks are disjoint, so the result is the same whichever thread runs
+    // a chunk, and a thread that loses its core to another process does not hold up the rest.
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t index = 0; index < p.chunks; ++index) {
+      const Chunk c = chunk_at(s, p, index);
+      const std::int64_t cols = c.count * p.pixels;
       for (std::int64_t group = 0; group < s.groups; ++group) {
-        const T* in_g = input + n * in_image + group * g.in_plane_block;
-        if (!g.pointwise) im2col(s, g.in_channels_per_group, in_g, col);
-        ConstMatrixMap<T> columns_g(g.pointwise ? in_g : col, g.k, g.pixels);
-        ConstMatrixMap<T> weight_g(weight + group * g.out_channels_per_group * g.k,
-                                   g.out_channels_per_group, g.k);
-        MatrixMap<T> out_g(output + n * out_image + group * g.out_channels_per_group * g.pixels,
-                           g.out_channels_per_group, g.pixels);
-        out_g.noalias() = weight_g * columns_g;
-        if (bias != nullptr) {
-          for (std::int64_t oc = 0; oc < g.out_channels_per_group; ++oc) {
-            out_g.row(oc).array() += bias[group * g.out_channels_per_group + oc];
+        const std::int64_t first_channel = group * p.out_channels_per_group;
+        ConstMatrixMap<T> weight_g(weight + first_channel * p.k, p.out_channels_per_group, p.k);
+        ConstMatrixMap<T> columns_g(build_columns(s, p, c, group, input, columns), p.k, cols);
+        T* out_first = output + c.first * p.out_image + first_channel * p.pixels;
+        if (c.count == 1) {
+          MatrixMap<T> out_g(out_first, p.out_channels_per_group, p.pixels);
+          out_g.noalias() = weight_g * columns_g;
+          if (bias != nullptr) {
+            for (std::int64_t oc = 0; oc < p.out_channels_per_group; ++oc) {
+              out_g.row(oc).array() += bias[first_channel + oc];
+            }
+          }
+          continue;
+        }
+        MatrixMap<T> staged(staging, p.out_channels_per_group, cols);
+        staged.noalias() = weight_g * columns_g;
+        // Scatter the interleaved rows back to NCHW, adding the bias on the way.
+        for (std::int64_t oc = 0; oc < p.out_channels_per_group; ++oc) {
+          const T b = bias != nullptr ? bias[first_channel + oc] : T(0);
+          for (std::int64_t image = 0; image < c.count; ++image) {
+            const T* from = staging + oc * cols + image * p.pixels;
+            T* to = out_first + image * p.out_image + oc * p.pixels;
+            for (std::int64_t i = 0; i < p.pixels; ++i) to[i] = from[i] + b;
           }
         }
       }
@@ -84,30 +173,32 @@ void conv2d_forward(const Context& ctx, const Conv2dShape& s, const T* input, co
 template <typename T>
 void conv2d_backward_input(const Context& ctx, const Conv2dShape& s, const T* grad_output,
                            const T* weight, T* grad_input) {
-  const GemmSizes g = gemm_sizes(s);
-  const int threads = omp_get_max_threads();
-  memory::ScopedBlock columns = column_workspace<T>(ctx, g, threads);
-  T* column_base = static_cast<T*>(columns.get());
-  const std::int64_t in_image = s.in_channels * s.in_height * s.in_width;
-  const std::int64_t out_image = s.out_channels * g.pixels;
-
-#pragma omp parallel num_threads(threads)
+  const Plan p = make_plan(s);
+  Scratch<T> scratch(ctx, p);
+#pragma omp parallel num_threads(p.threads)
   {
-    T* col = g.pointwise ? nullptr : column_base + omp_get_thread_num() * g.k * g.pixels;
-#pragma omp for schedule(static)
-    for (std::int64_t n = 0; n < s.batch; ++n) {
-      T* grad_in_n = grad_input + n * in_image;
-      if (!g.pointwise) std::fill(grad_in_n, grad_in_n + in_image, T(0));
+    T* columns = scratch.columns(omp_get_thread_num());
+    T* staging = scratch.staging(omp_get_thread_num());
+    // Dynamic: output chunks are disjoint, so the result is the same whichever thread runs
+    // a chunk, and a thread that loses its core to another process does not hold up the rest.
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t index = 0; index < p.chunks; ++index) {
+      const Chunk c = chunk_at(s, p, index);
+      const std::int64_t cols = c.count * p.pixels;
+      T* grad_in_first = grad_input + c.first * p.in_image;
+      if (!p.direct) std::fill(grad_in_first, grad_in_first + c.count * p.in_image, T(0));
       for (std::int64_t group = 0; group < s.groups; ++group) {
-        ConstMatrixMap<T> weight_g(weight + group * g.out_channels_per_group * g.k,
-                                   g.out_channels_per_group, g.k);
-        ConstMatrixMap<T> grad_out_g(
-            grad_output + n * out_image + group * g.out_channels_per_group * g.pixels,
-            g.out_channels_per_group, g.pixels);
-        T* grad_in_g = grad_in_n + group * g.in_plane_block;
-        MatrixMap<T> grad_columns(g.pointwise ? grad_in_g : col, g.k, g.pixels);
+        ConstMatrixMap<T> weight_g(weight + group * p.out_channels_per_group * p.k,
+                                   p.out_channels_per_group, p.k);
+        ConstMatrixMap<T> grad_out_g(gather_grad_output(p, c, group, grad_output, staging),
+                                     p.out_channels_per_group, cols);
+        T* grad_in_g = grad_in_first + group * p.group_input_offset;
+        MatrixMap<T> grad_columns(p.direct ? grad_in_g : columns, p.k, cols);
         grad_columns.noalias() = weight_g.transpose() * grad_out_g;
-        if (!g.pointwise) col2im_add(s, g.in_channels_per_group, col, grad_in_g);
+        if (p.direct) continue;
+        for (std::int64_t b = 0; b < c.count; ++b) {
+          col2im_add(s, p.in_channels_per_group, columns + b * p.pixels, cols, grad_in_g + b * p.in_image);
+        }
       }
     }
   }
@@ -116,42 +207,40 @@ void conv2d_backward_input(const Context& ctx, const Conv2dShape& s, const T* gr
 template <typename T>
 void conv2d_backward_weight(const Context& ctx, const Conv2dShape& s, const T* grad_output,
                             const T* input, T* grad_weight, T* grad_bias) {
-  const GemmSizes g = gemm_sizes(s);
-  const int threads = omp_get_max_threads();
-  const std::int64_t weight_numel = s.weight_numel();
+  const Plan p = make_plan(s);
+  Scratch<T> scratch(ctx, p);
   // Each thread sums its images' contributions privately, then the partial sums are added:
   // no atomics, and the result does not depend on scheduling beyond float reassociation.
+  const std::int64_t weight_numel = s.weight_numel();
   const std::int64_t partial_numel = weight_numel + s.out_channels;
-  memory::ScopedBlock columns = column_workspace<T>(ctx, g, threads);
   memory::ScopedBlock partials =
-      ctx.workspace(static_cast<std::size_t>(threads) * partial_numel * sizeof(T));
-  T* column_base = static_cast<T*>(columns.get());
+      ctx.workspace(static_cast<std::size_t>(p.threads) * partial_numel * sizeof(T));
   T* partial_base = static_cast<T*>(partials.get());
-  std::fill(partial_base, partial_base + threads * partial_numel, T(0));
-  const std::int64_t in_image = s.in_channels * s.in_height * s.in_width;
-  const std::int64_t out_image = s.out_channels * g.pixels;
+  std::fill(partial_base, partial_base + p.threads * partial_numel, T(0));
 
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(p.threads)
   {
     const int thread = omp_get_thread_num();
-    T* col = g.pointwise ? nullptr : column_base + thread * g.k * g.pixels;
+    T* columns = scratch.columns(thread);
+    T* staging = scratch.staging(thread);
     T* partial_weight = partial_base + thread * partial_numel;
     T* partial_bias = partial_weight + weight_numel;
+    // Static: which chunks a thread sums must not vary between runs, or the float rounding of
+    // the weight gradient would.
 #pragma omp for schedule(static)
-    for (std::int64_t n = 0; n < s.batch; ++n) {
+    for (std::int64_t index = 0; index < p.chunks; ++index) {
+      const Chunk c = chunk_at(s, p, index);
+      const std::int64_t cols = c.count * p.pixels;
       for (std::int64_t group = 0; group < s.groups; ++group) {
-        const T* in_g = input + n * in_image + group * g.in_plane_block;
-        if (!g.pointwise) im2col(s, g.in_channels_per_group, in_g, col);
-        ConstMatrixMap<T> columns_g(g.pointwise ? in_g : col, g.k, g.pixels);
-        ConstMatrixMap<T> grad_out_g(
-            grad_output + n * out_image + group * g.out_channels_per_group * g.pixels,
-            g.out_channels_per_group, g.pixels);
-        MatrixMap<T> grad_weight_g(partial_weight + group * g.out_channels_per_group * g.k,
-                                   g.out_channels_per_group, g.k);
+        ConstMatrixMap<T> columns_g(build_columns(s, p, c, group, input, columns), p.k, cols);
+        ConstMatrixMap<T> grad_out_g(gather_grad_output(p, c, group, grad_output, staging),
+                                     p.out_channels_per_group, cols);
+        MatrixMap<T> grad_weight_g(partial_weight + group * p.out_channels_per_group * p.k,
+                                   p.out_channels_per_group, p.k);
         grad_weight_g.noalias() += grad_out_g * columns_g.transpose();
         if (grad_bias != nullptr) {
           Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> bias_g(
-              partial_bias + group * g.out_channels_per_group, g.out_channels_per_group);
+              partial_bias + group * p.out_channels_per_group, p.out_channels_per_group);
           bias_g += grad_out_g.rowwise().sum();
         }
       }
@@ -160,7 +249,7 @@ void conv2d_backward_weight(const Context& ctx, const Conv2dShape& s, const T* g
 #pragma omp for schedule(static)
     for (std::int64_t i = 0; i < partial_numel; ++i) {
       T sum = T(0);
-      for (int t = 0; t < threads; ++t) sum += partial_base[t * partial_numel + i];
+      for (int t = 0; t < p.threads; ++t) sum += partial_base[t * partial_numel + i];
       if (i < weight_numel) {
         grad_weight[i] = sum;
       } else if (grad_bias != nullptr) {

@@ -20,14 +20,19 @@ inline InsideRange inside_columns(std::int64_t offset, std::int64_t width, std::
 }
 
 // col[(c*KH + kh)*KW + kw][oh*OW + ow] = input[c][oh*sh - ph + kh*dh][ow*sw - pw + kw*dw] or 0.
+// Row r of the column matrix starts at col + r * row_stride: a stride larger than OH*OW lets
+// several images share one column matrix side by side (one wider GEMM for small images).
 template <typename T>
-void im2col(const Conv2dShape& s, std::int64_t channels, const T* input, T* col) {
+void im2col(const Conv2dShape& s, std::int64_t channels, const T* input, T* col_matrix,
+            std::int64_t row_stride) {
   const std::int64_t oh_count = s.out_height(), ow_count = s.out_width();
+  std::int64_t row_index = 0;
   for (std::int64_t c = 0; c < channels; ++c) {
     const T* plane = input + c * s.in_height * s.in_width;
     for (std::int64_t kh = 0; kh < s.kernel_h; ++kh) {
-      for (std::int64_t kw = 0; kw < s.kernel_w; ++kw) {
+      for (std::int64_t kw = 0; kw < s.kernel_w; ++kw, ++row_index) {
         const std::int64_t col_offset = kw * s.dilation_w - s.pad_w;
+        T* col = col_matrix + row_index * row_stride;
         for (std::int64_t oh = 0; oh < oh_count; ++oh, col += ow_count) {
           const std::int64_t ih = oh * s.stride_h - s.pad_h + kh * s.dilation_h;
           if (ih < 0 || ih >= s.in_height) {
@@ -53,15 +58,18 @@ void im2col(const Conv2dShape& s, std::int64_t channels, const T* input, T* col)
 }
 
 // The adjoint of im2col: input[c][ih][iw] += every col entry that im2col read from it.
-// `input` must be initialised (usually zeroed) by the caller.
+// `input` must be initialised (usually zeroed) by the caller; row_stride as for im2col.
 template <typename T>
-void col2im_add(const Conv2dShape& s, std::int64_t channels, const T* col, T* input) {
+void col2im_add(const Conv2dShape& s, std::int64_t channels, const T* col_matrix,
+                std::int64_t row_stride, T* input) {
   const std::int64_t oh_count = s.out_height(), ow_count = s.out_width();
+  std::int64_t row_index = 0;
   for (std::int64_t c = 0; c < channels; ++c) {
     T* plane = input + c * s.in_height * s.in_width;
     for (std::int64_t kh = 0; kh < s.kernel_h; ++kh) {
-      for (std::int64_t kw = 0; kw < s.kernel_w; ++kw) {
+      for (std::int64_t kw = 0; kw < s.kernel_w; ++kw, ++row_index) {
         const std::int64_t col_offset = kw * s.dilation_w - s.pad_w;
+        const T* col = col_matrix + row_index * row_stride;
         for (std::int64_t oh = 0; oh < oh_count; ++oh, col += ow_count) {
           const std::int64_t ih = oh * s.stride_h - s.pad_h + kh * s.dilation_h;
           if (ih < 0 || ih >= s.in_height) continue;

@@ -1,0 +1,124 @@
+// CPU conv2d benchmark on the convolutions of a ResNet-20 training step (1x28x28 inputs,
+// batch 128): forward, backward-input and backward-weight per layer, float32.
+// Baseline in the same run: the same kernels on one OpenMP thread, so the table shows the
+// multi-thread speed-up next to the absolute time. Prints a table; writes JSON to argv[1]
+// (default conv_cpu_bench.json).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/conv2d.h"
+
+namespace {
+
+using sublet::ops::Conv2dShape;
+
+struct Layer {
+  std::string name;
+  Conv2dShape shape;
+  int count;  // how many times the layer occurs in the network
+};
+
+Conv2dShape conv(std::int64_t batch, std::int64_t in_c, std::int64_t size, std::int64_t out_c,
+                 std::int64_t kernel, std::int64_t stride) {
+  Conv2dShape s;
+  s.batch = batch; s.in_channels = in_c; s.in_height = s.in_width = size;
+  s.out_channels = out_c; s.kernel_h = s.kernel_w = kernel;
+  s.stride_h = s.stride_w = stride; s.pad_h = s.pad_w = kernel / 2;
+  return s;
+}
+
+// ResNet-20 (He et al., CIFAR variant) on 28x28: 3 stages of 3 basic blocks, 1x1 projection
+// shortcuts where the shape changes.
+std::vector<Layer> resnet20_layers(std::int64_t batch) {
+  return {
+      {"stem 1->16 3x3 @28", conv(batch, 1, 28, 16, 3, 1), 1},
+      {"s1 16->16 3x3 @28", conv(batch, 16, 28, 16, 3, 1), 6},
+      {"s2 16->32 3x3/2 @28", conv(batch, 16, 28, 32, 3, 2), 1},
+      {"s2 32->32 3x3 @14", conv(batch, 32, 14, 32, 3, 1), 5},
+      {"s2 short 16->32 1x1/2", conv(batch, 16, 28, 32, 1, 2), 1},
+      {"s3 32->64 3x3/2 @14", conv(batch, 32, 14, 64, 3, 2), 1},
+      {"s3 64->64 3x3 @7", conv(batch, 64, 7, 64, 3, 1), 5},
+      {"s3 short 32->64 1x1/2", conv(batch, 32, 14, 64, 1, 2), 1},
+  };
+}
+
+struct Timing {
+  double forward_ms, backward_input_ms, backward_weight_ms;
+  double total() const { return forward_ms + backward_input_ms + backward_weight_ms; }
+};
+
+template <typename F>
+double median_ms(F&& f, int repeats) {
+  f();  // warm-up: workspaces cached, pages touched
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(times.begin(), times.begin() + repeats / 2, times.end());
+  return times[repeats / 2];
+}
+
+Timing time_layer(const Conv2dShape& s, int repeats) {
+  const auto ctx = sublet::ops::Context::for_device(sublet::Device::cpu());
+  std::mt19937 engine(1);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  auto random = [&](std::int64_t n) { std::vector<float> v(n); for (float& x : v) x = dist(engine); return v; };
+  const auto input = random(s.input_numel()), weight = random(s.weight_numel()), bias = random(s.out_channels);
+  const auto grad_output = random(s.output_numel());
+  std::vector<float> output(s.output_numel()), grad_input(s.input_numel()), grad_weight(s.weight_numel()), grad_bias(s.out_channels);
+  const auto f32 = sublet::DType::Float32;
+  Timing t{};
+  t.forward_ms = median_ms([&] { conv2d_forward(ctx, s, f32, input.data(), weight.data(), bias.data(), output.data()); }, repeats);
+  t.backward_input_ms = median_ms([&] { conv2d_backward_input(ctx, s, f32, grad_output.data(), weight.data(), grad_input.data()); }, repeats);
+  t.backward_weight_ms = median_ms([&] {
+    conv2d_backward_weight(ctx, s, f32, grad_output.data(), input.data(), grad_weight.data(), grad_bias.data()); }, repeats);
+  return t;
+}
+
+double gflop(const Conv2dShape& s) {  // multiply-adds of one pass, x2
+  return 2.0 * s.output_numel() * (s.in_channels / s.groups) * s.kernel_h * s.kernel_w * 1e-9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string json_path = argc > 1 ? argv[1] : "conv_cpu_bench.json";
+  const int threads = omp_get_max_threads();
+  const int repeats = 7;
+  std::printf("conv2d CPU, ResNet-20 @ 1x28x28, batch 128, float32, %d threads (baseline: 1 thread)\n", threads);
+  std::printf("%-24s %5s %9s %9s %9s %9s %8s %8s\n", "layer", "count", "fwd ms", "bwd_in", "bwd_w", "1-thr ms",
+              "speedup", "GFLOP/s");
+  std::ofstream json(json_path);
+  json << "{\"threads\": " << threads << ", \"layers\": [";
+  double network_ms = 0, network_baseline_ms = 0;
+  bool first = true;
+  for (const Layer& layer : resnet20_layers(128)) {
+    omp_set_num_threads(1);
+    const Timing baseline = time_layer(layer.shape, repeats);
+    omp_set_num_threads(threads);
+    const Timing t = time_layer(layer.shape, repeats);
+    const double rate = 3 * gflop(layer.shape) / (t.total() * 1e-3);
+    std::printf("%-24s %5d %9.2f %9.2f %9.2f %9.2f %7.2fx %8.1f\n", layer.name.c_str(), layer.count, t.forward_ms,
+                t.backward_input_ms, t.backward_weight_ms, baseline.total(), baseline.total() / t.total(), rate);
+    network_ms += layer.count * t.total();
+    network_baseline_ms += layer.count * baseline.total();
+    json << (first ? "" : ", ") << "{\"name\": \"" << layer.name << "\", \"count\": " << layer.count
+         << ", \"forward_ms\": " << t.forward_ms << ", \"backward_input_ms\": " << t.backward_input_ms
+         << ", \"backward_weight_ms\": " << t.backward_weight_ms << ", \"baseline_1thread_ms\": " << baseline.total()
+         << ", \"gflops\": " << rate << "}";
+    first = false;
+  }
+  std::printf("all convolutions of one training step: %.1f ms (1 thread: %.1f ms, speed-up %.2fx)\n", network_ms,
+              network_baseline_ms, network_baseline_ms / network_ms);
+  json << "], \"step_conv_ms\": " << network_ms << ", \"step_conv_baseline_1thread_ms\": " << network_baseline_ms << "}\n";
+  return 0;
+}
