@@ -31,11 +31,11 @@ void append_cifar10_batch(const std::filesystem::path& path, ImageDataset& datas
   const std::vector<std::uint8_t> bytes = io::read_file_bytes(path);
   const auto record_bytes = static_cast<std::size_t>(kCifar10RecordBytes);
   if (bytes.empty() || bytes.size() % record_bytes != 0) {
-    throw IoError(path.string() + ": expected a positive multiple of " +
-                  std::to_string(record_bytes) + " bytes (1 label + 3072 pixels per image), found " +
-                  std::to_string(bytes.size()) + " bytes (" +
-                  std::to_string(bytes.size() / record_bytes) + " records and " +
-                  std::to_string(bytes.size() % record_bytes) + " bytes over: truncated?)");
+    throw IoError(
+        path.string() + ": expected a positive multiple of " + std::to_string(record_bytes) +
+        " bytes (1 label + 3072 pixels per image), found " + std::to_string(bytes.size()) +
+        " bytes (" + std::to_string(bytes.size() / record_bytes) + " records and " +
+        std::to_string(bytes.size() % record_bytes) + " bytes over: truncated?)");
   }
   const std::size_t records = bytes.size() / record_bytes;
   // Check every label before appending anything, so a bad file leaves `dataset` unchanged.

@@ -101,7 +101,8 @@ void DataLoader::produce(std::int64_t first_batch) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       changed_.wait(lock, [this] {
-        return stop_requested_ || static_cast<std::int64_t>(ready_.size()) < options_.prefetch_batches;
+        return stop_requested_ ||
+               static_cast<std::int64_t>(ready_.size()) < options_.prefetch_batches;
       });
       if (stop_requested_) return;
     }
@@ -149,7 +150,8 @@ Batch DataLoader::make_batch(std::int64_t batch_index) const {
   batch.epoch = epoch_;
   batch.index = batch_index;
   batch.images = options_.buffer_allocator(static_cast<std::size_t>(rows * numel));
-  if (batch.images.size() < static_cast<std::size_t>(rows * numel) || batch.images.data() == nullptr) {
+  if (batch.images.size() < static_cast<std::size_t>(rows * numel) ||
+      batch.images.data() == nullptr) {
     throw ValueError("loader: buffer allocator returned " + std::to_string(batch.images.size()) +
                      " floats, needed " + std::to_string(rows * numel));
   }
@@ -159,9 +161,9 @@ Batch DataLoader::make_batch(std::int64_t batch_index) const {
     const std::int64_t sample = order_[static_cast<std::size_t>(begin + row)];
     batch.sample_indices.push_back(sample);
     batch.labels.push_back(dataset.labels[static_cast<std::size_t>(sample)]);
-    const std::uint64_t key = stream_key(options_.seed ^ kAugmentStream,
-                                         static_cast<std::uint64_t>(epoch_),
-                                         static_cast<std::uint64_t>(sample));
+    const std::uint64_t key =
+        stream_key(options_.seed ^ kAugmentStream, static_cast<std::uint64_t>(epoch_),
+                   static_cast<std::uint64_t>(sample));
     write_transformed_sample(dataset, sample, options_.normalization, options_.augmentation, key,
                              batch.images.data() + row * numel);
   }

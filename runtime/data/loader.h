@@ -2,7 +2,8 @@
 // Batches over an ImageDataset: seeded per-epoch shuffling, augmentation, normalisation, and a
 // background thread that prepares the next batches while the caller trains on the current one.
 //
-//   DataLoader loader(dataset, {.batch_size = 128, .seed = 7, .normalization = cifar10_normalization(),
+//   DataLoader loader(dataset, {.batch_size = 128, .seed = 7,
+//                               .normalization = cifar10_normalization(),
 //                               .augmentation = {.random_crop = true, .horizontal_flip = true}});
 //   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
 //     loader.start_epoch(epoch);
@@ -29,15 +30,15 @@
 namespace sublet::data {
 
 struct Batch {
-  BatchBuffer images;                     // batch_size * C*H*W floats, NCHW
-  std::vector<std::int64_t> labels;       // batch_size
+  BatchBuffer images;                        // batch_size * C*H*W floats, NCHW
+  std::vector<std::int64_t> labels;          // batch_size
   std::vector<std::int64_t> sample_indices;  // dataset index of each row (resume, debugging)
-  std::int64_t batch_size = 0;            // rows; the last batch may be short unless drop_last
+  std::int64_t batch_size = 0;               // rows; the last batch may be short unless drop_last
   std::int64_t channels = 0;
   std::int64_t height = 0;
   std::int64_t width = 0;
   std::int64_t epoch = 0;
-  std::int64_t index = 0;                 // position of this batch within its epoch
+  std::int64_t index = 0;  // position of this batch within its epoch
 };
 
 struct LoaderOptions {

@@ -101,8 +101,8 @@ void write_idx_images(const std::filesystem::path& path, const IdxImages& images
       images.rows > UINT32_MAX || images.cols > UINT32_MAX || images.pixels.size() != expected) {
     throw ValueError(path.string() + ": cannot write " + std::to_string(images.count) +
                      " images of " + std::to_string(images.rows) + "x" +
-                     std::to_string(images.cols) + " from " +
-                     std::to_string(images.pixels.size()) + " pixel bytes");
+                     std::to_string(images.cols) + " from " + std::to_string(images.pixels.size()) +
+                     " pixel bytes");
   }
   std::vector<std::uint8_t> bytes;
   bytes.reserve(16 + images.pixels.size());
@@ -147,8 +147,8 @@ ImageDataset load_mnist(const std::filesystem::path& directory, MnistSplit split
   const std::vector<std::uint8_t> labels = read_idx_labels(labels_path);
   if (static_cast<std::uint64_t>(images.count) != labels.size()) {
     throw IoError(labels_path.string() + ": expected " + std::to_string(images.count) +
-                  " labels (the image count of " + images_path.filename().string() +
-                  "), found " + std::to_string(labels.size()));
+                  " labels (the image count of " + images_path.filename().string() + "), found " +
+                  std::to_string(labels.size()));
   }
   ImageDataset dataset;
   dataset.name = split == MnistSplit::train ? "mnist-train" : "mnist-test";

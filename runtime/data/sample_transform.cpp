@@ -36,9 +36,8 @@ void check_sample_transform(const ImageDataset& dataset, const Normalization& no
 }
 
 void write_transformed_sample(const ImageDataset& dataset, std::int64_t index,
-                              const Normalization& normalization,
-                              const Augmentation& augmentation, std::uint64_t random_key,
-                              float* out) {
+                              const Normalization& normalization, const Augmentation& augmentation,
+                              std::uint64_t random_key, float* out) {
   const std::int64_t channels = dataset.channels;
   const std::int64_t height = dataset.height;
   const std::int64_t width = dataset.width;
@@ -63,8 +62,8 @@ void write_transformed_sample(const ImageDataset& dataset, std::int64_t index,
         value_of[pixel] = static_cast<float>(pixel) / 255.0f;
       } else {
         const auto k = static_cast<std::size_t>(c);
-        value_of[pixel] = static_cast<float>((pixel / 255.0 - normalization.mean[k]) /
-                                             normalization.stddev[k]);
+        value_of[pixel] =
+            static_cast<float>((pixel / 255.0 - normalization.mean[k]) / normalization.stddev[k]);
       }
     }
     const std::uint8_t* plane = pixels + c * height * width;

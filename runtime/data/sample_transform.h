@@ -11,16 +11,17 @@
 namespace sublet::data {
 
 struct Normalization {
-  std::vector<float> mean{};  // per channel, on the [0, 1] pixel scale; empty: no normalisation
+  std::vector<float> mean{};    // per channel, on the [0, 1] pixel scale; empty: no normalisation
   std::vector<float> stddev{};  // per channel, > 0; same length as mean
 };
 
-// The customary statistics of the training sets.
-Normalization mnist_normalization();    // mean 0.1307, std 0.3081
-Normalization cifar10_normalization();  // mean (0.4914, 0.4822, 0.4465), std (0.2470, 0.2435, 0.2616)
+// The customary statistics of the training sets: MNIST mean 0.1307, std 0.3081; CIFAR-10
+// mean (0.4914, 0.4822, 0.4465), std (0.2470, 0.2435, 0.2616).
+Normalization mnist_normalization();
+Normalization cifar10_normalization();
 
 struct Augmentation {
-  bool random_crop = false;      // shift by up to crop_padding pixels, filling with black
+  bool random_crop = false;  // shift by up to crop_padding pixels, filling with black
   std::int64_t crop_padding = 4;
   bool horizontal_flip = false;  // mirror left-right with probability 1/2
 };
@@ -34,8 +35,7 @@ void check_sample_transform(const ImageDataset& dataset, const Normalization& no
 // come only from `random_key`, so a sample's augmentation does not depend on which batch or
 // thread prepares it.
 void write_transformed_sample(const ImageDataset& dataset, std::int64_t index,
-                              const Normalization& normalization,
-                              const Augmentation& augmentation, std::uint64_t random_key,
-                              float* out);
+                              const Normalization& normalization, const Augmentation& augmentation,
+                              std::uint64_t random_key, float* out);
 
 }  // namespace sublet::data

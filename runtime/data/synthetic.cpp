@@ -51,8 +51,8 @@ std::vector<float> make_template(const SyntheticOptions& options, std::int64_t l
   // [0.15, 0.85] leaves room for noise before clamping at 0 and 1.
   for (double& value : grid) value = 0.15 + 0.7 * random.uniform();
 
-  std::vector<float> image(static_cast<std::size_t>(options.channels * options.height *
-                                                    options.width));
+  std::vector<float> image(
+      static_cast<std::size_t>(options.channels * options.height * options.width));
   for (std::int64_t c = 0; c < options.channels; ++c) {
     const double* g = grid.data() + c * grid_h * grid_w;
     for (std::int64_t y = 0; y < options.height; ++y) {
@@ -111,8 +111,8 @@ ImageDataset make_synthetic_dataset(const SyntheticOptions& options) {
     const std::vector<float>& base = templates[static_cast<std::size_t>(label)];
     std::uint8_t* out = dataset.pixels.data() + i * numel;
     for (std::int64_t k = 0; k < numel; ++k) {
-      const double value = std::clamp(base[static_cast<std::size_t>(k)] +
-                                          options.noise_std * random.normal(), 0.0, 1.0);
+      const double value = std::clamp(
+          base[static_cast<std::size_t>(k)] + options.noise_std * random.normal(), 0.0, 1.0);
       out[k] = static_cast<std::uint8_t>(std::lround(value * 255.0));
     }
   }

@@ -27,7 +27,7 @@ void throw_if_missing(const std::filesystem::path& path) {
 
 std::vector<std::uint8_t> read_plain(const std::filesystem::path& path) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                                        &std::fclose);
+                                                       &std::fclose);
   if (!file) {
     throw IoError(path.string() + ": cannot open for reading (" + std::strerror(errno) + ")");
   }
@@ -119,9 +119,8 @@ void write_file_bytes(const std::filesystem::path& path, std::span<const std::ui
     compressed = gzip_compress(bytes, path);
     contents = compressed;
   }
-  write_atomically(path, [&](std::FILE* file) {
-    write_or_throw(file, contents.data(), contents.size(), path);
-  });
+  write_atomically(
+      path, [&](std::FILE* file) { write_or_throw(file, contents.data(), contents.size(), path); });
 }
 
 }  // namespace sublet::io

@@ -27,9 +27,18 @@ struct DTypeInfo {
   std::string_view name;
   std::size_t size;
 };
-constexpr std::array<DTypeInfo, 13> kDTypes{{{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2},
-                                             {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
-                                             {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},
+constexpr std::array<DTypeInfo, 13> kDTypes{{{"F64", 8},
+                                             {"F32", 4},
+                                             {"F16", 2},
+                                             {"BF16", 2},
+                                             {"I64", 8},
+                                             {"I32", 4},
+                                             {"I16", 2},
+                                             {"I8", 1},
+                                             {"U64", 8},
+                                             {"U32", 4},
+                                             {"U16", 2},
+                                             {"U8", 1},
                                              {"BOOL", 1}}};
 
 const DTypeInfo* find_dtype(std::string_view name) {
@@ -73,8 +82,8 @@ TensorRecord make_record(std::string dtype, std::vector<std::int64_t> shape,
                          std::span<const T> values) {
   const std::int64_t numel = checked_numel(shape);
   if (numel < 0 || static_cast<std::uint64_t>(numel) != values.size()) {
-    throw ShapeError("safetensors: shape " + shape_text(shape) + " needs " +
-                     std::to_string(numel) + " values, got " + std::to_string(values.size()));
+    throw ShapeError("safetensors: shape " + shape_text(shape) + " needs " + std::to_string(numel) +
+                     " values, got " + std::to_string(values.size()));
   }
   TensorRecord record{std::move(dtype), std::move(shape), {}};
   record.bytes.resize(values.size_bytes());
@@ -106,8 +115,8 @@ void check_record(const std::string& name, const TensorRecord& record) {
   }
   const DTypeInfo* info = find_dtype(record.dtype);
   if (info == nullptr) {
-    throw ValueError("save_safetensors: tensor '" + name + "' has unknown dtype '" +
-                     record.dtype + "' (known: " + known_dtypes() + ")");
+    throw ValueError("save_safetensors: tensor '" + name + "' has unknown dtype '" + record.dtype +
+                     "' (known: " + known_dtypes() + ")");
   }
   const std::int64_t numel = checked_numel(record.shape);
   if (numel < 0) {
@@ -128,7 +137,8 @@ std::string make_header(const std::map<std::string, TensorRecord>& tensors,
   std::uint64_t offset = 0;
   for (const auto& [name, record] : tensors) {
     const std::uint64_t end = offset + record.bytes.size();
-    header[name] = {{"dtype", record.dtype}, {"shape", record.shape}, {"data_offsets", {offset, end}}};
+    header[name] = {
+        {"dtype", record.dtype}, {"shape", record.shape}, {"data_offsets", {offset, end}}};
     offset = end;
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -165,8 +175,8 @@ std::uint64_t read_le_u64(const unsigned char* bytes) {
 
 std::uint64_t nonnegative_integer(const json& value, const std::filesystem::path& path,
                                   const std::string& what) {
-  const bool negative = value.is_number_integer() && !value.is_number_unsigned() &&
-                        value.get<std::int64_t>() < 0;
+  const bool negative =
+      value.is_number_integer() && !value.is_number_unsigned() && value.get<std::int64_t>() < 0;
   if (!value.is_number_integer() || negative) {
     fail(path, what + ": expected a non-negative integer, found " + value.dump());
   }
@@ -179,8 +189,7 @@ TensorRecord parse_entry(const std::filesystem::path& path, const std::string& n
   if (!entry.is_object()) fail(path, where + ": expected an object, found " + entry.dump());
   for (const auto& [key, value] : entry.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets") {
-      fail(path, where + ": unexpected field '" + key +
-                     "' (expected dtype, shape, data_offsets)");
+      fail(path, where + ": unexpected field '" + key + "' (expected dtype, shape, data_offsets)");
     }
   }
   for (const char* key : {"dtype", "shape", "data_offsets"}) {
@@ -260,8 +269,7 @@ void check_layout(const std::filesystem::path& path, std::vector<Entry>& entries
     if (entry.begin < covered) {
       fail(path, "tensors '" + previous->name + "' [" + std::to_string(previous->begin) + ", " +
                      std::to_string(previous->end) + ") and '" + entry.name + "' [" +
-                     std::to_string(entry.begin) + ", " + std::to_string(entry.end) +
-                     ") overlap");
+                     std::to_string(entry.begin) + ", " + std::to_string(entry.end) + ") overlap");
     }
     if (entry.begin > covered) {
       fail(path, "bytes [" + std::to_string(covered) + ", " + std::to_string(entry.begin) +
@@ -332,12 +340,11 @@ void save_safetensors(const std::filesystem::path& path,
 SafetensorsFile load_safetensors(const std::filesystem::path& path) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
-    fail(path, std::filesystem::exists(path, error) ? "expected a regular file"
-                                                     : "file not found");
+    fail(path, std::filesystem::exists(path, error) ? "expected a regular file" : "file not found");
   }
   const std::uint64_t file_size = std::filesystem::file_size(path);
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                                        &std::fclose);
+                                                       &std::fclose);
   if (!file) fail(path, std::string("cannot open for reading (") + std::strerror(errno) + ")");
 
   unsigned char length_bytes[8];
@@ -391,8 +398,7 @@ SafetensorsFile load_safetensors(const std::filesystem::path& path) {
     if (std::fread(record.bytes.data(), 1, record.bytes.size(), file.get()) !=
         record.bytes.size()) {
       fail(path, "tensor '" + placement.name + "': could not read " +
-                     std::to_string(record.bytes.size()) + " bytes (" + std::strerror(errno) +
-                     ")");
+                     std::to_string(record.bytes.size()) + " bytes (" + std::strerror(errno) + ")");
     }
   }
   return result;

@@ -18,9 +18,9 @@
 namespace sublet::io {
 
 struct TensorRecord {
-  std::string dtype;                 // a safetensors dtype name: "F32", "F64", "I64", ...
-  std::vector<std::int64_t> shape;   // empty for a scalar
-  std::vector<std::uint8_t> bytes;   // numel(shape) * element size, little-endian, row-major
+  std::string dtype;                // a safetensors dtype name: "F32", "F64", "I64", ...
+  std::vector<std::int64_t> shape;  // empty for a scalar
+  std::vector<std::uint8_t> bytes;  // numel(shape) * element size, little-endian, row-major
 
   std::int64_t numel() const;
 };

@@ -94,7 +94,8 @@ TEST(Cifar10Reader, LabelOutOfRangeLeavesTheDatasetUnchanged) {
   dataset.height = dataset.width = 32;
   dataset.num_classes = 10;
   const std::string message = io_error_of([&] { append_cifar10_batch(dir / "bad.bin", dataset); });
-  expect_mentions(message, {(dir / "bad.bin").string(), "expected labels 0-9, found 10 in record 2"});
+  expect_mentions(message,
+                  {(dir / "bad.bin").string(), "expected labels 0-9, found 10 in record 2"});
   EXPECT_EQ(dataset.size(), 0);
   EXPECT_TRUE(dataset.pixels.empty());
 }

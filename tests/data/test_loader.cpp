@@ -75,8 +75,8 @@ TEST(DataLoader, EverySampleExactlyOncePerEpochWithItsLabelAndPixels) {
       const std::int64_t sample = batch.sample_indices[row];
       EXPECT_EQ(batch.labels[row], dataset->labels[sample]);
       const std::vector<float> expected = dataset->sample_floats(sample);
-      EXPECT_TRUE(std::equal(expected.begin(), expected.end(),
-                             batch.images.data() + row * 3 * 8 * 6));
+      EXPECT_TRUE(
+          std::equal(expected.begin(), expected.end(), batch.images.data() + row * 3 * 8 * 6));
     }
   }
 }
@@ -107,8 +107,8 @@ TEST(DataLoader, OrderIsAFunctionOfSeedAndEpoch) {
 
 TEST(DataLoader, ResumingMidEpochReproducesTheRemainingBatches) {
   const auto dataset = small_dataset();
-  const LoaderOptions options{.batch_size = 9, .seed = 8,
-                              .augmentation = {.random_crop = true, .horizontal_flip = true}};
+  const LoaderOptions options{
+      .batch_size = 9, .seed = 8, .augmentation = {.random_crop = true, .horizontal_flip = true}};
   DataLoader uninterrupted(dataset, options);
   const std::vector<Batch> full = whole_epoch(uninterrupted, 2);
   DataLoader resumed(dataset, options);
@@ -147,8 +147,9 @@ TEST(DataLoader, NormalisesPerChannel) {
 
 TEST(DataLoader, RandomCropIsAZeroFilledShiftOfAtMostThePadding) {
   const auto dataset = small_dataset(40);
-  DataLoader loader(dataset, {.batch_size = 8, .seed = 3,
-                              .augmentation = {.random_crop = true, .crop_padding = 2}});
+  DataLoader loader(
+      dataset,
+      {.batch_size = 8, .seed = 3, .augmentation = {.random_crop = true, .crop_padding = 2}});
   const std::vector<Batch> batches = whole_epoch(loader, 0);
   const std::int64_t C = 3, H = 8, W = 6;
   int shifted = 0;
@@ -185,8 +186,8 @@ TEST(DataLoader, RandomCropIsAZeroFilledShiftOfAtMostThePadding) {
 
 TEST(DataLoader, HorizontalFlipMirrorsAboutHalfTheSamplesAndVariesByEpoch) {
   const auto dataset = small_dataset(200);
-  DataLoader loader(dataset, {.batch_size = 50, .seed = 1,
-                              .augmentation = {.horizontal_flip = true}});
+  DataLoader loader(dataset,
+                    {.batch_size = 50, .seed = 1, .augmentation = {.horizontal_flip = true}});
   const std::int64_t C = 3, H = 8, W = 6;
   std::vector<int> flipped_in_epoch;
   std::vector<std::set<std::int64_t>> flipped_sets;
@@ -221,7 +222,8 @@ TEST(DataLoader, HorizontalFlipMirrorsAboutHalfTheSamplesAndVariesByEpoch) {
 
 TEST(DataLoader, PrefetchThreadServesTheSameBatchesAsTheCallingThread) {
   const auto dataset = small_dataset();
-  LoaderOptions options{.batch_size = 7, .seed = 4,
+  LoaderOptions options{.batch_size = 7,
+                        .seed = 4,
                         .normalization = {{0.5f, 0.4f, 0.3f}, {0.2f, 0.25f, 0.3f}},
                         .augmentation = {.random_crop = true, .horizontal_flip = true}};
   options.prefetch_batches = 0;
@@ -241,7 +243,8 @@ struct CountingAllocator {
     return [calls = calls, delay = delay, fail = fail_on_call](std::size_t size) {
       const int call = ++*calls;
       std::this_thread::sleep_for(delay);
-      if (call == fail) throw std::runtime_error("injected allocation failure on call " + std::to_string(call));
+      if (call == fail)
+        throw std::runtime_error("injected allocation failure on call " + std::to_string(call));
       return allocate_host_batch_buffer(size);
     };
   }
@@ -249,8 +252,8 @@ struct CountingAllocator {
 
 TEST(DataLoader, PrefetchQueueIsBounded) {
   CountingAllocator allocator;
-  DataLoader loader(small_dataset(), {.batch_size = 5, .prefetch_batches = 2,
-                                      .buffer_allocator = allocator.make()});
+  DataLoader loader(small_dataset(),
+                    {.batch_size = 5, .prefetch_batches = 2, .buffer_allocator = allocator.make()});
   loader.start_epoch(0);
   ASSERT_TRUE(loader.next().has_value());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -264,8 +267,9 @@ TEST(DataLoader, DestroyingMidEpochStopsTheWorkerPromptly) {
   std::optional<Batch> kept;
   const auto started = std::chrono::steady_clock::now();
   {
-    DataLoader loader(small_dataset(), {.batch_size = 5, .prefetch_batches = 2,
-                                        .buffer_allocator = allocator.make()});
+    DataLoader loader(
+        small_dataset(),
+        {.batch_size = 5, .prefetch_batches = 2, .buffer_allocator = allocator.make()});
     loader.start_epoch(0);
     kept = loader.next();
     ASSERT_TRUE(kept.has_value());
@@ -293,8 +297,9 @@ TEST(DataLoader, WorkerExceptionReachesTheConsumerAfterEarlierBatches) {
   for (std::int64_t prefetch : {0, 2}) {
     CountingAllocator allocator;
     allocator.fail_on_call = 3;
-    DataLoader loader(small_dataset(), {.batch_size = 10, .prefetch_batches = prefetch,
-                                        .buffer_allocator = allocator.make()});
+    DataLoader loader(
+        small_dataset(),
+        {.batch_size = 10, .prefetch_batches = prefetch, .buffer_allocator = allocator.make()});
     loader.start_epoch(0);
     EXPECT_EQ(loader.next()->index, 0);
     EXPECT_EQ(loader.next()->index, 1);

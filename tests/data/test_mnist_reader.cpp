@@ -43,12 +43,10 @@ void write_split(const std::filesystem::path& dir, const std::string& prefix, st
 TEST(MnistReader, WriterProducesTheDocumentedBigEndianLayout) {
   ScratchDir dir;
   write_idx_labels(dir / "labels", std::vector<std::uint8_t>{7, 0, 9});
-  EXPECT_EQ(read_raw(dir / "labels"),
-            (std::vector<std::uint8_t>{0, 0, 8, 1, 0, 0, 0, 3, 7, 0, 9}));
+  EXPECT_EQ(read_raw(dir / "labels"), (std::vector<std::uint8_t>{0, 0, 8, 1, 0, 0, 0, 3, 7, 0, 9}));
   write_idx_images(dir / "images", IdxImages{2, 1, 3, {1, 2, 3, 4, 5, 6}});
-  EXPECT_EQ(read_raw(dir / "images"),
-            (std::vector<std::uint8_t>{0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3,
-                                       1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(read_raw(dir / "images"), (std::vector<std::uint8_t>{0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0,
+                                                                 1, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6}));
 }
 
 TEST(MnistReader, LoadsPlainFilesBackExactly) {
@@ -86,8 +84,8 @@ TEST(MnistReader, MissingFileNamesIt) {
   ScratchDir dir;
   write_idx_labels(dir / "train-labels-idx1-ubyte", random_labels(3, 2));
   const std::string message = io_error_of([&] { load_mnist(dir.path(), MnistSplit::train); });
-  expect_mentions(message, {(dir / "train-images-idx3-ubyte").string(), "file not found",
-                            "fetch_mnist.sh"});
+  expect_mentions(message,
+                  {(dir / "train-images-idx3-ubyte").string(), "file not found", "fetch_mnist.sh"});
 }
 
 TEST(MnistReader, WrongMagicSaysExpectedAndFound) {
@@ -116,8 +114,8 @@ TEST(MnistReader, TruncatedPixelsAreReported) {
   bytes.resize(bytes.size() - 100);
   write_raw(path, bytes);
   const std::string message = io_error_of([&] { load_mnist(dir.path(), MnistSplit::train); });
-  expect_mentions(message, {path.string(), "truncated", "5 images of 28x28", "3920 bytes",
-                            "found 3820"});
+  expect_mentions(message,
+                  {path.string(), "truncated", "5 images of 28x28", "3920 bytes", "found 3820"});
 }
 
 TEST(MnistReader, TruncatedHeaderIsReported) {

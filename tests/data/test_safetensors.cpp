@@ -26,7 +26,8 @@ std::vector<std::uint8_t> le_u64(std::uint64_t value) {
 }
 
 // A file laid out by hand: length prefix, the header text exactly as given, then `data`.
-std::vector<std::uint8_t> raw_file(const std::string& header, const std::vector<std::uint8_t>& data) {
+std::vector<std::uint8_t> raw_file(const std::string& header,
+                                   const std::vector<std::uint8_t>& data) {
   std::vector<std::uint8_t> bytes = le_u64(header.size());
   bytes.insert(bytes.end(), header.begin(), header.end());
   bytes.insert(bytes.end(), data.begin(), data.end());
@@ -88,8 +89,8 @@ TEST(Safetensors, RoundTripKeepsBytesShapesDtypesAndMetadata) {
       {"empty", make_f32_record({0, 3}, std::vector<float>{})},
       {"bytes", TensorRecord{"U8", {5}, {1, 2, 3, 4, 255}}},
   };
-  const std::map<std::string, std::string> metadata{
-      {"epoch", "3"}, {"note", "quotes \" and unicode \xc3\xa9"}};
+  const std::map<std::string, std::string> metadata{{"epoch", "3"},
+                                                    {"note", "quotes \" and unicode \xc3\xa9"}};
   save_safetensors(dir / "ckpt.safetensors", tensors, metadata);
   const SafetensorsFile loaded = load_safetensors(dir / "ckpt.safetensors");
   EXPECT_EQ(loaded.metadata, metadata);
@@ -110,8 +111,9 @@ TEST(Safetensors, SaveRejectsInconsistentRecordsBeforeTouchingTheFile) {
   EXPECT_THROW(save_safetensors(dir / "x", {{"w", TensorRecord{"F32", {3}, {0, 0, 0, 0}}}}),
                ValueError);
   EXPECT_THROW(save_safetensors(dir / "x", {{"w", TensorRecord{"Q4", {1}, {0}}}}), ValueError);
-  EXPECT_THROW(save_safetensors(dir / "x", {{"__metadata__", make_f32_record({1}, std::vector<float>{1})}}),
-               ValueError);
+  EXPECT_THROW(
+      save_safetensors(dir / "x", {{"__metadata__", make_f32_record({1}, std::vector<float>{1})}}),
+      ValueError);
   EXPECT_THROW(make_f32_record({2, 2}, std::vector<float>{1, 2, 3}), ShapeError);
   EXPECT_THROW(record_as_f64(make_f32_record({1}, std::vector<float>{1})), DTypeError);
   EXPECT_FALSE(std::filesystem::exists(dir / "x"));
@@ -141,7 +143,8 @@ std::vector<CorruptCase> corrupt_cases() {
       {"unknown dtype",
        raw_file(R"({"a":{"dtype":"F8X","shape":[2],"data_offsets":[0,2]}})", {1, 2}),
        {"tensor 'a'", "unknown dtype 'F8X'", "F32"}},
-      {"missing field", raw_file(R"({"a":{"dtype":"F32","shape":[2]}})", data8),
+      {"missing field",
+       raw_file(R"({"a":{"dtype":"F32","shape":[2]}})", data8),
        {"tensor 'a'", "missing field 'data_offsets'"}},
       {"unexpected field",
        raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"stride":[1]}})", data8),
@@ -159,13 +162,15 @@ std::vector<CorruptCase> corrupt_cases() {
        raw_file(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", data8),
        {"tensor 'a'", "end before they begin"}},
       {"overlap",
-       raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                data8),
+       raw_file(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           data8),
        {"'a' [0, 8)", "'b' [4, 8)", "overlap"}},
       {"hole",
        raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data8),
        {"bytes [0, 4)", "belong to no tensor"}},
-      {"trailing bytes", raw_file("{" + good_entry + "}", float_bytes({1, 2, 3})),
+      {"trailing bytes",
+       raw_file("{" + good_entry + "}", float_bytes({1, 2, 3})),
        {"bytes [8, 12)", "end of the data buffer"}},
       {"metadata value not a string",
        raw_file("{" + good_entry + R"(,"__metadata__":{"epoch":3}})", data8),
@@ -232,7 +237,8 @@ TEST(Safetensors, SaveThatFailsPartWayLeavesThePreviousCheckpointLoadable) {
   EXPECT_EQ(loaded.metadata.at("step"), "100");
   // The partial temporary was removed.
   std::size_t files = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path())) ++files;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    ++files;
   EXPECT_EQ(files, 1u);
 }
 
