@@ -55,6 +55,7 @@ struct LoaderOptions {
   BatchBufferAllocator buffer_allocator{};
 };
 
+// One consumer thread calls start_epoch and next; the loader's own thread only prepares batches.
 class DataLoader {
  public:
   // Throws ValueError for batch_size <= 0, prefetch_batches outside [0, 16], or a

@@ -31,7 +31,10 @@ std::vector<std::uint8_t> read_plain(const std::filesystem::path& path) {
   if (!file) {
     throw IoError(path.string() + ": cannot open for reading (" + std::strerror(errno) + ")");
   }
-  std::vector<std::uint8_t> bytes(std::filesystem::file_size(path));
+  std::error_code error;
+  const std::uintmax_t size = std::filesystem::file_size(path, error);
+  if (error) throw IoError(path.string() + ": cannot read the file size (" + error.message() + ")");
+  std::vector<std::uint8_t> bytes(size);
   const std::size_t got = std::fread(bytes.data(), 1, bytes.size(), file.get());
   if (got != bytes.size()) {
     throw IoError(path.string() + ": read " + std::to_string(got) + " of " +

@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "memory/errors.h"
@@ -342,7 +343,8 @@ SafetensorsFile load_safetensors(const std::filesystem::path& path) {
   if (!std::filesystem::is_regular_file(path, error)) {
     fail(path, std::filesystem::exists(path, error) ? "expected a regular file" : "file not found");
   }
-  const std::uint64_t file_size = std::filesystem::file_size(path);
+  const std::uint64_t file_size = std::filesystem::file_size(path, error);
+  if (error) fail(path, "cannot read the file size (" + error.message() + ")");
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
                                                        &std::fclose);
   if (!file) fail(path, std::string("cannot open for reading (") + std::strerror(errno) + ")");
@@ -369,12 +371,25 @@ SafetensorsFile load_safetensors(const std::filesystem::path& path) {
   if (header_text.empty() || header_text.front() != '{') {
     fail(path, "header must be a JSON object starting with '{'");
   }
+  // The JSON library keeps the last of repeated keys silently; a repeated tensor name means a
+  // corrupt or hand-edited header, so count the top-level keys while parsing.
+  std::set<std::string> names;
+  std::string repeated_name;
+  const json::parser_callback_t note_repeats = [&](int depth, json::parse_event_t event,
+                                                   json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 &&
+        !names.insert(parsed.get<std::string>()).second && repeated_name.empty()) {
+      repeated_name = parsed.get<std::string>();
+    }
+    return true;
+  };
   json header;
   try {
-    header = json::parse(header_text);
+    header = json::parse(header_text, note_repeats);
   } catch (const json::parse_error& parse_error) {
     fail(path, std::string("header is not valid JSON (") + parse_error.what() + ")");
   }
+  if (!repeated_name.empty()) fail(path, "header names '" + repeated_name + "' more than once");
   if (!header.is_object()) fail(path, "header must be a JSON object, found " + header.dump());
 
   const std::uint64_t buffer_size = file_size - 8 - header_size;

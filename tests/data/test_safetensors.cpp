@@ -172,6 +172,11 @@ std::vector<CorruptCase> corrupt_cases() {
       {"trailing bytes",
        raw_file("{" + good_entry + "}", float_bytes({1, 2, 3})),
        {"bytes [8, 12)", "end of the data buffer"}},
+      {"repeated name",
+       raw_file(
+           R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           data8),
+       {"names 'a' more than once"}},
       {"metadata value not a string",
        raw_file("{" + good_entry + R"(,"__metadata__":{"epoch":3}})", data8),
        {"__metadata__ 'epoch'", "must be strings, found 3"}},
