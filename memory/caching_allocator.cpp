@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "memory/annotation.h"
 #include "memory/errors.h"
 #include "memory/oom_message.h"
 
@@ -590,6 +591,7 @@ Block* CachingAllocator::allocate(std::size_t bytes, StreamHandle stream, BlockC
   b->allocated = true;
   b->requested_size = bytes;
   b->category = category;
+  b->annotation = current_annotation();
   const bool small = pool.is_small;
   const auto block_size = static_cast<std::int64_t>(b->size);
   s.stats.allocation.increase(small, 1);

@@ -1,0 +1,46 @@
+#pragma once
+// What-if answers without a GPU: replay a recorded allocation history (sizes as requested, in
+// the order the program made them) through a fresh allocator on a SimulatedBackend under some
+// configuration and capacity, and report what that allocator would have done.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memory/config.h"
+#include "memory/history.h"
+
+namespace sublet::memory {
+
+struct TraceEvent {
+  enum class Action : std::uint8_t { Alloc, Free } action = Action::Alloc;
+  std::uint64_t id = 0;          // pairs a free with its alloc
+  std::size_t size = 0;          // requested bytes (alloc only)
+  std::uint64_t stream = 0;
+};
+
+// Alloc/free pairs from a history (frees matched to allocs by address); other events are dropped.
+std::vector<TraceEvent> trace_from_history(const std::vector<HistoryEvent>& history);
+
+// JSON: {"format": "sublet-alloc-trace", "version": 1,
+//        "events": [{"action": "alloc", "id": 1, "size": 4096, "stream": 0}, {"action": "free", "id": 1}, ...]}
+// Writes atomically enough for a trace (temporary file + rename); reading validates every event
+// and throws IoError naming the file and the event.
+void save_trace(const std::string& path, const std::vector<TraceEvent>& events);
+std::vector<TraceEvent> load_trace(const std::string& path);
+
+struct ReplayResult {
+  std::string setting;               // the config text ("default" when empty)
+  std::size_t capacity = 0;
+  std::size_t peak_reserved = 0;
+  std::size_t peak_allocated = 0;
+  double fragmentation_at_peak = 0;  // 1 - largest free block / free reserved, at the reserved peak
+  std::int64_t device_allocs = 0;
+  std::int64_t alloc_retries = 0;
+  bool out_of_memory = false;
+  std::size_t events_replayed = 0;   // up to the OOM when there is one
+  std::string oom_message;
+};
+
+ReplayResult replay_trace(const std::vector<TraceEvent>& events, const std::string& config_text, std::size_t capacity);
+
+}  // namespace sublet::memory

@@ -1,0 +1,98 @@
+// Replaying a recorded history on the simulated backend: exact with the recording's settings,
+// and a what-if tool for other knobs and capacities.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include "alloc_test_support.h"
+#include "memory/errors.h"
+#include "memory/replay.h"
+
+using namespace sublet::memory;
+using sublet::memory::testing::SimulatedAllocator;
+
+namespace {
+
+// A workload with growing and shrinking tensors, like a training step's activations.
+void run_workload(CachingAllocator& allocator) {
+  std::mt19937_64 rng(42);
+  std::vector<Block*> live;
+  for (int step = 0; step < 400; ++step) {
+    if (!live.empty() && rng() % 3 == 0) {
+      const std::size_t i = rng() % live.size();
+      allocator.free(live[i]);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      live.push_back(allocator.allocate((std::size_t{1} << (9 + rng() % 17)) + rng() % 100000));
+    }
+  }
+  for (Block* b : live) allocator.free(b);
+}
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + name; }
+
+}  // namespace
+
+TEST(Replay, ReproducesTheLiveRunsPeakReservedExactly) {
+  SimulatedAllocator live(std::size_t{64} << 30);
+  AllocationHistory history;
+  history.attach(live.allocator);
+  run_workload(live.allocator);
+  const auto trace = trace_from_history(history.events());
+  ASSERT_GT(trace.size(), 300u);
+  const ReplayResult replayed = replay_trace(trace, "", std::size_t{64} << 30);
+  EXPECT_EQ(replayed.peak_reserved, live.allocator.max_memory_reserved());
+  EXPECT_EQ(replayed.peak_allocated, live.allocator.max_memory_allocated());
+  EXPECT_EQ(replayed.device_allocs, live.stat("num_device_alloc"));
+  EXPECT_FALSE(replayed.out_of_memory);
+}
+
+TEST(Replay, OtherKnobsChangeTheAnswer) {
+  SimulatedAllocator live(std::size_t{64} << 30);
+  AllocationHistory history;
+  history.attach(live.allocator);
+  run_workload(live.allocator);
+  const auto trace = trace_from_history(history.events());
+  const ReplayResult base = replay_trace(trace, "", std::size_t{64} << 30);
+  const ReplayResult expandable = replay_trace(trace, "expandable_segments:True", std::size_t{64} << 30);
+  EXPECT_LT(expandable.peak_reserved, base.peak_reserved);
+  const ReplayResult tiny = replay_trace(trace, "", base.peak_allocated / 2);
+  EXPECT_TRUE(tiny.out_of_memory);
+  EXPECT_LT(tiny.events_replayed, trace.size());
+  EXPECT_NE(tiny.oom_message.find("out of memory"), std::string::npos);
+  EXPECT_THROW(replay_trace(trace, "bogus:1", std::size_t{1} << 30), sublet::ConfigError);
+}
+
+TEST(Replay, TraceFilesRoundTripAndBadOnesAreRejected) {
+  const std::vector<TraceEvent> events = {{TraceEvent::Action::Alloc, 1, 4096, 0},
+                                          {TraceEvent::Action::Alloc, 2, 3 * kMiB, 7},
+                                          {TraceEvent::Action::Free, 1, 0, 0},
+                                          {TraceEvent::Action::Free, 2, 0, 0}};
+  const std::string path = temp_path("trace.json");
+  save_trace(path, events);
+  const auto loaded = load_trace(path);
+  ASSERT_EQ(loaded.size(), events.size());
+  EXPECT_EQ(loaded[1].size, 3 * kMiB);
+  EXPECT_EQ(loaded[1].stream, 7u);
+  EXPECT_EQ(loaded[2].action, TraceEvent::Action::Free);
+
+  const auto write = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    try {
+      load_trace(path);
+    } catch (const sublet::IoError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(write("not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(write(R"([{"action":"free","id":3}])").find("event 0: free of id 3"), std::string::npos);
+  EXPECT_NE(write(R"([{"action":"alloc","id":1}])").find("needs a non-negative integer \"size\""), std::string::npos);
+  EXPECT_NE(write(R"([{"action":"grow","id":1,"size":5}])").find("unknown action 'grow'"), std::string::npos);
+  EXPECT_NE(write(R"({"format":"other"})").find("sublet-alloc-trace"), std::string::npos);
+  std::remove(path.c_str());
+  EXPECT_THROW(load_trace(path), sublet::IoError);
+}
