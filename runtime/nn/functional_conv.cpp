@@ -1,0 +1,89 @@
+// conv2d: ops::conv2d_forward plus one node whose backward runs the two backward kernels.
+#include "ops/conv2d.h"
+#include "runtime/autograd/function.h"
+#include "runtime/nn/functional.h"
+#include "runtime/nn/functional_checks.h"
+
+namespace sublet::nn::functional {
+
+using autograd::TensorList;
+
+namespace {
+
+ops::Conv2dShape conv_shape(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o) {
+  ops::Conv2dShape s;
+  s.batch = input.size(0);
+  s.in_channels = input.size(1);
+  s.in_height = input.size(2);
+  s.in_width = input.size(3);
+  s.out_channels = weight.size(0);
+  s.kernel_h = weight.size(2);
+  s.kernel_w = weight.size(3);
+  s.stride_h = o.stride().h;
+  s.stride_w = o.stride().w;
+  s.pad_h = o.padding().h;
+  s.pad_w = o.padding().w;
+  s.dilation_h = o.dilation().h;
+  s.dilation_w = o.dilation().w;
+  s.groups = o.groups();
+  if (s.groups >= 1 && weight.size(1) * s.groups != s.in_channels) {
+    throw ShapeError("conv2d: weight " + shape_str(weight.sizes()) + " with groups " + std::to_string(s.groups) +
+                     " expects " + std::to_string(weight.size(1) * s.groups) + " input channels, input " +
+                     shape_str(input.sizes()) + " has " + std::to_string(s.in_channels));
+  }
+  s.validate();
+  return s;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dFuncOptions& options) {
+  const char* op = "conv2d";
+  sublet::detail::check_defined(op, input);
+  sublet::detail::check_floating(op, input);
+  nn::detail::check_like_input(op, input, weight);
+  nn::detail::check_rank(op, "input", input, 4, "(N,C,H,W)");
+  nn::detail::check_rank(op, "weight", weight, 4, "(OC,C/groups,KH,KW)");
+  nn::detail::check_per_channel(op, "bias", input, bias, weight.size(0));
+  const ops::Conv2dShape s = conv_shape(input, weight, options);
+
+  Tensor x, w, out;
+  {
+    NoGradGuard no_grad;  // layout copies are internal: the node below covers the whole op
+    x = input.contiguous();
+    w = weight.contiguous();
+    const Tensor b = nn::detail::contiguous_or_undefined(bias);
+    out = Tensor::empty({s.batch, s.out_channels, s.out_height(), s.out_width()}, input.options());
+    ops::conv2d_forward(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(), w.data_ptr(),
+                        nn::detail::data_or_null(b), out.data_ptr());
+  }
+  if (autograd::any_requires_grad({input, weight, bias})) {
+    const bool need_input = input.requires_grad();
+    const bool need_weight = weight.requires_grad();
+    const bool need_bias = bias.defined() && bias.requires_grad();
+    autograd::record(
+        op, {input, weight, bias}, {out},
+        [s, need_input, need_weight, need_bias, x = (need_weight || need_bias) ? autograd::save(x) : Tensor(),
+         w = need_input ? autograd::save(w) : Tensor()](const TensorList& grads) {
+          const Tensor grad_out = grads[0].contiguous();
+          const auto ctx = sublet::detail::context_for(grad_out);
+          Tensor grad_input, grad_weight, grad_bias;
+          if (need_input) {
+            grad_input = Tensor::empty({s.batch, s.in_channels, s.in_height, s.in_width}, grad_out.options());
+            ops::conv2d_backward_input(ctx, s, grad_out.dtype(), grad_out.data_ptr(), w.data_ptr(), grad_input.data_ptr());
+          }
+          if (need_weight || need_bias) {
+            grad_weight = Tensor::empty(
+                {s.out_channels, s.in_channels / s.groups, s.kernel_h, s.kernel_w}, grad_out.options());
+            if (need_bias) grad_bias = Tensor::empty({s.out_channels}, grad_out.options());
+            ops::conv2d_backward_weight(ctx, s, grad_out.dtype(), grad_out.data_ptr(), x.data_ptr(),
+                                        grad_weight.data_ptr(), nn::detail::data_or_null(grad_bias));
+            if (!need_weight) grad_weight = Tensor();
+          }
+          return TensorList{grad_input, grad_weight, grad_bias};
+        });
+  }
+  return out;
+}
+
+}  // namespace sublet::nn::functional

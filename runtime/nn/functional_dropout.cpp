@@ -1,0 +1,40 @@
+// dropout: a counter-based mask from one seed drawn from the caller's generator; backward
+// regenerates the mask from that seed, so no mask tensor is kept alive between the passes.
+#include "ops/dropout.h"
+#include "runtime/autograd/function.h"
+#include "runtime/nn/functional.h"
+#include "runtime/nn/functional_checks.h"
+
+namespace sublet::nn::functional {
+
+using autograd::TensorList;
+
+Tensor dropout(const Tensor& input, double p, bool training, Generator& generator) {
+  const char* op = "dropout";
+  sublet::detail::check_defined(op, input);
+  sublet::detail::check_floating(op, input);
+  if (!(p >= 0 && p <= 1)) throw ValueError("dropout: p must be in [0, 1], got " + std::to_string(p));
+  if (!training || p == 0) return input;  // the identity, as in PyTorch
+  const std::uint64_t seed = generator.engine()();
+  const std::uint64_t offset = 0;  // one seed per call: every call starts its own stream
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    const Tensor x = input.contiguous();
+    out = Tensor::empty(input.sizes(), input.options());
+    ops::dropout_forward(sublet::detail::context_for(out), input.numel(), input.dtype(), x.data_ptr(), p, seed,
+                         offset, out.data_ptr());
+  }
+  if (autograd::any_requires_grad({input})) {
+    autograd::record(op, {input}, {out}, [p, seed, offset](const TensorList& grads) {
+      const Tensor grad_out = grads[0].contiguous();
+      Tensor grad_input = Tensor::empty(grads[0].sizes(), grad_out.options());
+      ops::dropout_backward(sublet::detail::context_for(grad_out), grad_out.numel(), grad_out.dtype(),
+                            grad_out.data_ptr(), p, seed, offset, grad_input.data_ptr());
+      return TensorList{grad_input};
+    });
+  }
+  return out;
+}
+
+}  // namespace sublet::nn::functional

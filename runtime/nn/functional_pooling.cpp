@@ -1,0 +1,121 @@
+// max_pool2d, avg_pool2d, adaptive_avg_pool2d over the pooling kernels, one node each.
+#include "ops/pooling.h"
+#include "runtime/autograd/function.h"
+#include "runtime/nn/functional.h"
+#include "runtime/nn/functional_checks.h"
+
+namespace sublet::nn::functional {
+
+using autograd::TensorList;
+
+namespace {
+
+void check_input(const char* op, const Tensor& input) {
+  sublet::detail::check_defined(op, input);
+  sublet::detail::check_floating(op, input);
+  nn::detail::check_rank(op, "input", input, 4, "(N,C,H,W)");
+}
+
+ops::Pool2dShape pool_shape(const char* op, const Tensor& input, Pair2d kernel, Pair2d stride, Pair2d padding,
+                            Pair2d dilation) {
+  ops::Pool2dShape s;
+  s.batch = input.size(0);
+  s.channels = input.size(1);
+  s.in_height = input.size(2);
+  s.in_width = input.size(3);
+  s.kernel_h = kernel.h;
+  s.kernel_w = kernel.w;
+  // PyTorch: an unset stride is the kernel size.
+  s.stride_h = stride.h == 0 && stride.w == 0 ? kernel.h : stride.h;
+  s.stride_w = stride.h == 0 && stride.w == 0 ? kernel.w : stride.w;
+  s.pad_h = padding.h;
+  s.pad_w = padding.w;
+  s.dilation_h = dilation.h;
+  s.dilation_w = dilation.w;
+  s.validate(op);
+  return s;
+}
+
+Shape output_sizes(const ops::Pool2dShape& s) { return {s.batch, s.channels, s.out_height(), s.out_width()}; }
+Shape input_sizes(const ops::Pool2dShape& s) { return {s.batch, s.channels, s.in_height, s.in_width}; }
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options) {
+  const char* op = "max_pool2d";
+  check_input(op, input);
+  const ops::Pool2dShape s =
+      pool_shape(op, input, options.kernel_size(), options.stride(), options.padding(), options.dilation());
+  Tensor out, indices;
+  {
+    NoGradGuard no_grad;
+    const Tensor x = input.contiguous();
+    out = Tensor::empty(output_sizes(s), input.options());
+    indices = Tensor::empty(output_sizes(s), input.options().dtype(DType::Int64));
+    ops::max_pool2d_forward(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(), out.data_ptr(),
+                            indices.data<std::int64_t>());
+  }
+  if (autograd::any_requires_grad({input})) {
+    autograd::record(op, {input}, {out}, [s, indices = autograd::save(indices)](const TensorList& grads) {
+      const Tensor grad_out = grads[0].contiguous();
+      Tensor grad_input = Tensor::empty(input_sizes(s), grad_out.options());
+      ops::max_pool2d_backward(sublet::detail::context_for(grad_out), s, grad_out.dtype(), grad_out.data_ptr(),
+                               indices.data<std::int64_t>(), grad_input.data_ptr());
+      return TensorList{grad_input};
+    });
+  }
+  return out;
+}
+
+Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& options) {
+  const char* op = "avg_pool2d";
+  check_input(op, input);
+  const ops::Pool2dShape s = pool_shape(op, input, options.kernel_size(), options.stride(), options.padding(), 1);
+  const bool count_include_pad = options.count_include_pad();
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    const Tensor x = input.contiguous();
+    out = Tensor::empty(output_sizes(s), input.options());
+    ops::avg_pool2d_forward(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(), out.data_ptr(),
+                            count_include_pad);
+  }
+  if (autograd::any_requires_grad({input})) {
+    autograd::record(op, {input}, {out}, [s, count_include_pad](const TensorList& grads) {
+      const Tensor grad_out = grads[0].contiguous();
+      Tensor grad_input = Tensor::empty(input_sizes(s), grad_out.options());
+      ops::avg_pool2d_backward(sublet::detail::context_for(grad_out), s, grad_out.dtype(), grad_out.data_ptr(),
+                               grad_input.data_ptr(), count_include_pad);
+      return TensorList{grad_input};
+    });
+  }
+  return out;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& input, Pair2d output_size) {
+  const char* op = "adaptive_avg_pool2d";
+  check_input(op, input);
+  const ops::AdaptivePool2dShape s{input.size(0), input.size(1), input.size(2), input.size(3), output_size.h,
+                                   output_size.w};
+  s.validate();
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    const Tensor x = input.contiguous();
+    out = Tensor::empty({s.batch, s.channels, s.out_height, s.out_width}, input.options());
+    ops::adaptive_avg_pool2d_forward(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(),
+                                     out.data_ptr());
+  }
+  if (autograd::any_requires_grad({input})) {
+    autograd::record(op, {input}, {out}, [s](const TensorList& grads) {
+      const Tensor grad_out = grads[0].contiguous();
+      Tensor grad_input = Tensor::empty({s.batch, s.channels, s.in_height, s.in_width}, grad_out.options());
+      ops::adaptive_avg_pool2d_backward(sublet::detail::context_for(grad_out), s, grad_out.dtype(),
+                                        grad_out.data_ptr(), grad_input.data_ptr());
+      return TensorList{grad_input};
+    });
+  }
+  return out;
+}
+
+}  // namespace sublet::nn::functional

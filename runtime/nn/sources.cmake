@@ -1,0 +1,8 @@
+# Differentiable NN functions (runtime/nn/functional.h). Included from runtime/CMakeLists.txt.
+list(APPEND SUBLET_RUNTIME_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/functional_conv.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/functional_batch_norm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/functional_pooling.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/functional_loss.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/functional_dropout.cpp
+)

@@ -1,0 +1,2 @@
+# Tests of runtime/nn (included from tests/runtime/CMakeLists.txt).
+sublet_add_test(test_functional LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_functional.cpp LIBS runtime)
