@@ -16,4 +16,6 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/autograd/function.cpp
   ${CMAKE_CURRENT_LIST_DIR}/autograd/grad_mode.cpp
   ${CMAKE_CURRENT_LIST_DIR}/autograd/node.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/nn/module.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/nn/linear.cpp
 )
