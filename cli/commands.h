@@ -5,5 +5,6 @@
 namespace sublet::cli {
 
 void add_demo_command(CLI::App& app);
+void add_replay_command(CLI::App& app);
 
 }  // namespace sublet::cli

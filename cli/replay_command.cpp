@@ -1,0 +1,57 @@
+// sublet replay TRACE [--alloc-conf STR]... [--capacity-mib N]
+// Replays a recorded allocation trace through the caching allocator on the simulated backend
+// under several settings and prints what each would have done.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "memory/format_bytes.h"
+#include "memory/replay.h"
+
+namespace sublet::cli {
+namespace {
+
+const std::vector<std::string> kDefaultSettings = {
+    "",
+    "max_split_size_mb:128",
+    "max_split_size_mb:512",
+    "roundup_power2_divisions:4",
+    "roundup_power2_divisions:16",
+    "expandable_segments:True",
+};
+
+void print_results(const std::vector<memory::ReplayResult>& results, std::size_t events) {
+  const auto bytes = [](std::size_t b) { return memory::format_bytes(static_cast<std::int64_t>(b)); };
+  fmt::print("Replayed {} events on the simulated backend (capacity {}).\n\n", events, bytes(results.front().capacity));
+  fmt::print("{:<40} {:>14} {:>14} {:>10} {:>13} {:>8}\n", "setting", "peak reserved", "peak allocated",
+             "frag@peak", "device allocs", "fits?");
+  for (const auto& r : results) {
+    fmt::print("{:<40} {:>14} {:>14} {:>9.1f}% {:>13} {:>8}\n", r.setting, bytes(r.peak_reserved), bytes(r.peak_allocated),
+               100.0 * r.fragmentation_at_peak, r.device_allocs,
+               r.out_of_memory ? fmt::format("OOM@{}", r.events_replayed) : "yes");
+  }
+  fmt::print("\nfrag@peak: share of free reserved memory outside the largest free block when reserved peaked.\n");
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app) {
+  CLI::App* replay = app.add_subcommand("replay", "What-if: replay an allocation trace under other allocator settings");
+  auto trace_path = std::make_shared<std::string>();
+  auto settings = std::make_shared<std::vector<std::string>>();
+  auto capacity_mib = std::make_shared<std::size_t>(std::size_t{1} << 20);
+  replay->add_option("trace", *trace_path, "allocation trace (JSON, as written by sublet profile)")->required()->check(CLI::ExistingFile);
+  replay->add_option("--alloc-conf", *settings,
+                     "a SUBLET_ALLOC_CONF string to try; repeat for several (default: a standard set of six)");
+  replay->add_option("--capacity-mib", *capacity_mib, "simulated device capacity in MiB")->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  replay->callback([trace_path, settings, capacity_mib] {
+    const auto events = memory::load_trace(*trace_path);
+    std::vector<memory::ReplayResult> results;
+    for (const std::string& setting : settings->empty() ? kDefaultSettings : *settings)
+      results.push_back(memory::replay_trace(events, setting, *capacity_mib * memory::kMiB));
+    print_results(results, events.size());
+  });
+}
+
+}  // namespace sublet::cli
