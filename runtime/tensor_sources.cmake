@@ -18,4 +18,8 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/autograd/node.cpp
   ${CMAKE_CURRENT_LIST_DIR}/nn/module.cpp
   ${CMAKE_CURRENT_LIST_DIR}/nn/linear.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optim/optimizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optim/sgd.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optim/adam.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optim/lr_scheduler.cpp
 )

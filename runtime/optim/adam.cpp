@@ -1,0 +1,51 @@
+#include "runtime/optim/adam.h"
+
+#include <cmath>
+
+#include "memory/errors.h"
+
+namespace sublet::optim {
+
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& options) : Adam(std::move(params), options, false) {}
+
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay)
+    : Optimizer(std::move(params), options.lr()),
+      options_(options),
+      decoupled_(decoupled_weight_decay),
+      exp_avg_(this->params().size()),
+      exp_avg_sq_(this->params().size()),
+      steps_(this->params().size(), 0) {
+  const bool betas_ok = options.beta1() >= 0.0 && options.beta1() < 1.0 && options.beta2() >= 0.0 && options.beta2() < 1.0;
+  if (!betas_ok || options.eps() < 0.0 || options.weight_decay() < 0.0) {
+    throw ValueError("Adam: need betas in [0, 1) and eps, weight_decay >= 0; got betas (" +
+                     std::to_string(options.beta1()) + ", " + std::to_string(options.beta2()) + "), eps " +
+                     std::to_string(options.eps()) + ", weight_decay " + std::to_string(options.weight_decay()));
+  }
+}
+
+void Adam::update(std::size_t index, Tensor& param, const Tensor& grad) {
+  const double beta1 = options_.beta1(), beta2 = options_.beta2();
+  Tensor g = grad;
+  if (options_.weight_decay() != 0.0) {
+    if (decoupled_) {
+      param.mul_(1.0 - lr() * options_.weight_decay());
+    } else {
+      g = g.add(param, options_.weight_decay());
+    }
+  }
+  Tensor& m = exp_avg_[index];
+  Tensor& v = exp_avg_sq_[index];
+  if (!m.defined()) {
+    m = new_state(param);
+    v = new_state(param);
+  }
+  const auto t = static_cast<double>(++steps_[index]);
+  m.mul_(beta1).add_(g, 1.0 - beta1);
+  v.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
+  const double bias_correction1 = 1.0 - std::pow(beta1, t);
+  const double bias_correction2 = 1.0 - std::pow(beta2, t);
+  Tensor denom = v.sqrt().div_(std::sqrt(bias_correction2)).add_(options_.eps());
+  param.addcdiv_(m, denom, -lr() / bias_correction1);
+}
+
+}  // namespace sublet::optim

@@ -1,0 +1,50 @@
+#pragma once
+// Adam and AdamW with PyTorch's semantics (torch.optim.Adam / AdamW, amsgrad off):
+//   Adam:  g = grad + weight_decay * p            (L2 penalty in the gradient)
+//   AdamW: p *= 1 - lr * weight_decay             (decoupled decay), g = grad
+//   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+#include "runtime/optim/optimizer.h"
+
+namespace sublet::optim {
+
+class AdamOptions {
+ public:
+  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  AdamOptions& betas(double beta1, double beta2) { beta1_ = beta1; beta2_ = beta2; return *this; }
+  AdamOptions& eps(double v) { eps_ = v; return *this; }
+  AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+  double lr() const { return lr_; }
+  double beta1() const { return beta1_; }
+  double beta2() const { return beta2_; }
+  double eps() const { return eps_; }
+  double weight_decay() const { return weight_decay_; }
+
+ private:
+  double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0.0;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, const AdamOptions& options);
+  const Tensor& exp_avg(std::size_t index) const { return exp_avg_.at(index); }
+  const Tensor& exp_avg_sq(std::size_t index) const { return exp_avg_sq_.at(index); }
+
+ protected:
+  Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay);
+  void update(std::size_t index, Tensor& param, const Tensor& grad) override;
+
+ private:
+  AdamOptions options_;
+  bool decoupled_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  std::vector<std::int64_t> steps_;  // per parameter: a parameter may start receiving grads late
+};
+
+// Adam with decoupled weight decay; PyTorch's default weight_decay for AdamW is 0.01.
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, const AdamOptions& options) : Adam(std::move(params), options, true) {}
+};
+
+}  // namespace sublet::optim

@@ -1,0 +1,42 @@
+#pragma once
+// Stochastic gradient descent with PyTorch's semantics (torch.optim.SGD):
+//   g = grad + weight_decay * p
+//   momentum: buf = g on the first step, else buf = momentum * buf + (1 - dampening) * g
+//             g = nesterov ? g + momentum * buf : buf
+//   p -= lr * g
+#include "runtime/optim/optimizer.h"
+
+namespace sublet::optim {
+
+class SGDOptions {
+ public:
+  explicit SGDOptions(double lr) : lr_(lr) {}
+  SGDOptions& momentum(double v) { momentum_ = v; return *this; }
+  SGDOptions& dampening(double v) { dampening_ = v; return *this; }
+  SGDOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+  SGDOptions& nesterov(bool v) { nesterov_ = v; return *this; }
+  double lr() const { return lr_; }
+  double momentum() const { return momentum_; }
+  double dampening() const { return dampening_; }
+  double weight_decay() const { return weight_decay_; }
+  bool nesterov() const { return nesterov_; }
+
+ private:
+  double lr_, momentum_ = 0.0, dampening_ = 0.0, weight_decay_ = 0.0;
+  bool nesterov_ = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, const SGDOptions& options);
+  const Tensor& momentum_buffer(std::size_t index) const { return momentum_buffers_.at(index); }
+
+ protected:
+  void update(std::size_t index, Tensor& param, const Tensor& grad) override;
+
+ private:
+  SGDOptions options_;
+  std::vector<Tensor> momentum_buffers_;
+};
+
+}  // namespace sublet::optim
