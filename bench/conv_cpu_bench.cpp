@@ -1,5 +1,6 @@
-// CPU conv2d benchmark on the convolutions of a ResNet-20 training step (1x28x28 inputs,
-// batch 128): forward, backward-input and backward-weight per layer, float32.
+// CPU benchmark of the NN kernels of a ResNet-20 training step (1x28x28 inputs, batch 128,
+// float32): conv2d forward, backward-input and backward-weight per layer, then batch_norm
+// training forward + backward per activation size.
 // Baseline in the same run: the same kernels on one OpenMP thread, so the table shows the
 // multi-thread speed-up next to the absolute time. Prints a table; writes JSON to argv[1]
 // (default conv_cpu_bench.json).
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/batch_norm.h"
 #include "ops/conv2d.h"
 
 namespace {
@@ -88,6 +90,25 @@ double gflop(const Conv2dShape& s) {  // multiply-adds of one pass, x2
   return 2.0 * s.output_numel() * (s.in_channels / s.groups) * s.kernel_h * s.kernel_w * 1e-9;
 }
 
+// batch_norm training forward + backward on [batch, channels, size, size].
+double time_batch_norm(std::int64_t batch, std::int64_t channels, std::int64_t size, int repeats) {
+  const auto ctx = sublet::ops::Context::for_device(sublet::Device::cpu());
+  const sublet::ops::BatchNormShape s{batch, channels, size, size};
+  std::mt19937 engine(2);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  auto random = [&](std::int64_t n) { std::vector<float> v(n); for (float& x : v) x = dist(engine); return v; };
+  const auto x = random(s.numel()), grad_out = random(s.numel()), w = random(channels), b = random(channels);
+  std::vector<float> out(s.numel()), grad_in(s.numel()), mean(channels), invstd(channels), rm(channels, 0.f),
+      rv(channels, 1.f), gw(channels), gb(channels);
+  const auto f32 = sublet::DType::Float32;
+  return median_ms([&] {
+    sublet::ops::batch_norm_forward_training(ctx, s, f32, x.data(), w.data(), b.data(), rm.data(), rv.data(), 0.1,
+                                             1e-5, out.data(), mean.data(), invstd.data());
+    sublet::ops::batch_norm_backward_training(ctx, s, f32, grad_out.data(), x.data(), w.data(), mean.data(),
+                                              invstd.data(), grad_in.data(), gw.data(), gb.data());
+  }, repeats);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,6 +140,25 @@ int main(int argc, char** argv) {
   }
   std::printf("all convolutions of one training step: %.1f ms (1 thread: %.1f ms, speed-up %.2fx)\n", network_ms,
               network_baseline_ms, network_baseline_ms / network_ms);
-  json << "], \"step_conv_ms\": " << network_ms << ", \"step_conv_baseline_1thread_ms\": " << network_baseline_ms << "}\n";
+  json << "], \"step_conv_ms\": " << network_ms << ", \"step_conv_baseline_1thread_ms\": " << network_baseline_ms;
+
+  // ResNet-20 batch norms: 7 at 16x28x28, 6 at 32x14x14, 6 at 64x7x7.
+  struct NormLayer { std::int64_t channels, size; int count; };
+  const NormLayer norms[] = {{16, 28, 7}, {32, 14, 6}, {64, 7, 6}};
+  std::printf("\n%-24s %5s %12s %9s %8s\n", "batch_norm fwd+bwd", "count", "ms", "1-thr ms", "speedup");
+  double norm_ms = 0, norm_baseline_ms = 0;
+  for (const NormLayer& n : norms) {
+    omp_set_num_threads(1);
+    const double baseline = time_batch_norm(128, n.channels, n.size, repeats);
+    omp_set_num_threads(threads);
+    const double t = time_batch_norm(128, n.channels, n.size, repeats);
+    const std::string name = std::to_string(n.channels) + "x" + std::to_string(n.size) + "x" + std::to_string(n.size);
+    std::printf("%-24s %5d %12.2f %9.2f %7.2fx\n", name.c_str(), n.count, t, baseline, baseline / t);
+    norm_ms += n.count * t;
+    norm_baseline_ms += n.count * baseline;
+  }
+  std::printf("all batch norms of one training step: %.1f ms (1 thread: %.1f ms)\n", norm_ms, norm_baseline_ms);
+  json << ", \"step_batch_norm_ms\": " << norm_ms << ", \"step_batch_norm_baseline_1thread_ms\": " << norm_baseline_ms
+       << "}\n";
   return 0;
 }

@@ -1,11 +1,20 @@
 #include "ops/cpu/batch_norm_cpu.h"
 
+#include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
 
 namespace sublet::ops::cpu {
 
 namespace {
+
+// One spatial run as an Eigen array: its reductions are vectorised (a plain loop summing into
+// a double is not, as the compiler may not reorder the additions). Each run (H*W values) is
+// summed in T, and the runs are summed in double across the batch.
+template <typename T>
+Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> as_array(const T* run, std::int64_t len) {
+  return Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(run, len);
+}
 
 // Calls visit(pointer, count) for each of the N contiguous spatial runs of channel c.
 template <typename T, typename Visit>
@@ -35,13 +44,12 @@ GradSums grad_sums(const BatchNormShape& s, std::int64_t c, const T* grad_output
                    double mean) {
   GradSums sums;
   const std::int64_t spatial = s.spatial();
+  const T mean_t = static_cast<T>(mean);
   for (std::int64_t n = 0; n < s.batch; ++n) {
     const std::int64_t offset = (n * s.channels + c) * spatial;
-    for (std::int64_t i = 0; i < spatial; ++i) {
-      const double g = grad_output[offset + i];
-      sums.grad += g;
-      sums.grad_times_centered += g * (static_cast<double>(input[offset + i]) - mean);
-    }
+    const auto g = as_array(grad_output + offset, spatial);
+    sums.grad += g.sum();
+    sums.grad_times_centered += (g * (as_array(input + offset, spatial) - mean_t)).sum();
   }
   return sums;
 }
@@ -57,16 +65,12 @@ void batch_norm_forward_training(const BatchNormShape& s, const T* input, const 
   for (std::int64_t c = 0; c < s.channels; ++c) {
     // Two passes (mean, then squared deviations): stable where E[x^2] - E[x]^2 is not.
     double sum = 0;
-    for_each_run(s, c, input, [&](const T* run, std::int64_t len) {
-      for (std::int64_t i = 0; i < len; ++i) sum += run[i];
-    });
+    for_each_run(s, c, input, [&](const T* run, std::int64_t len) { sum += as_array(run, len).sum(); });
     const double mean = sum / count;
     double squares = 0;
+    const T mean_t = static_cast<T>(mean);
     for_each_run(s, c, input, [&](const T* run, std::int64_t len) {
-      for (std::int64_t i = 0; i < len; ++i) {
-        const double d = run[i] - mean;
-        squares += d * d;
-      }
+      squares += (as_array(run, len) - mean_t).square().sum();
     });
     const double var_biased = squares / count;
     const double invstd = 1.0 / std::sqrt(var_biased + eps);
@@ -113,16 +117,16 @@ void batch_norm_backward_training(const BatchNormShape& s, const T* grad_output,
     // d/dx of the normalised output, with mean and variance depending on x:
     // gx = w*invstd * (g - mean(g) - xhat * mean(g*xhat)), xhat = (x-mean)*invstd.
     const double w = weight ? static_cast<double>(weight[c]) : 1.0;
-    const double grad_mean = sums.grad / count;
-    const double centered_coefficient = sums.grad_times_centered / count * invstd * invstd;
+    const T scale = static_cast<T>(w * invstd);
+    const T grad_mean = static_cast<T>(sums.grad / count);
+    const T centered_coefficient = static_cast<T>(sums.grad_times_centered / count * invstd * invstd);
+    const T mean_t = static_cast<T>(mean);
     const std::int64_t spatial = s.spatial();
     for (std::int64_t n = 0; n < s.batch; ++n) {
       const std::int64_t offset = (n * s.channels + c) * spatial;
-      for (std::int64_t i = 0; i < spatial; ++i) {
-        const double centered = static_cast<double>(input[offset + i]) - mean;
-        grad_input[offset + i] = static_cast<T>(
-            w * invstd * (grad_output[offset + i] - grad_mean - centered * centered_coefficient));
-      }
+      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> out(grad_input + offset, spatial);
+      out = scale * (as_array(grad_output + offset, spatial) - grad_mean -
+                     (as_array(input + offset, spatial) - mean_t) * centered_coefficient);
     }
   }
 }

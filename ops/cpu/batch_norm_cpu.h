@@ -1,6 +1,7 @@
 #pragma once
-// CPU batch norm: channels spread over the OpenMP threads; per-channel sums in double so that
-// float32 statistics over large batches do not lose precision.
+// CPU batch norm: channels spread over the OpenMP threads. Sums are vectorised within each
+// H*W run and accumulated in double across the batch, so that float32 statistics over large
+// batches do not lose precision.
 #include "ops/batch_norm.h"
 #include "ops/context.h"
 
