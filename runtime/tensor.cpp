@@ -80,6 +80,7 @@ template Tensor Tensor::from_vector<std::int64_t>(const std::vector<std::int64_t
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
+  NoGradGuard no_grad;  // reading values is not part of any graph
   Tensor source = to(DTypeOf<T>::value).contiguous();
   std::vector<T> values(static_cast<std::size_t>(numel()));
   ops::copy_bytes(Device::cpu(), values.data(), device(), source.data_ptr(), values.size() * sizeof(T));
@@ -94,7 +95,6 @@ T Tensor::item() const {
   if (numel() != 1) {
     throw ShapeError("item: expected a tensor with one element, got shape " + shape_str(sizes()));
   }
-  NoGradGuard no_grad;
   return to_vector<T>()[0];
 }
 template float Tensor::item<float>() const;

@@ -42,6 +42,12 @@ std::shared_ptr<Node> record(std::string name, const TensorList& inputs, const T
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
     if (!out.defined()) throw ValueError("autograd::record(" + node->name() + "): output " + std::to_string(i) + " is undefined");
+    for (const auto& input : inputs) {
+      if (input.is_same(out)) {
+        throw ValueError("autograd::record(" + node->name() + "): output " + std::to_string(i) +
+                         " is one of the inputs; return a new tensor or an alias (input.detach())");
+      }
+    }
     node->output_meta_.push_back({out.sizes(), out.dtype(), out.device()});
     if (out.dtype() == DType::Int64) continue;  // indices are not differentiable
     out.unsafe_impl()->grad_fn = node;

@@ -134,6 +134,14 @@ TEST(Autograd, WrongGradientShapeIsReported) {
   testing::expect_throw_with([&] { y.sum().backward(); }, {"broken_op", "[2]", "[3]"});
 }
 
+TEST(Autograd, RecordRefusesAnInputAsOutput) {
+  // Attaching a grad_fn to an input would turn a leaf into a non-leaf and loop the graph.
+  Tensor x = param({1, 2}, {2});
+  testing::expect_throw_with(
+      [&] { autograd::record("identity", {x}, {x}, [](const TensorList& g) { return g; }); }, {"identity", "detach"});
+  EXPECT_TRUE(x.is_leaf());
+}
+
 TEST(Autograd, NodeHooksAndHookPoint) {
   Tensor x = param({1, 2}, {2});
   Tensor h = x * 3.0;
