@@ -36,7 +36,6 @@ struct LaterFirst {
 
 void Engine::accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
   if (grad.dtype() != leaf.dtype) grad = grad.to(leaf.dtype);
-  AllocationCategoryGuard category(memory::BlockCategory::Gradient);
   if (leaf.grad) {
     Tensor(leaf.grad).add_(grad);
     return;
@@ -44,7 +43,8 @@ void Engine::accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
   // Keep a fresh gradient nobody else can see; copy one that is a view or shared (the same
   // tensor may flow to several inputs, e.g. both operands of add).
   const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
-                         grad.is_contiguous() && grad.storage_offset() == 0;
+                         grad.is_contiguous() && grad.storage_offset() == 0 &&
+                         grad.storage().nbytes() == grad.nbytes();
   Tensor owned = exclusive ? grad : grad.clone();
   owned.storage().set_category(memory::BlockCategory::Gradient);
   leaf.grad = owned.impl_ptr();
@@ -91,6 +91,9 @@ TensorList Engine::run_node(Node& node, TensorList grad_outputs, bool retain_gra
 
 void Engine::run(const TensorList& roots, const TensorList& grads, bool retain_graph) {
   NoGradGuard no_grad;
+  // Everything backward allocates is a gradient (of an activation or a parameter); kernels'
+  // scratch space keeps its own Workspace tag.
+  AllocationCategoryGuard category(memory::BlockCategory::Gradient);
   std::vector<std::pair<Edge, Tensor>> root_edges;
   for (std::size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];

@@ -163,6 +163,7 @@ TEST(Autograd, NodeHooksAndHookPoint) {
   (outs[0] * outs[0]).sum().backward();
   EXPECT_EQ(order, (std::vector<std::string>{"module", "pre", "post"}));
   EXPECT_EQ(seen_grad.to_vector<double>(), (std::vector<double>{6, 12}));
+  EXPECT_EQ(seen_grad.storage().category(), memory::BlockCategory::Gradient);  // made by backward
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{18, 36}));
 }
 
