@@ -44,6 +44,7 @@ enum class BinaryOp {
   Div,
   Maximum,
   Minimum,
+  Equal,    // 1 where a == b else 0, in the operands' dtype
 };
 
 void binary(const Context& ctx, BinaryOp op, DType dtype, const Shape& sizes, StridedRef out,

@@ -135,6 +135,11 @@ Tensor extremum2(const char* op, ops::BinaryOp kind, const Tensor& a, const Tens
 Tensor Tensor::maximum(const Tensor& other) const { return extremum2("maximum", ops::BinaryOp::Maximum, *this, other); }
 Tensor Tensor::minimum(const Tensor& other) const { return extremum2("minimum", ops::BinaryOp::Minimum, *this, other); }
 
+Tensor Tensor::eq(const Tensor& other) const {
+  NoGradGuard no_grad;
+  return binary_forward("eq", ops::BinaryOp::Equal, *this, other);
+}
+
 Tensor Tensor::add(double value) const {
   Tensor out = unary_forward("add", ops::UnaryOp::AddScalar, *this, {value});
   if (autograd::any_requires_grad({*this})) {

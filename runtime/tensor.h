@@ -83,6 +83,9 @@ class Tensor {
   Tensor div(double value) const;
   Tensor maximum(const Tensor& other) const;
   Tensor minimum(const Tensor& other) const;
+  // 1 where equal, else 0, in the operands' dtype; not differentiable (e.g. accuracy:
+  // logits.argmax(1).eq(labels).sum()).
+  Tensor eq(const Tensor& other) const;
   Tensor neg() const;
   Tensor relu() const;
   Tensor exp() const;

@@ -107,6 +107,7 @@ void binary_typed(BinaryOp op, const Shape& sizes, StridedRef out, ConstStridedR
     case BinaryOp::Div: return map2<T>(sizes, out, a, b, [](T x, T y) { return static_cast<T>(x / y); });
     case BinaryOp::Maximum: return map2<T>(sizes, out, a, b, [](T x, T y) { return std::max(x, y); });
     case BinaryOp::Minimum: return map2<T>(sizes, out, a, b, [](T x, T y) { return std::min(x, y); });
+    case BinaryOp::Equal: return map2<T>(sizes, out, a, b, [](T x, T y) { return x == y ? T(1) : T(0); });
   }
 }
 

@@ -83,6 +83,17 @@ TEST(Broadcast, UnaryOpsMatchStd) {
   check(x / 4.0, v, [](double a) { return a / 4.0; });
 }
 
+TEST(Broadcast, EqualityMask) {
+  const Tensor predicted = Tensor::from_vector(std::vector<std::int64_t>{1, 0, 3, 3}, {4});
+  const Tensor labels = Tensor::from_vector(std::vector<std::int64_t>{1, 2, 3, 0}, {4});
+  EXPECT_EQ(predicted.eq(labels).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 0, 1, 0}));
+  EXPECT_EQ(predicted.eq(labels).sum().item<std::int64_t>(), 2);
+  const Tensor x = testing::random64({2, 3}, 9, true);
+  const Tensor mask = x.eq(x.max(1, true).first);  // broadcast against the row maxima
+  EXPECT_FALSE(mask.requires_grad());
+  EXPECT_EQ(mask.sum().item<double>(), 2.0);
+}
+
 TEST(Broadcast, ErrorsNameOpAndBothShapes) {
   testing::expect_throw_with([] { zeros({2, 3}) + zeros({4, 3}); }, {"add: shapes [2, 3] and [4, 3] cannot be broadcast"});
   testing::expect_throw_with([] { zeros({2, 3}) * zeros({2}); }, {"mul", "[2, 3]", "[2]"});
