@@ -5,6 +5,8 @@
 namespace sublet::cli {
 
 void add_demo_command(CLI::App& app);
+void add_bench_alloc_command(CLI::App& app);  // `bench alloc`; other benchmarks join bench_app(app)
+CLI::App* bench_app(CLI::App& app);            // the `bench` parent, created on first use
 void add_replay_command(CLI::App& app);
 
 }  // namespace sublet::cli

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   CLI::App app{"sublet: a small C++ deep-learning runtime with a PyTorch-style caching allocator"};
   app.require_subcommand(1);
   sublet::cli::add_demo_command(app);
+  sublet::cli::add_bench_alloc_command(app);
   sublet::cli::add_replay_command(app);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,94 @@
+#include "bench/alloc/allocator_set.h"
+
+#include "bench/alloc/caching_allocators.h"
+#include "bench/alloc/malloc_allocator.h"
+#include "memory/errors.h"
+#include "memory/host_backend.h"
+#include "memory/registry.h"
+#include "memory/simulated_backend.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "bench/alloc/cuda_allocators.h"
+#include "memory/cuda_backend.h"
+#endif
+#ifdef SUBLET_WITH_LIBTORCH
+#include "bench/alloc/torch_allocator.h"
+#endif
+
+namespace sublet::bench {
+namespace {
+
+memory::AllocatorConfig expandable_config() {
+  memory::AllocatorConfig config;
+  config.expandable_segments = true;
+  return config;
+}
+
+// Both sublet variants over fresh backends made by `make_backend`.
+template <typename MakeBackend>
+void add_sublet_variants(std::vector<AllocatorEntry>& entries, const std::string& backend_name, MakeBackend make_backend) {
+  entries.push_back({"sublet", "sublet CachingAllocator, default knobs, over " + backend_name, [make_backend] {
+                       return std::make_unique<CachingAllocatorUnderTest>(make_backend(), memory::AllocatorConfig{});
+                     }});
+  entries.push_back({"sublet-expandable", "sublet CachingAllocator, expandable_segments:True, over " + backend_name,
+                     [make_backend] {
+                       return std::make_unique<CachingAllocatorUnderTest>(make_backend(), expandable_config());
+                     }});
+}
+
+}  // namespace
+
+BenchDevice parse_bench_device(const std::string& text) {
+  if (text == "cuda") return BenchDevice::Cuda;
+  if (text == "cpu") return BenchDevice::Cpu;
+  if (text == "sim") return BenchDevice::Sim;
+  throw ValueError("bench alloc: unknown device '" + text + "', expected cuda, cpu or sim");
+}
+
+std::string bench_device_name(BenchDevice device) {
+  switch (device) {
+    case BenchDevice::Cuda: return "cuda";
+    case BenchDevice::Cpu: return "cpu";
+    case BenchDevice::Sim: return "sim";
+  }
+  return "?";
+}
+
+std::vector<AllocatorEntry> allocators_for(BenchDevice device) {
+  std::vector<AllocatorEntry> entries;
+  switch (device) {
+    case BenchDevice::Cpu:
+      add_sublet_variants(entries, "HostBackend", [] { return std::make_unique<memory::HostBackend>(); });
+      entries.push_back({"malloc", "glibc malloc/free", [] { return std::make_unique<MallocUnderTest>(); }});
+      break;
+    case BenchDevice::Sim: {
+      const auto make_sim = [] { return std::make_unique<memory::SimulatedBackend>(kSimulatedCapacity); };
+      add_sublet_variants(entries, "SimulatedBackend (141 GiB)", make_sim);
+      entries.push_back({"simulated-uncached", "SimulatedBackend (141 GiB) with no cache: every request goes to the backend",
+                         [make_sim] { return std::make_unique<UncachedBackendUnderTest>(make_sim()); }});
+      break;
+    }
+    case BenchDevice::Cuda: {
+      if (!memory::cuda_available())
+        throw DeviceError(std::string("bench alloc --device cuda: ") +
+                          (memory::cuda_built() ? "no usable CUDA device or driver" : "this build has no CUDA support") +
+                          "; use --device cpu or --device sim");
+#ifdef SUBLET_HAVE_CUDA
+      add_sublet_variants(entries, "CudaBackend (cuda:0)", [] { return std::make_unique<memory::CudaBackend>(0); });
+      entries.push_back({"cudaMalloc", "raw cudaMalloc/cudaFree on cuda:0",
+                         [] { return std::make_unique<CudaMallocUnderTest>(0); }});
+      entries.push_back({"cudaMallocAsync",
+                         "cudaMallocAsync/cudaFreeAsync on cuda:0's default pool, legacy default stream, "
+                         "release threshold UINT64_MAX",
+                         [] { return std::make_unique<CudaMallocAsyncUnderTest>(0); }});
+#ifdef SUBLET_WITH_LIBTORCH
+      entries.push_back({"torch", TorchCachingAllocatorUnderTest::description(),
+                         [] { return std::make_unique<TorchCachingAllocatorUnderTest>(0); }});
+#endif
+#endif
+      break;
+    }
+  }
+  return entries;
+}
+
+}  // namespace sublet::bench

@@ -1,0 +1,34 @@
+#pragma once
+// Which allocators a run compares, per device. The first entry is always sublet's caching
+// allocator with default knobs: the baseline every ratio is taken against.
+//   cuda: sublet, sublet-expandable, cudaMalloc, cudaMallocAsync, torch (with LibTorch)
+//   cpu:  sublet, sublet-expandable (HostBackend), malloc
+//   sim:  sublet, sublet-expandable (SimulatedBackend), simulated-uncached
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/alloc/allocator_under_test.h"
+
+namespace sublet::bench {
+
+enum class BenchDevice { Cuda, Cpu, Sim };
+
+// "cuda", "cpu", "sim"; throws ValueError naming the text and the choices otherwise.
+BenchDevice parse_bench_device(const std::string& text);
+std::string bench_device_name(BenchDevice device);
+
+struct AllocatorEntry {
+  std::string name;         // short column name: "sublet", "cudaMalloc", ...
+  std::string description;  // one line for the JSON and the table's legend
+  std::function<std::unique_ptr<AllocatorUnderTest>()> make;  // a fresh instance per row
+};
+
+// Capacity of the simulated device: an H200's memory, so sizes mean what they mean there.
+inline constexpr std::size_t kSimulatedCapacity = std::size_t{141} << 30;
+
+// Throws DeviceError for cuda when CUDA is not built in or no device is present.
+std::vector<AllocatorEntry> allocators_for(BenchDevice device);
+
+}  // namespace sublet::bench

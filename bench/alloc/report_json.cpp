@@ -1,0 +1,83 @@
+#include "bench/alloc/report_json.h"
+
+#include <fstream>
+
+#include "bench/alloc/report_table.h"
+#include "memory/errors.h"
+
+namespace sublet::bench {
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+json or_null(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+json cell_json(const AllocBenchResult& result, const RowResult& row, const CellResult& c) {
+  return {{"allocator", c.allocator},
+          {"ok", c.ok},
+          {"error", c.ok ? json(nullptr) : json(c.error)},
+          {"median_ns_per_pair", c.ok ? json(c.median_ns) : json(nullptr)},
+          {"p10_ns", c.ok ? json(c.p10_ns) : json(nullptr)},
+          {"p90_ns", c.ok ? json(c.p90_ns) : json(nullptr)},
+          {"ratio_to_baseline", or_null(result.ratio_to_baseline(row, c))},
+          {"pairs_timed", c.pairs_timed},
+          {"batches", c.batches},
+          {"peak_reserved_bytes", or_null(c.peak_reserved_bytes)},
+          {"driver_allocation_calls", or_null(c.driver_allocation_calls)}};
+}
+
+}  // namespace
+
+json report_json(const AllocBenchResult& result) {
+  const AllocBenchOptions& o = result.options;
+  json doc;
+  doc["benchmark"] = "sublet bench alloc";
+  doc["version"] = 1;
+  doc["device"] = bench_device_name(o.device);
+  doc["baseline"] = result.baseline();
+  doc["settings"] = {{"repetitions", o.repetitions},
+                     {"batch_pairs", o.batch_pairs},
+                     {"warmup_pairs", o.warmup_pairs},
+                     {"max_seconds_per_cell", o.max_seconds_per_cell},
+                     {"seed", o.seed},
+                     {"history", or_null(o.history_path)},
+                     {"quick", o.quick}};
+  doc["allocators"] = json::array();
+  for (const AllocatorInfo& a : result.allocators)
+    doc["allocators"].push_back({{"name", a.name}, {"description", a.description}});
+  doc["rows"] = json::array();
+  for (const RowResult& row : result.rows) {
+    json r = {{"workload", row.workload},
+              {"size_bytes", row.workload == "pair" ? json(row.size_bytes) : json(nullptr)},
+              {"label", row.label},
+              {"peak_live_bytes", row.skipped ? json(nullptr) : json(row.peak_live_bytes)},
+              {"skipped", row.skipped},
+              {"skip_reason", row.skipped ? json(row.skip_reason) : json(nullptr)},
+              {"results", json::array()}};
+    for (const CellResult& c : row.cells) r["results"].push_back(cell_json(result, row, c));
+    doc["rows"].push_back(std::move(r));
+  }
+  const GoalCheck g = check_goals(result);
+  doc["goals"] = {{"allocator", result.baseline()},
+                  {"pair_ns", kPairGoalNs},
+                  {"pair_met", g.pair_met},
+                  {"worst_pair_ns", g.worst_pair_ns},
+                  {"worst_pair_size_bytes", g.worst_pair_size},
+                  {"churn_ns", kChurnGoalNs},
+                  {"churn_met", g.churn_met},
+                  {"churn_measured_ns", g.churn_ns}};
+  return doc;
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw IoError(path + ": cannot open for writing");
+  out << text;
+  out.close();
+  if (!out) throw IoError(path + ": write failed (disk full?)");
+}
+
+}  // namespace sublet::bench
