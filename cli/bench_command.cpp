@@ -1,6 +1,7 @@
 // sublet bench alloc [--device cuda|cpu|sim] [--repetitions N] [--json PATH] [--svg PATH]
 //                    [--history PATH] [--seed N] [--quick]
 // Other benchmarks join the same `bench` parent through bench_app().
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "bench/alloc/report_svg.h"
 #include "bench/alloc/report_table.h"
 #include "cli/commands.h"
+#include "memory/errors.h"
 #include "memory/registry.h"
 
 namespace sublet::cli {
@@ -26,7 +28,17 @@ struct AllocFlags {
   bool quick = false;
 };
 
+// A run takes minutes on a GPU: say that an output cannot be written before, not after.
+void check_output_path(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
+  if (!std::filesystem::is_directory(parent))
+    throw IoError(flag + " " + path + ": the directory " + parent.string() + " does not exist");
+}
+
 void run_bench_alloc(const AllocFlags& flags) {
+  check_output_path("--json", flags.json_path);
+  check_output_path("--svg", flags.svg_path);
   const bench::BenchDevice device = flags.device == "auto" ? (memory::cuda_available() ? bench::BenchDevice::Cuda
                                                                                         : bench::BenchDevice::Cpu)
                                                            : bench::parse_bench_device(flags.device);
