@@ -10,10 +10,21 @@ endif()
 set(CMAKE_CUDA_STANDARD 20)
 set(SUBLET_CUDA_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/copy.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/index_check.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/reduce.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_eval_backward.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/pooling.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/loss.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/dropout.cu
 )
 set_source_files_properties(${SUBLET_CUDA_KERNEL_FILES} PROPERTIES COMPILE_OPTIONS "--expt-relaxed-constexpr")
 list(APPEND SUBLET_OPS_CUDA_SOURCES
   ${SUBLET_CUDA_KERNEL_FILES}
   ${CMAKE_CURRENT_LIST_DIR}/cuda/cuda_checks.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/handles.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/matmul_cuda.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/random_cuda.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_cuda.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_cuda.cpp
 )

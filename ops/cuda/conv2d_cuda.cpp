@@ -1,0 +1,301 @@
+// conv2d on cuDNN's legacy convolution API (present in cuDNN 9.x).
+// - Algorithms: asked once per (device, dtype, shape, pass) from cudnnGet*Algorithm_v7 (the
+//   heuristics: nothing runs, no memory is taken) and cached; the ranked list is kept so that a
+//   workspace the allocator cannot supply falls through to the next algorithm.
+// - Precision: float32 uses CUDNN_FMA_MATH only. On A100/H100 the default math mode lets cuDNN
+//   round inputs to TF32 (10-bit mantissa), which would put GPU results ~1e-3 away from the CPU.
+// - Deterministic algorithms are preferred, so two runs of a step give the same bits.
+// - Workspaces come from ctx.workspace() and go back right after the call (stream-ordered).
+#include "ops/cuda/conv2d_cuda.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "memory/errors.h"
+#include "ops/cuda/cuda_checks.h"
+#include "ops/cuda/cudnn_descriptors.h"
+#include "ops/cuda/device_guard.h"
+#include "ops/cuda/handles.h"
+
+namespace sublet::ops::cuda {
+namespace {
+
+enum class ConvPass : int { Forward, BackwardData, BackwardFilter };
+
+struct ConvDescriptors {
+  TensorDescriptor input, output, bias;
+  FilterDescriptor weight;
+  ConvolutionDescriptor conv;
+
+  ConvDescriptors(const Conv2dShape& s, DType dtype)
+      : input(dtype, cudnn_int(s.batch, "conv2d", "batch"), cudnn_int(s.in_channels, "conv2d", "in_channels"),
+              cudnn_int(s.in_height, "conv2d", "height"), cudnn_int(s.in_width, "conv2d", "width")),
+        output(dtype, cudnn_int(s.batch, "conv2d", "batch"), cudnn_int(s.out_channels, "conv2d", "out_channels"),
+               cudnn_int(s.out_height(), "conv2d", "output height"),
+               cudnn_int(s.out_width(), "conv2d", "output width")),
+        bias(dtype, 1, cudnn_int(s.out_channels, "conv2d", "out_channels"), 1, 1),
+        weight(dtype, cudnn_int(s.out_channels, "conv2d", "out_channels"),
+               cudnn_int(s.in_channels / s.groups, "conv2d", "in_channels per group"),
+               cudnn_int(s.kernel_h, "conv2d", "kernel height"), cudnn_int(s.kernel_w, "conv2d", "kernel width")) {
+    for (std::int64_t numel : {s.input_numel(), s.output_numel(), s.weight_numel()}) {
+      cudnn_int(numel, "conv2d", "tensor size");
+    }
+    SUBLET_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+        conv.get(), cudnn_int(s.pad_h, "conv2d", "padding"), cudnn_int(s.pad_w, "conv2d", "padding"),
+        cudnn_int(s.stride_h, "conv2d", "stride"), cudnn_int(s.stride_w, "conv2d", "stride"),
+        cudnn_int(s.dilation_h, "conv2d", "dilation"), cudnn_int(s.dilation_w, "conv2d", "dilation"),
+        CUDNN_CROSS_CORRELATION, cudnn_type(dtype)));
+    SUBLET_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv.get(), cudnn_int(s.groups, "conv2d", "groups")));
+    SUBLET_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.get(), dtype == DType::Float32 ? CUDNN_FMA_MATH
+                                                                                       : CUDNN_DEFAULT_MATH));
+    // cuDNN and ops/conv2d.h must agree on the output size, or the buffers do not fit.
+    int n = 0, c = 0, h = 0, w = 0;
+    SUBLET_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv.get(), input.get(), weight.get(), &n, &c, &h, &w));
+    if (n != s.batch || c != s.out_channels || h != s.out_height() || w != s.out_width()) {
+      throw ShapeError("conv2d: cuDNN computes output [" + std::to_string(n) + ", " + std::to_string(c) + ", " +
+                       std::to_string(h) + ", " + std::to_string(w) + "], ops/conv2d.h expects [" +
+                       std::to_string(s.batch) + ", " + std::to_string(s.out_channels) + ", " +
+                       std::to_string(s.out_height()) + ", " + std::to_string(s.out_width()) + "]");
+    }
+  }
+};
+
+// One algorithm of any pass (the three cuDNN enums fit in an int) and the math mode it wants.
+struct AlgorithmChoice {
+  int algorithm = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+};
+
+using CacheKey = std::array<std::int64_t, 18>;
+
+CacheKey cache_key(const Context& ctx, const Conv2dShape& s, DType dtype, ConvPass pass) {
+  return {ctx.device.index, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(pass), s.batch,
+          s.in_channels, s.in_height, s.in_width, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w,
+          s.pad_h, s.pad_w, s.dilation_h, s.dilation_w, s.groups, 0};
+}
+
+// Keeps the usable results in cuDNN's ranking, deterministic ones first.
+template <typename Perf>
+std::vector<AlgorithmChoice> usable(const Perf* results, int count, DType dtype) {
+  std::vector<AlgorithmChoice> fma, any;
+  std::vector<bool> fma_deterministic, any_deterministic;
+  for (int i = 0; i < count; ++i) {
+    const Perf& p = results[i];
+    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    const AlgorithmChoice choice{static_cast<int>(p.algo), p.mathType};
+    any.push_back(choice);
+    any_deterministic.push_back(p.determinism == CUDNN_DETERMINISTIC);
+    if (p.mathType == CUDNN_FMA_MATH) {
+      fma.push_back(choice);
+      fma_deterministic.push_back(p.determinism == CUDNN_DETERMINISTIC);
+    }
+  }
+  // Float32 must not use tensor-core (TF32) math; only when cuDNN offers no FMA kernel at all
+  // do the others remain, forced to FMA math when run.
+  const bool strict = dtype == DType::Float32 && !fma.empty();
+  std::vector<AlgorithmChoice>& pool = strict ? fma : any;
+  std::vector<bool>& deterministic = strict ? fma_deterministic : any_deterministic;
+  std::vector<AlgorithmChoice> ranked;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t i = 0; i < pool.size(); ++i) {
+      if (deterministic[i] == (pass == 0)) ranked.push_back(pool[i]);
+    }
+  }
+  if (dtype == DType::Float32) {
+    for (auto& choice : ranked) choice.math = CUDNN_FMA_MATH;
+  }
+  if (ranked.empty()) throw CudaError("conv2d: cuDNN offers no algorithm for this shape");
+  return ranked;
+}
+
+std::vector<AlgorithmChoice> query_algorithms(cudnnHandle_t handle, const ConvDescriptors& d, DType dtype,
+                                              ConvPass pass) {
+  int count = 0;
+  switch (pass) {
+    case ConvPass::Forward: {
+      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> results{};
+      SUBLET_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.input.get(), d.weight.get(), d.conv.get(),
+                                                                d.output.get(), static_cast<int>(results.size()),
+                                                                &count, results.data()));
+      return usable(results.data(), count, dtype);
+    }
+    case ConvPass::BackwardData: {
+      std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> results{};
+      SUBLET_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d.weight.get(), d.output.get(),
+                                                                     d.conv.get(), d.input.get(),
+                                                                     static_cast<int>(results.size()), &count,
+                                                                     results.data()));
+      return usable(results.data(), count, dtype);
+    }
+    case ConvPass::BackwardFilter: {
+      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> results{};
+      SUBLET_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d.input.get(), d.output.get(),
+                                                                       d.conv.get(), d.weight.get(),
+                                                                       static_cast<int>(results.size()), &count,
+                                                                       results.data()));
+      return usable(results.data(), count, dtype);
+    }
+  }
+  return {};
+}
+
+// The ranked algorithms for this shape, computed on the first call only.
+std::vector<AlgorithmChoice> algorithms_for(const Context& ctx, cudnnHandle_t handle, const ConvDescriptors& d,
+                                            const Conv2dShape& s, DType dtype, ConvPass pass) {
+  static std::mutex mutex;
+  static std::map<CacheKey, std::vector<AlgorithmChoice>> cache;
+  const CacheKey key = cache_key(ctx, s, dtype, pass);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = cache.find(key);
+    if (found != cache.end()) return found->second;
+  }
+  auto ranked = query_algorithms(handle, d, dtype, pass);  // outside the lock: it may take a while
+  std::lock_guard<std::mutex> lock(mutex);
+  return cache.emplace(key, std::move(ranked)).first->second;
+}
+
+std::size_t workspace_size(cudnnHandle_t handle, const ConvDescriptors& d, ConvPass pass, int algorithm) {
+  std::size_t bytes = 0;
+  switch (pass) {
+    case ConvPass::Forward:
+      SUBLET_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, d.input.get(), d.weight.get(), d.conv.get(),
+                                                                 d.output.get(),
+                                                                 static_cast<cudnnConvolutionFwdAlgo_t>(algorithm),
+                                                                 &bytes));
+      break;
+    case ConvPass::BackwardData:
+      SUBLET_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+          handle, d.weight.get(), d.output.get(), d.conv.get(), d.input.get(),
+          static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), &bytes));
+      break;
+    case ConvPass::BackwardFilter:
+      SUBLET_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          handle, d.input.get(), d.output.get(), d.conv.get(), d.weight.get(),
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), &bytes));
+      break;
+  }
+  return bytes;
+}
+
+// Runs `run(algorithm, workspace, bytes)` with the first ranked algorithm whose workspace the
+// allocator can supply. The workspace is released as soon as the call is enqueued.
+template <typename Run>
+void with_algorithm(const Context& ctx, cudnnHandle_t handle, const ConvDescriptors& d, const Conv2dShape& s,
+                    DType dtype, ConvPass pass, Run&& run) {
+  const auto ranked = algorithms_for(ctx, handle, d, s, dtype, pass);
+  for (std::size_t i = 0; i < ranked.size(); ++i) {
+    const AlgorithmChoice& choice = ranked[i];
+    SUBLET_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), choice.math));
+    const std::size_t bytes = workspace_size(handle, d, pass, choice.algorithm);
+    memory::ScopedBlock workspace;
+    if (bytes > 0) {
+      try {
+        workspace = ctx.workspace(bytes);
+      } catch (const OutOfMemoryError&) {
+        if (i + 1 == ranked.size()) throw;  // no cheaper algorithm left: report the OOM
+        continue;
+      }
+    }
+    run(choice.algorithm, workspace.get(), bytes);
+    return;
+  }
+}
+
+template <typename T>
+void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const T* input, const T* weight, const T* bias,
+             T* output) {
+  DeviceGuard device(ctx.device);
+  cudnnHandle_t handle = cudnn_for(ctx);
+  ConvDescriptors d(s, dtype);
+  const T one = 1, zero = 0;
+  with_algorithm(ctx, handle, d, s, dtype, ConvPass::Forward, [&](int algorithm, void* workspace, std::size_t bytes) {
+    SUBLET_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, d.input.get(), input, d.weight.get(), weight,
+                                               d.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algorithm),
+                                               workspace, bytes, &zero, d.output.get(), output));
+  });
+  if (bias != nullptr) {
+    SUBLET_CUDNN_CHECK(cudnnAddTensor(handle, &one, d.bias.get(), bias, &one, d.output.get(), output));
+  }
+}
+
+template <typename T>
+void backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const T* grad_output, const T* weight,
+                    T* grad_input) {
+  DeviceGuard device(ctx.device);
+  cudnnHandle_t handle = cudnn_for(ctx);
+  ConvDescriptors d(s, dtype);
+  const T one = 1, zero = 0;
+  with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardData,
+                 [&](int algorithm, void* workspace, std::size_t bytes) {
+                   SUBLET_CUDNN_CHECK(cudnnConvolutionBackwardData(
+                       handle, &one, d.weight.get(), weight, d.output.get(), grad_output, d.conv.get(),
+                       static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), workspace, bytes, &zero, d.input.get(),
+                       grad_input));
+                 });
+}
+
+template <typename T>
+void backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, const T* grad_output, const T* input,
+                     T* grad_weight, T* grad_bias) {
+  DeviceGuard device(ctx.device);
+  cudnnHandle_t handle = cudnn_for(ctx);
+  ConvDescriptors d(s, dtype);
+  const T one = 1, zero = 0;
+  with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardFilter,
+                 [&](int algorithm, void* workspace, std::size_t bytes) {
+                   SUBLET_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+                       handle, &one, d.input.get(), input, d.output.get(), grad_output, d.conv.get(),
+                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), workspace, bytes, &zero,
+                       d.weight.get(), grad_weight));
+                 });
+  if (grad_bias != nullptr) {
+    SUBLET_CUDNN_CHECK(
+        cudnnConvolutionBackwardBias(handle, &one, d.output.get(), grad_output, &zero, d.bias.get(), grad_bias));
+  }
+}
+
+template <typename F>
+void dispatch(DType dtype, F&& f) {
+  if (dtype == DType::Float32) {
+    f(float{});
+  } else if (dtype == DType::Float64) {
+    f(double{});
+  } else {
+    throw DTypeError(std::string("conv2d: expected float32 or float64, got ") + dtype_name(dtype));
+  }
+}
+
+}  // namespace
+
+void conv2d_forward(const Context& ctx, const Conv2dShape& shape, DType dtype, const void* input, const void* weight,
+                    const void* bias, void* output) {
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    forward<T>(ctx, shape, dtype, static_cast<const T*>(input), static_cast<const T*>(weight),
+               static_cast<const T*>(bias), static_cast<T*>(output));
+  });
+}
+
+void conv2d_backward_input(const Context& ctx, const Conv2dShape& shape, DType dtype, const void* grad_output,
+                           const void* weight, void* grad_input) {
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    backward_input<T>(ctx, shape, dtype, static_cast<const T*>(grad_output), static_cast<const T*>(weight),
+                      static_cast<T*>(grad_input));
+  });
+}
+
+void conv2d_backward_weight(const Context& ctx, const Conv2dShape& shape, DType dtype, const void* grad_output,
+                            const void* input, void* grad_weight, void* grad_bias) {
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    backward_weight<T>(ctx, shape, dtype, static_cast<const T*>(grad_output), static_cast<const T*>(input),
+                       static_cast<T*>(grad_weight), static_cast<T*>(grad_bias));
+  });
+}
+
+}  // namespace sublet::ops::cuda

@@ -1,0 +1,288 @@
+// Own pooling kernels (cuDNN's max pooling gives no int64 indices in PyTorch's layout).
+// Forward: one thread per output, the CPU loop verbatim. Backward: one thread per *input*
+// element gathering from the outputs whose windows cover it, in increasing output order — the
+// order in which the CPU kernel scatters — so there are no atomics and the result equals the
+// CPU's bit for bit.
+#include <cmath>
+
+#include "memory/errors.h"
+#include "ops/cuda/cuda_checks.h"
+#include "ops/cuda/device_guard.h"
+#include "ops/cuda/device_math.cuh"
+#include "ops/cuda/launch.cuh"
+#include "ops/cuda/pooling_cuda.h"
+
+namespace sublet::ops::cuda {
+namespace {
+
+// Plain-value copy of Pool2dShape for the device (its member functions are host-only).
+struct PoolGeometry {
+  std::int64_t planes, in_h, in_w, out_h, out_w;
+  std::int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+};
+
+PoolGeometry geometry_of(const Pool2dShape& s) {
+  return {s.batch * s.channels, s.in_height, s.in_width, s.out_height(), s.out_width(), s.kernel_h, s.kernel_w,
+          s.stride_h,           s.stride_w,  s.pad_h,     s.pad_w,        s.dilation_h, s.dilation_w};
+}
+
+__host__ __device__ std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  const std::int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+// Outputs along one axis whose window [o*stride - pad, o*stride - pad + extent) may contain i.
+__device__ void covering_outputs(std::int64_t i, std::int64_t stride, std::int64_t pad, std::int64_t extent,
+                                 std::int64_t out_size, std::int64_t& first, std::int64_t& last) {
+  first = floor_div(i + pad - extent, stride) + 1;  // smallest o with o*stride - pad + extent > i
+  last = floor_div(i + pad, stride);                // largest o with o*stride - pad <= i
+  if (first < 0) first = 0;
+  if (last > out_size - 1) last = out_size - 1;
+}
+
+template <typename T>
+__global__ void max_pool_forward(PoolGeometry g, const T* input, T* output, std::int64_t* indices) {
+  const std::int64_t total = g.planes * g.out_h * g.out_w;
+  for (std::int64_t o = global_thread_index(); o < total; o += grid_threads()) {
+    const std::int64_t ow = o % g.out_w, oh = (o / g.out_w) % g.out_h, p = o / (g.out_w * g.out_h);
+    const T* in = input + p * g.in_h * g.in_w;
+    T best = -INFINITY;
+    std::int64_t best_index = -1;
+    for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      const std::int64_t ih = oh * g.stride_h - g.pad_h + kh * g.dilation_h;
+      if (ih < 0 || ih >= g.in_h) continue;
+      for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
+        const std::int64_t iw = ow * g.stride_w - g.pad_w + kw * g.dilation_w;
+        if (iw < 0 || iw >= g.in_w) continue;
+        const T v = in[ih * g.in_w + iw];
+        if (best_index < 0 || v > best || device_isnan(v)) {
+          best = v;
+          best_index = ih * g.in_w + iw;
+          if (device_isnan(v)) break;
+        }
+      }
+      if (device_isnan(best)) break;
+    }
+    output[o] = best;
+    indices[o] = best_index;
+  }
+}
+
+template <typename T>
+__global__ void max_pool_backward(PoolGeometry g, const T* grad_output, const std::int64_t* indices, T* grad_input) {
+  const std::int64_t total = g.planes * g.in_h * g.in_w;
+  const std::int64_t extent_h = g.dilation_h * (g.kernel_h - 1) + 1, extent_w = g.dilation_w * (g.kernel_w - 1) + 1;
+  for (std::int64_t e = global_thread_index(); e < total; e += grid_threads()) {
+    const std::int64_t iw = e % g.in_w, ih = (e / g.in_w) % g.in_h, p = e / (g.in_w * g.in_h);
+    const std::int64_t here = ih * g.in_w + iw;
+    std::int64_t oh0, oh1, ow0, ow1;
+    covering_outputs(ih, g.stride_h, g.pad_h, extent_h, g.out_h, oh0, oh1);
+    covering_outputs(iw, g.stride_w, g.pad_w, extent_w, g.out_w, ow0, ow1);
+    const std::int64_t plane = p * g.out_h * g.out_w;
+    T sum = T(0);
+    for (std::int64_t oh = oh0; oh <= oh1; ++oh) {
+      for (std::int64_t ow = ow0; ow <= ow1; ++ow) {
+        const std::int64_t o = plane + oh * g.out_w + ow;
+        if (indices[o] == here) sum += grad_output[o];
+      }
+    }
+    grad_input[e] = sum;
+  }
+}
+
+// The CPU's avg_window: the window clipped to the padded input gives the divisor with padding,
+// then clipped to the input gives the summed rectangle.
+struct AvgWindow {
+  std::int64_t h0, h1, w0, w1;
+  double divisor;
+};
+
+__device__ AvgWindow avg_window(const PoolGeometry& g, std::int64_t oh, std::int64_t ow, bool count_include_pad) {
+  std::int64_t h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
+  std::int64_t h1 = min(h0 + g.kernel_h, g.in_h + g.pad_h);
+  std::int64_t w1 = min(w0 + g.kernel_w, g.in_w + g.pad_w);
+  const std::int64_t padded_size = (h1 - h0) * (w1 - w0);
+  h0 = max(h0, std::int64_t{0});
+  w0 = max(w0, std::int64_t{0});
+  h1 = min(h1, g.in_h);
+  w1 = min(w1, g.in_w);
+  const std::int64_t inside_size = (h1 - h0) * (w1 - w0);
+  return {h0, h1, w0, w1, static_cast<double>(count_include_pad ? padded_size : inside_size)};
+}
+
+template <typename T>
+__global__ void avg_pool_forward(PoolGeometry g, const T* input, T* output, bool count_include_pad) {
+  const std::int64_t total = g.planes * g.out_h * g.out_w;
+  for (std::int64_t o = global_thread_index(); o < total; o += grid_threads()) {
+    const std::int64_t ow = o % g.out_w, oh = (o / g.out_w) % g.out_h, p = o / (g.out_w * g.out_h);
+    const T* in = input + p * g.in_h * g.in_w;
+    const AvgWindow w = avg_window(g, oh, ow, count_include_pad);
+    T sum = T(0);
+    for (std::int64_t ih = w.h0; ih < w.h1; ++ih) {
+      for (std::int64_t iw = w.w0; iw < w.w1; ++iw) sum += in[ih * g.in_w + iw];
+    }
+    output[o] = static_cast<T>(sum / w.divisor);
+  }
+}
+
+template <typename T>
+__global__ void avg_pool_backward(PoolGeometry g, const T* grad_output, T* grad_input, bool count_include_pad) {
+  const std::int64_t total = g.planes * g.in_h * g.in_w;
+  for (std::int64_t e = global_thread_index(); e < total; e += grid_threads()) {
+    const std::int64_t iw = e % g.in_w, ih = (e / g.in_w) % g.in_h, p = e / (g.in_w * g.in_h);
+    std::int64_t oh0, oh1, ow0, ow1;
+    covering_outputs(ih, g.stride_h, g.pad_h, g.kernel_h, g.out_h, oh0, oh1);
+    covering_outputs(iw, g.stride_w, g.pad_w, g.kernel_w, g.out_w, ow0, ow1);
+    const std::int64_t plane = p * g.out_h * g.out_w;
+    T sum = T(0);
+    for (std::int64_t oh = oh0; oh <= oh1; ++oh) {
+      for (std::int64_t ow = ow0; ow <= ow1; ++ow) {
+        const AvgWindow w = avg_window(g, oh, ow, count_include_pad);
+        if (ih < w.h0 || ih >= w.h1 || iw < w.w0 || iw >= w.w1) continue;
+        sum += static_cast<T>(grad_output[plane + oh * g.out_w + ow] / w.divisor);
+      }
+    }
+    grad_input[e] = sum;
+  }
+}
+
+struct AdaptiveGeometry {
+  std::int64_t planes, in_h, in_w, out_h, out_w;
+};
+
+__host__ __device__ std::int64_t adaptive_start(std::int64_t index, std::int64_t in_size, std::int64_t out_size) {
+  return (index * in_size) / out_size;
+}
+__host__ __device__ std::int64_t adaptive_end(std::int64_t index, std::int64_t in_size, std::int64_t out_size) {
+  return ((index + 1) * in_size + out_size - 1) / out_size;
+}
+
+template <typename T>
+__global__ void adaptive_forward(AdaptiveGeometry g, const T* input, T* output) {
+  const std::int64_t total = g.planes * g.out_h * g.out_w;
+  for (std::int64_t o = global_thread_index(); o < total; o += grid_threads()) {
+    const std::int64_t ow = o % g.out_w, oh = (o / g.out_w) % g.out_h, p = o / (g.out_w * g.out_h);
+    const T* in = input + p * g.in_h * g.in_w;
+    const std::int64_t h0 = adaptive_start(oh, g.in_h, g.out_h), h1 = adaptive_end(oh, g.in_h, g.out_h);
+    const std::int64_t w0 = adaptive_start(ow, g.in_w, g.out_w), w1 = adaptive_end(ow, g.in_w, g.out_w);
+    T sum = T(0);
+    for (std::int64_t ih = h0; ih < h1; ++ih) {
+      for (std::int64_t iw = w0; iw < w1; ++iw) sum += in[ih * g.in_w + iw];
+    }
+    output[o] = sum / static_cast<T>((h1 - h0) * (w1 - w0));
+  }
+}
+
+template <typename T>
+__global__ void adaptive_backward(AdaptiveGeometry g, const T* grad_output, T* grad_input) {
+  const std::int64_t total = g.planes * g.in_h * g.in_w;
+  for (std::int64_t e = global_thread_index(); e < total; e += grid_threads()) {
+    const std::int64_t iw = e % g.in_w, ih = (e / g.in_w) % g.in_h, p = e / (g.in_w * g.in_h);
+    // Outputs whose range [start, end) holds ih: from floor(ih*OH/H) to ceil((ih+1)*OH/H) - 1.
+    const std::int64_t oh0 = (ih * g.out_h) / g.in_h;
+    const std::int64_t oh1 = min(((ih + 1) * g.out_h + g.in_h - 1) / g.in_h - 1, g.out_h - 1);
+    const std::int64_t ow0 = (iw * g.out_w) / g.in_w;
+    const std::int64_t ow1 = min(((iw + 1) * g.out_w + g.in_w - 1) / g.in_w - 1, g.out_w - 1);
+    const std::int64_t plane = p * g.out_h * g.out_w;
+    T sum = T(0);
+    for (std::int64_t oh = oh0; oh <= oh1; ++oh) {
+      const std::int64_t h0 = adaptive_start(oh, g.in_h, g.out_h), h1 = adaptive_end(oh, g.in_h, g.out_h);
+      if (ih < h0 || ih >= h1) continue;
+      for (std::int64_t ow = ow0; ow <= ow1; ++ow) {
+        const std::int64_t w0 = adaptive_start(ow, g.in_w, g.out_w), w1 = adaptive_end(ow, g.in_w, g.out_w);
+        if (iw < w0 || iw >= w1) continue;
+        sum += grad_output[plane + oh * g.out_w + ow] / static_cast<T>((h1 - h0) * (w1 - w0));
+      }
+    }
+    grad_input[e] = sum;
+  }
+}
+
+template <typename F>
+void dispatch(const char* op, DType dtype, F&& f) {
+  if (dtype == DType::Float32) {
+    f(float{});
+  } else if (dtype == DType::Float64) {
+    f(double{});
+  } else {
+    throw DTypeError(std::string(op) + ": expected float32 or float64, got " + dtype_name(dtype));
+  }
+}
+
+}  // namespace
+
+void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* input, void* output,
+                        std::int64_t* indices) {
+  const PoolGeometry g = geometry_of(shape);
+  DeviceGuard device(ctx.device);
+  dispatch("max_pool2d", dtype, [&](auto tag) {
+    using T = decltype(tag);
+    max_pool_forward<T><<<grid_for(shape.output_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
+        g, static_cast<const T*>(input), static_cast<T*>(output), indices);
+    SUBLET_CUDA_LAUNCH_CHECK(max_pool_forward);
+  });
+}
+
+void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* grad_output,
+                         const std::int64_t* indices, void* grad_input) {
+  const PoolGeometry g = geometry_of(shape);
+  DeviceGuard device(ctx.device);
+  dispatch("max_pool2d", dtype, [&](auto tag) {
+    using T = decltype(tag);
+    max_pool_backward<T><<<grid_for(shape.input_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
+        g, static_cast<const T*>(grad_output), indices, static_cast<T*>(grad_input));
+    SUBLET_CUDA_LAUNCH_CHECK(max_pool_backward);
+  });
+}
+
+void avg_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* input, void* output,
+                        bool count_include_pad) {
+  const PoolGeometry g = geometry_of(shape);
+  DeviceGuard device(ctx.device);
+  dispatch("avg_pool2d", dtype, [&](auto tag) {
+    using T = decltype(tag);
+    avg_pool_forward<T><<<grid_for(shape.output_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
+        g, static_cast<const T*>(input), static_cast<T*>(output), count_include_pad);
+    SUBLET_CUDA_LAUNCH_CHECK(avg_pool_forward);
+  });
+}
+
+void avg_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* grad_output,
+                         void* grad_input, bool count_include_pad) {
+  const PoolGeometry g = geometry_of(shape);
+  DeviceGuard device(ctx.device);
+  dispatch("avg_pool2d", dtype, [&](auto tag) {
+    using T = decltype(tag);
+    avg_pool_backward<T><<<grid_for(shape.input_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
+        g, static_cast<const T*>(grad_output), static_cast<T*>(grad_input), count_include_pad);
+    SUBLET_CUDA_LAUNCH_CHECK(avg_pool_backward);
+  });
+}
+
+void adaptive_avg_pool2d_forward(const Context& ctx, const AdaptivePool2dShape& shape, DType dtype,
+                                 const void* input, void* output) {
+  const AdaptiveGeometry g{shape.batch * shape.channels, shape.in_height, shape.in_width, shape.out_height,
+                           shape.out_width};
+  DeviceGuard device(ctx.device);
+  dispatch("adaptive_avg_pool2d", dtype, [&](auto tag) {
+    using T = decltype(tag);
+    adaptive_forward<T><<<grid_for(shape.output_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
+        g, static_cast<const T*>(input), static_cast<T*>(output));
+    SUBLET_CUDA_LAUNCH_CHECK(adaptive_forward);
+  });
+}
+
+void adaptive_avg_pool2d_backward(const Context& ctx, const AdaptivePool2dShape& shape, DType dtype,
+                                  const void* grad_output, void* grad_input) {
+  const AdaptiveGeometry g{shape.batch * shape.channels, shape.in_height, shape.in_width, shape.out_height,
+                           shape.out_width};
+  DeviceGuard device(ctx.device);
+  dispatch("adaptive_avg_pool2d", dtype, [&](auto tag) {
+    using T = decltype(tag);
+    adaptive_backward<T><<<grid_for(shape.input_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
+        g, static_cast<const T*>(grad_output), static_cast<T*>(grad_input));
+    SUBLET_CUDA_LAUNCH_CHECK(adaptive_backward);
+  });
+}
+
+}  // namespace sublet::ops::cuda
