@@ -35,6 +35,8 @@ struct Plan {
   // 1x1, stride 1, no padding, one image per GEMM: the input planes already are the column
   // matrix and the output planes the result, so no im2col and no staging copies.
   bool direct;
+  // Threads of the batch loop. With a single chunk (batch 1) the loop runs on one thread and
+  // Eigen spreads the GEMM itself over the cores (it does not when inside a parallel region).
   int threads;
 
   std::int64_t max_columns() const { return images_per_gemm * pixels; }
@@ -129,7 +131,7 @@ void conv2d_forward(const Context& ctx, const Conv2dShape& s, const T* input, co
                     const T* bias, T* output) {
   const Plan p = make_plan(s);
   Scratch<T> scratch(ctx, p);
-#pragma omp parallel num_threads(p.threads)
+#pragma omp parallel num_threads(p.threads) if (p.chunks > 1)
   {
     T* columns = scratch.columns(omp_get_thread_num());
     T* staging = scratch.staging(omp_get_thread_num());
@@ -175,7 +177,7 @@ void conv2d_backward_input(const Context& ctx, const Conv2dShape& s, const T* gr
                            const T* weight, T* grad_input) {
   const Plan p = make_plan(s);
   Scratch<T> scratch(ctx, p);
-#pragma omp parallel num_threads(p.threads)
+#pragma omp parallel num_threads(p.threads) if (p.chunks > 1)
   {
     T* columns = scratch.columns(omp_get_thread_num());
     T* staging = scratch.staging(omp_get_thread_num());
@@ -218,7 +220,7 @@ void conv2d_backward_weight(const Context& ctx, const Conv2dShape& s, const T* g
   T* partial_base = static_cast<T*>(partials.get());
   std::fill(partial_base, partial_base + p.threads * partial_numel, T(0));
 
-#pragma omp parallel num_threads(p.threads)
+#pragma omp parallel num_threads(p.threads) if (p.chunks > 1)
   {
     const int thread = omp_get_thread_num();
     T* columns = scratch.columns(thread);
