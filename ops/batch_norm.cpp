@@ -5,6 +5,9 @@
 #include "memory/errors.h"
 #include "ops/cpu/batch_norm_cpu.h"
 #include "ops/nn_dispatch.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "ops/cuda/batch_norm_cuda.h"
+#endif
 
 namespace sublet::ops {
 
@@ -49,6 +52,13 @@ void batch_norm_forward_training(const Context& ctx, const BatchNormShape& shape
   if (!(momentum >= 0 && momentum <= 1)) {
     throw ValueError("batch_norm: momentum must be in [0, 1], got " + std::to_string(momentum));
   }
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::batch_norm_forward_training(ctx, shape, dtype, input, weight, bias, running_mean,
+                                             running_var, momentum, eps, output, save_mean,
+                                             save_invstd);
+  }
+#endif
   dispatch(ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::batch_norm_forward_training<T>(shape, typed<T>(input), typed<T>(weight), typed<T>(bias),
@@ -64,6 +74,12 @@ void batch_norm_forward_eval(const Context& ctx, const BatchNormShape& shape, DT
                              void* output) {
   shape.validate(false);
   check_eps(eps);
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::batch_norm_forward_eval(ctx, shape, dtype, input, weight, bias, running_mean,
+                                         running_var, eps, output);
+  }
+#endif
   dispatch(ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::batch_norm_forward_eval<T>(shape, typed<T>(input), typed<T>(weight), typed<T>(bias),
@@ -77,6 +93,13 @@ void batch_norm_backward_training(const Context& ctx, const BatchNormShape& shap
                                   const void* save_mean, const void* save_invstd,
                                   void* grad_input, void* grad_weight, void* grad_bias) {
   shape.validate(true);
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::batch_norm_backward_training(ctx, shape, dtype, grad_output, input, weight,
+                                              save_mean, save_invstd, grad_input, grad_weight,
+                                              grad_bias);
+  }
+#endif
   dispatch(ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::batch_norm_backward_training<T>(shape, typed<T>(grad_output), typed<T>(input),
@@ -92,6 +115,13 @@ void batch_norm_backward_eval(const Context& ctx, const BatchNormShape& shape, D
                               void* grad_input, void* grad_weight, void* grad_bias) {
   shape.validate(false);
   check_eps(eps);
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::batch_norm_backward_eval(ctx, shape, dtype, grad_output, input, weight,
+                                          running_mean, running_var, eps, grad_input, grad_weight,
+                                          grad_bias);
+  }
+#endif
   dispatch(ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::batch_norm_backward_eval<T>(shape, typed<T>(grad_output), typed<T>(input),

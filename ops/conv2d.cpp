@@ -5,6 +5,9 @@
 #include "memory/errors.h"
 #include "ops/cpu/conv2d_cpu.h"
 #include "ops/nn_dispatch.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "ops/cuda/conv2d_cuda.h"
+#endif
 
 namespace sublet::ops {
 
@@ -68,6 +71,11 @@ void Conv2dShape::validate() const {
 void conv2d_forward(const Context& ctx, const Conv2dShape& shape, DType dtype, const void* input,
                     const void* weight, const void* bias, void* output) {
   shape.validate();
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::conv2d_forward(ctx, shape, dtype, input, weight, bias, output);
+  }
+#endif
   dispatch(ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::conv2d_forward<T>(ctx, shape, static_cast<const T*>(input), static_cast<const T*>(weight),
@@ -78,6 +86,11 @@ void conv2d_forward(const Context& ctx, const Conv2dShape& shape, DType dtype, c
 void conv2d_backward_input(const Context& ctx, const Conv2dShape& shape, DType dtype,
                            const void* grad_output, const void* weight, void* grad_input) {
   shape.validate();
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::conv2d_backward_input(ctx, shape, dtype, grad_output, weight, grad_input);
+  }
+#endif
   dispatch(ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::conv2d_backward_input<T>(ctx, shape, static_cast<const T*>(grad_output),
@@ -89,6 +102,12 @@ void conv2d_backward_weight(const Context& ctx, const Conv2dShape& shape, DType 
                             const void* grad_output, const void* input, void* grad_weight,
                             void* grad_bias) {
   shape.validate();
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::conv2d_backward_weight(ctx, shape, dtype, grad_output, input, grad_weight,
+                                        grad_bias);
+  }
+#endif
   dispatch(ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::conv2d_backward_weight<T>(ctx, shape, static_cast<const T*>(grad_output),

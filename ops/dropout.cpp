@@ -5,6 +5,9 @@
 #include "memory/errors.h"
 #include "ops/cpu/dropout_cpu.h"
 #include "ops/nn_dispatch.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "ops/cuda/dropout_cuda.h"
+#endif
 
 namespace sublet::ops {
 
@@ -26,6 +29,11 @@ void check_arguments(std::int64_t numel, double p) {
 void dropout_forward(const Context& ctx, std::int64_t numel, DType dtype, const void* input,
                      double p, std::uint64_t seed, std::uint64_t offset, void* output) {
   check_arguments(numel, p);
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::dropout_apply(ctx, numel, dtype, input, p, seed, offset, output);
+  }
+#endif
   dispatch(ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::dropout_apply<T>(numel, static_cast<const T*>(input), p, seed, offset, static_cast<T*>(output));
@@ -35,6 +43,11 @@ void dropout_forward(const Context& ctx, std::int64_t numel, DType dtype, const 
 void dropout_backward(const Context& ctx, std::int64_t numel, DType dtype, const void* grad_output,
                       double p, std::uint64_t seed, std::uint64_t offset, void* grad_input) {
   check_arguments(numel, p);
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::dropout_apply(ctx, numel, dtype, grad_output, p, seed, offset, grad_input);
+  }
+#endif
   dispatch(ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     // The gradient of a masked scaling is the same masked scaling.

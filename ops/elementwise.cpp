@@ -2,6 +2,9 @@
 
 #include "memory/errors.h"
 #include "ops/cpu/elementwise_cpu.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "ops/cuda/elementwise_cuda.h"
+#endif
 
 namespace sublet::ops {
 
@@ -20,7 +23,11 @@ void unary(const Context& ctx, UnaryOp op, DType dtype, const Shape& sizes, Stri
            UnaryParams params) {
   switch (ctx.device.type) {
     case DeviceType::CPU: return cpu::unary(op, dtype, sizes, std::move(out), std::move(in), params);
-    case DeviceType::CUDA: break;
+    case DeviceType::CUDA:
+#ifdef SUBLET_HAVE_CUDA
+      return cuda::unary(ctx, op, dtype, sizes, std::move(out), std::move(in), params);
+#endif
+      break;
   }
   throw DeviceError("elementwise unary op: no kernel for " + ctx.device.str() + " yet");
 }
@@ -29,7 +36,11 @@ void binary(const Context& ctx, BinaryOp op, DType dtype, const Shape& sizes, St
             ConstStridedRef b, double alpha) {
   switch (ctx.device.type) {
     case DeviceType::CPU: return cpu::binary(op, dtype, sizes, std::move(out), std::move(a), std::move(b), alpha);
-    case DeviceType::CUDA: break;
+    case DeviceType::CUDA:
+#ifdef SUBLET_HAVE_CUDA
+      return cuda::binary(ctx, op, dtype, sizes, std::move(out), std::move(a), std::move(b), alpha);
+#endif
+      break;
   }
   throw DeviceError("elementwise binary op: no kernel for " + ctx.device.str() + " yet");
 }
@@ -39,7 +50,11 @@ void ternary(const Context& ctx, TernaryOp op, DType dtype, const Shape& sizes, 
   switch (ctx.device.type) {
     case DeviceType::CPU:
       return cpu::ternary(op, dtype, sizes, std::move(out), std::move(a), std::move(b), std::move(c), value);
-    case DeviceType::CUDA: break;
+    case DeviceType::CUDA:
+#ifdef SUBLET_HAVE_CUDA
+      return cuda::ternary(ctx, op, dtype, sizes, std::move(out), std::move(a), std::move(b), std::move(c), value);
+#endif
+      break;
   }
   throw DeviceError("elementwise ternary op: no kernel for " + ctx.device.str() + " yet");
 }

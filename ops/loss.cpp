@@ -5,6 +5,9 @@
 #include "memory/errors.h"
 #include "ops/cpu/loss_cpu.h"
 #include "ops/nn_dispatch.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "ops/cuda/loss_cuda.h"
+#endif
 
 namespace sublet::ops {
 
@@ -40,6 +43,9 @@ void ClassScoresShape::validate(const char* op) const {
 void log_softmax_forward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
                          const void* input, void* output) {
   shape.validate("log_softmax");
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) return cuda::log_softmax_forward(ctx, shape, dtype, input, output);
+#endif
   dispatch("log_softmax", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::log_softmax_forward<T>(shape, typed<T>(input), typed<T>(output));
@@ -49,6 +55,11 @@ void log_softmax_forward(const Context& ctx, const ClassScoresShape& shape, DTyp
 void log_softmax_backward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
                           const void* grad_output, const void* output, void* grad_input) {
   shape.validate("log_softmax");
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::log_softmax_backward(ctx, shape, dtype, grad_output, output, grad_input);
+  }
+#endif
   dispatch("log_softmax", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::log_softmax_backward<T>(shape, typed<T>(grad_output), typed<T>(output), typed<T>(grad_input));
@@ -58,6 +69,11 @@ void log_softmax_backward(const Context& ctx, const ClassScoresShape& shape, DTy
 void nll_loss_forward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
                       const void* log_probs, const std::int64_t* targets, void* loss) {
   shape.validate("nll_loss");
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::nll_loss_forward(ctx, shape, dtype, log_probs, targets, loss);
+  }
+#endif
   dispatch("nll_loss", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::nll_loss_forward<T>(shape, typed<T>(log_probs), targets, typed<T>(loss));
@@ -67,6 +83,11 @@ void nll_loss_forward(const Context& ctx, const ClassScoresShape& shape, DType d
 void nll_loss_backward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
                        const void* grad_loss, const std::int64_t* targets, void* grad_log_probs) {
   shape.validate("nll_loss");
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::nll_loss_backward(ctx, shape, dtype, grad_loss, targets, grad_log_probs);
+  }
+#endif
   dispatch("nll_loss", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::nll_loss_backward<T>(shape, typed<T>(grad_loss), targets, typed<T>(grad_log_probs));
@@ -78,6 +99,11 @@ void cross_entropy_forward(const Context& ctx, const ClassScoresShape& shape, DT
                            double label_smoothing, void* loss) {
   shape.validate("cross_entropy");
   check_label_smoothing(label_smoothing);
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::cross_entropy_forward(ctx, shape, dtype, logits, targets, label_smoothing, loss);
+  }
+#endif
   dispatch("cross_entropy", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::cross_entropy_forward<T>(shape, typed<T>(logits), targets, label_smoothing, typed<T>(loss));
@@ -90,6 +116,12 @@ void cross_entropy_backward(const Context& ctx, const ClassScoresShape& shape, D
                             void* grad_logits) {
   shape.validate("cross_entropy");
   check_label_smoothing(label_smoothing);
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::cross_entropy_backward(ctx, shape, dtype, grad_loss, logits, targets,
+                                        label_smoothing, grad_logits);
+  }
+#endif
   dispatch("cross_entropy", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::cross_entropy_backward<T>(shape, typed<T>(grad_loss), typed<T>(logits), targets,

@@ -2,6 +2,9 @@
 
 #include "memory/errors.h"
 #include "ops/cpu/matmul_cpu.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "ops/cuda/matmul_cuda.h"
+#endif
 
 namespace sublet::ops {
 
@@ -19,6 +22,9 @@ void matmul(const Context& ctx, DType dtype, const MatmulGeometry& geometry, voi
     throw ValueError("matmul: operands must have a unit stride along rows or columns (call contiguous() first)");
   }
   if (ctx.device.is_cpu()) return cpu::matmul(dtype, geometry, out, a, b);
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) return cuda::matmul(ctx, dtype, geometry, out, a, b);
+#endif
   throw DeviceError("matmul: no kernel for " + ctx.device.str() + " yet");
 }
 

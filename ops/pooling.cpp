@@ -5,6 +5,9 @@
 #include "memory/errors.h"
 #include "ops/cpu/pooling_cpu.h"
 #include "ops/nn_dispatch.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "ops/cuda/pooling_cuda.h"
+#endif
 
 namespace sublet::ops {
 
@@ -80,6 +83,11 @@ void require_no_dilation(const Pool2dShape& shape) {
 void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype,
                         const void* input, void* output, std::int64_t* indices) {
   shape.validate("max_pool2d");
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::max_pool2d_forward(ctx, shape, dtype, input, output, indices);
+  }
+#endif
   dispatch("max_pool2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::max_pool2d_forward<T>(shape, static_cast<const T*>(input), static_cast<T*>(output), indices);
@@ -89,6 +97,11 @@ void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtyp
 void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype,
                          const void* grad_output, const std::int64_t* indices, void* grad_input) {
   shape.validate("max_pool2d");
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::max_pool2d_backward(ctx, shape, dtype, grad_output, indices, grad_input);
+  }
+#endif
   dispatch("max_pool2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::max_pool2d_backward<T>(shape, static_cast<const T*>(grad_output), indices,
@@ -100,6 +113,11 @@ void avg_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtyp
                         const void* input, void* output, bool count_include_pad) {
   shape.validate("avg_pool2d");
   require_no_dilation(shape);
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::avg_pool2d_forward(ctx, shape, dtype, input, output, count_include_pad);
+  }
+#endif
   dispatch("avg_pool2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::avg_pool2d_forward<T>(shape, static_cast<const T*>(input), static_cast<T*>(output),
@@ -111,6 +129,11 @@ void avg_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dty
                          const void* grad_output, void* grad_input, bool count_include_pad) {
   shape.validate("avg_pool2d");
   require_no_dilation(shape);
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::avg_pool2d_backward(ctx, shape, dtype, grad_output, grad_input, count_include_pad);
+  }
+#endif
   dispatch("avg_pool2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::avg_pool2d_backward<T>(shape, static_cast<const T*>(grad_output),
@@ -121,6 +144,11 @@ void avg_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dty
 void adaptive_avg_pool2d_forward(const Context& ctx, const AdaptivePool2dShape& shape,
                                  DType dtype, const void* input, void* output) {
   shape.validate();
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::adaptive_avg_pool2d_forward(ctx, shape, dtype, input, output);
+  }
+#endif
   dispatch("adaptive_avg_pool2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::adaptive_avg_pool2d_forward<T>(shape, static_cast<const T*>(input), static_cast<T*>(output));
@@ -130,6 +158,11 @@ void adaptive_avg_pool2d_forward(const Context& ctx, const AdaptivePool2dShape& 
 void adaptive_avg_pool2d_backward(const Context& ctx, const AdaptivePool2dShape& shape,
                                   DType dtype, const void* grad_output, void* grad_input) {
   shape.validate();
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) {
+    return cuda::adaptive_avg_pool2d_backward(ctx, shape, dtype, grad_output, grad_input);
+  }
+#endif
   dispatch("adaptive_avg_pool2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::adaptive_avg_pool2d_backward<T>(shape, static_cast<const T*>(grad_output),
