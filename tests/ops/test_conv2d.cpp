@@ -61,7 +61,8 @@ struct NamedShape {
 
 // Covers: padding, stride, non-square input and kernel, dilation, groups, depthwise, the
 // pointwise fast path (with and without groups), 1x1 with stride (not the fast path),
-// a stride that does not divide the input, and a batch larger than the thread count.
+// a stride that does not divide the input, a batch larger than the thread count (several
+// images per GEMM) and a batch of one (one GEMM, threaded by Eigen).
 std::vector<NamedShape> configurations() {
   std::vector<NamedShape> shapes;
   { Conv2dShape s = make_shape(3, 3, 7, 6, 4, 3, 3); s.pad_h = s.pad_w = 1; shapes.push_back({"pad1", s}); }
@@ -73,6 +74,7 @@ std::vector<NamedShape> configurations() {
   { Conv2dShape s = make_shape(2, 4, 5, 4, 6, 1, 1); s.groups = 2; shapes.push_back({"pointwise_groups", s}); }
   { Conv2dShape s = make_shape(2, 3, 7, 5, 2, 1, 1); s.stride_h = s.stride_w = 2; shapes.push_back({"pointwise_stride2", s}); }
   { Conv2dShape s = make_shape(5, 2, 8, 7, 3, 2, 3); s.stride_h = 3; s.stride_w = 2; shapes.push_back({"stride3_remainder", s}); }
+  { Conv2dShape s = make_shape(1, 3, 6, 7, 4, 3, 3); s.pad_h = s.pad_w = 1; shapes.push_back({"batch1", s}); }
   return shapes;
 }
 
