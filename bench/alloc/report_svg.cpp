@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 #include <limits>
 
-#include "memory/format_bytes.h"
 
 namespace sublet::bench {
 namespace {
@@ -38,6 +37,13 @@ std::string ns_label(double ns) {
   return fmt::format("{:g} s", ns / 1e9);
 }
 
+// Compact tick labels for the benchmarked sizes (powers of two): "512 B", "4 KiB", "256 MiB".
+std::string size_label(std::size_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < 1024 * 1024) return fmt::format("{:g} KiB", static_cast<double>(bytes) / 1024);
+  return fmt::format("{:g} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
+
 struct Axes {
   double log_size_min, log_size_max, log_ns_min, log_ns_max;
   double x(double size) const {
@@ -59,8 +65,9 @@ Axes axes_for(const AllocBenchResult& result) {
         }
   if (hi == 0) lo = hi = 100;  // nothing measured: an empty plot with sensible axes
   Axes a;
-  a.log_size_min = std::log2(static_cast<double>(kPairSizes.front()));
-  a.log_size_max = std::log2(static_cast<double>(kPairSizes.back()));
+  // Half an octave of room on each side keeps the end points off the frame.
+  a.log_size_min = std::log2(static_cast<double>(kPairSizes.front())) - 0.5;
+  a.log_size_max = std::log2(static_cast<double>(kPairSizes.back())) + 0.5;
   a.log_ns_min = std::floor(std::log10(lo));
   a.log_ns_max = std::max(std::ceil(std::log10(hi)), a.log_ns_min + 1);
   return a;
@@ -100,7 +107,7 @@ std::string report_svg(const AllocBenchResult& result) {
     const double x = a.x(static_cast<double>(size));
     svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#ddd\"/>\n", x, kTop, x, plot_bottom);
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x, plot_bottom + 18,
-                       escape(memory::format_bytes(static_cast<std::int64_t>(size))));
+                       escape(size_label(size)));
   }
   svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", kLeft, kTop,
                      plot_right - kLeft, plot_bottom - kTop);
