@@ -19,6 +19,39 @@ inline InsideRange inside_columns(std::int64_t offset, std::int64_t width, std::
   return {first, last};
 }
 
+// Stride 1 with the output as wide as the input (a "same" convolution): output pixel p of the
+// kernel row (kh, kw) reads input pixel p + shift of its plane, shift = (kh*dh - ph)*W +
+// (kw*dw - pw). So a whole kernel row is one contiguous copy (or add) of pixels [first, last),
+// except the columns that wrapped into a neighbouring input row: those read padding.
+struct FlatShift {
+  std::int64_t shift, first, last;
+  std::int64_t wrapped_first, wrapped_last;  // columns of every output row that read padding
+};
+
+inline bool flat_shift_applies(const Conv2dShape& s) {
+  return s.stride_h == 1 && s.stride_w == 1 && s.out_width() == s.in_width;
+}
+
+inline FlatShift flat_shift(const Conv2dShape& s, std::int64_t kh, std::int64_t kw) {
+  const std::int64_t width = s.in_width, pixels = s.out_height() * width, plane = s.in_height * width;
+  const std::int64_t shift_w = kw * s.dilation_w - s.pad_w;
+  FlatShift f{};
+  f.shift = (kh * s.dilation_h - s.pad_h) * width + shift_w;
+  f.first = std::clamp<std::int64_t>(-f.shift, 0, pixels);
+  f.last = std::clamp<std::int64_t>(plane - f.shift, f.first, pixels);
+  f.wrapped_first = shift_w < 0 ? 0 : std::max<std::int64_t>(width - shift_w, 0);
+  f.wrapped_last = shift_w < 0 ? std::min(-shift_w, width) : width;
+  return f;
+}
+
+template <typename T>
+void zero_wrapped_columns(const Conv2dShape& s, const FlatShift& f, T* row) {
+  if (f.wrapped_first >= f.wrapped_last) return;
+  for (std::int64_t oh = 0; oh < s.out_height(); ++oh, row += s.in_width) {
+    std::fill(row + f.wrapped_first, row + f.wrapped_last, T(0));
+  }
+}
+
 // col[(c*KH + kh)*KW + kw][oh*OW + ow] = input[c][oh*sh - ph + kh*dh][ow*sw - pw + kw*dw] or 0.
 // Row r of the column matrix starts at col + r * row_stride: a stride larger than OH*OW lets
 // several images share one column matrix side by side (one wider GEMM for small images).
@@ -26,6 +59,7 @@ template <typename T>
 void im2col(const Conv2dShape& s, std::int64_t channels, const T* input, T* col_matrix,
             std::int64_t row_stride) {
   const std::int64_t oh_count = s.out_height(), ow_count = s.out_width();
+  const bool flat = flat_shift_applies(s);
   std::int64_t row_index = 0;
   for (std::int64_t c = 0; c < channels; ++c) {
     const T* plane = input + c * s.in_height * s.in_width;
@@ -33,6 +67,14 @@ void im2col(const Conv2dShape& s, std::int64_t channels, const T* input, T* col_
       for (std::int64_t kw = 0; kw < s.kernel_w; ++kw, ++row_index) {
         const std::int64_t col_offset = kw * s.dilation_w - s.pad_w;
         T* col = col_matrix + row_index * row_stride;
+        if (flat) {
+          const FlatShift f = flat_shift(s, kh, kw);
+          std::fill(col, col + f.first, T(0));
+          std::copy(plane + f.first + f.shift, plane + f.last + f.shift, col + f.first);
+          std::fill(col + f.last, col + oh_count * ow_count, T(0));
+          zero_wrapped_columns(s, f, col);
+          continue;
+        }
         for (std::int64_t oh = 0; oh < oh_count; ++oh, col += ow_count) {
           const std::int64_t ih = oh * s.stride_h - s.pad_h + kh * s.dilation_h;
           if (ih < 0 || ih >= s.in_height) {
@@ -59,17 +101,27 @@ void im2col(const Conv2dShape& s, std::int64_t channels, const T* input, T* col_
 
 // The adjoint of im2col: input[c][ih][iw] += every col entry that im2col read from it.
 // `input` must be initialised (usually zeroed) by the caller; row_stride as for im2col.
+// The column matrix is scratch: entries that im2col would have read from padding may be zeroed.
 template <typename T>
-void col2im_add(const Conv2dShape& s, std::int64_t channels, const T* col_matrix,
+void col2im_add(const Conv2dShape& s, std::int64_t channels, T* col_matrix,
                 std::int64_t row_stride, T* input) {
   const std::int64_t oh_count = s.out_height(), ow_count = s.out_width();
+  const bool flat = flat_shift_applies(s);
   std::int64_t row_index = 0;
   for (std::int64_t c = 0; c < channels; ++c) {
     T* plane = input + c * s.in_height * s.in_width;
     for (std::int64_t kh = 0; kh < s.kernel_h; ++kh) {
       for (std::int64_t kw = 0; kw < s.kernel_w; ++kw, ++row_index) {
         const std::int64_t col_offset = kw * s.dilation_w - s.pad_w;
-        const T* col = col_matrix + row_index * row_stride;
+        T* col = col_matrix + row_index * row_stride;
+        if (flat) {
+          // Zeroing the wrapped entries first lets one contiguous add cover the whole row:
+          // they then add exactly nothing to the neighbouring row's edge pixels.
+          const FlatShift f = flat_shift(s, kh, kw);
+          zero_wrapped_columns(s, f, col);
+          for (std::int64_t p = f.first; p < f.last; ++p) plane[p + f.shift] += col[p];
+          continue;
+        }
         for (std::int64_t oh = 0; oh < oh_count; ++oh, col += ow_count) {
           const std::int64_t ih = oh * s.stride_h - s.pad_h + kh * s.dilation_h;
           if (ih < 0 || ih >= s.in_height) continue;

@@ -62,7 +62,7 @@ struct NamedShape {
 // Covers: padding, stride, non-square input and kernel, dilation, groups, depthwise, the
 // pointwise fast path (with and without groups), 1x1 with stride (not the fast path),
 // a stride that does not divide the input, a batch larger than the thread count (several
-// images per GEMM) and a batch of one (one GEMM, threaded by Eigen).
+// images per GEMM), a batch of one (one GEMM, threaded by Eigen).
 std::vector<NamedShape> configurations() {
   std::vector<NamedShape> shapes;
   { Conv2dShape s = make_shape(3, 3, 7, 6, 4, 3, 3); s.pad_h = s.pad_w = 1; shapes.push_back({"pad1", s}); }
@@ -75,6 +75,10 @@ std::vector<NamedShape> configurations() {
   { Conv2dShape s = make_shape(2, 3, 7, 5, 2, 1, 1); s.stride_h = s.stride_w = 2; shapes.push_back({"pointwise_stride2", s}); }
   { Conv2dShape s = make_shape(5, 2, 8, 7, 3, 2, 3); s.stride_h = 3; s.stride_w = 2; shapes.push_back({"stride3_remainder", s}); }
   { Conv2dShape s = make_shape(1, 3, 6, 7, 4, 3, 3); s.pad_h = s.pad_w = 1; shapes.push_back({"batch1", s}); }
+  // Stride 1 with the output as wide as the input takes im2col's shifted-copy path: with
+  // dilation and an output shorter than the input, and with shifts as large as the width.
+  { Conv2dShape s = make_shape(2, 2, 7, 6, 3, 3, 3); s.dilation_h = s.dilation_w = 2; s.pad_w = 2; shapes.push_back({"same_width_dilated", s}); }
+  { Conv2dShape s = make_shape(2, 2, 5, 2, 3, 3, 5); s.pad_h = 1; s.pad_w = 2; shapes.push_back({"narrow_wide_kernel", s}); }
   return shapes;
 }
 
