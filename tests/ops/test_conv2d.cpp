@@ -198,10 +198,15 @@ TEST(Conv2dShapeCheck, BadShapesNameTheOpAndTheSizes) {
   EXPECT_THROW(conv2d_forward(cpu_context(), groups, DType::Float32, nullptr, nullptr, nullptr, nullptr), ShapeError);
 }
 
-TEST(Conv2dDispatch, RejectsIntegerDtypeAndUnbuiltCuda) {
+TEST(Conv2dDispatch, RejectsIntegerDtype) {
   const Conv2dShape s = make_shape(1, 1, 3, 3, 1, 3, 3);
   std::vector<std::int64_t> data(9, 1), out(1);
   EXPECT_THROW(conv2d_forward(cpu_context(), s, DType::Int64, data.data(), data.data(), nullptr, out.data()), DTypeError);
+}
+
+TEST(Conv2dDispatch, CudaContextWithoutCudaBuildThrowsDeviceError) {
+  if (memory::cuda_built()) GTEST_SKIP() << "CUDA is built in: the CUDA conv2d is tested in test_cuda_conv2d";
+  const Conv2dShape s = make_shape(1, 1, 3, 3, 1, 3, 3);
   const Context cuda{Device::cuda(0), nullptr, nullptr};
   std::vector<float> values(9, 1.0f), result(1);
   try {
