@@ -21,6 +21,20 @@ Accumulator<T> sum_range(const T* base, const LoopShape<1>& inner, std::int64_t 
   for_each_run(inner, begin, end, [&](const auto& off, std::int64_t n, const auto& st) {
     const T* p = base + off[0];
     const std::int64_t s = st[0];
+    if (s == 1) {
+      // Four independent partial sums break the add-latency chain; the order stays fixed.
+      Accumulator<T> a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      std::int64_t i = 0;
+      for (; i + 4 <= n; i += 4) {
+        a0 += p[i];
+        a1 += p[i + 1];
+        a2 += p[i + 2];
+        a3 += p[i + 3];
+      }
+      for (; i < n; ++i) a0 += p[i];
+      acc += (a0 + a1) + (a2 + a3);
+      return;
+    }
     for (std::int64_t i = 0; i < n; ++i) acc += p[i * s];
   });
   return acc;
@@ -34,6 +48,26 @@ void sum_typed(const ReduceGeometry& g, T* out, const T* in, double scale) {
   auto finish = [scale](Accumulator<T> acc) {
     return scale == 1.0 ? static_cast<T>(acc) : static_cast<T>(static_cast<double>(acc) * scale);
   };
+  // Kept elements adjacent in memory (e.g. summing a [batch, features] gradient over the batch):
+  // add whole rows into a block of accumulators instead of walking each strided column.
+  auto outer_loop = make_loop_shape<1>(g.outer_sizes, {&g.outer_strides});
+  if (outer_loop.sizes.size() == 1 && outer_loop.strides[0][0] == 1 && outer >= 16 && inner_n > 1) {
+    constexpr std::int64_t kBlock = 512;
+    const std::int64_t blocks = (outer + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (outer * inner_n > kParallelGrain && blocks >= 2)
+    for (std::int64_t blk = 0; blk < blocks; ++blk) {
+      const std::int64_t begin = blk * kBlock, count = std::min(kBlock, outer - begin);
+      Accumulator<T> acc[kBlock] = {};
+      for_each_run(inner, 0, inner_n, [&](const auto& off, std::int64_t n, const auto& st) {
+        for (std::int64_t i = 0; i < n; ++i) {
+          const T* row = in + off[0] + i * st[0] + begin;
+          for (std::int64_t o = 0; o < count; ++o) acc[o] += row[o];
+        }
+      });
+      for (std::int64_t o = 0; o < count; ++o) out[begin + o] = finish(acc[o]);
+    }
+    return;
+  }
   if (outer >= 2 || inner_n <= kParallelGrain) {
 #pragma omp parallel for schedule(static) if (outer * inner_n > kParallelGrain && outer >= 2)
     for (std::int64_t o = 0; o < outer; ++o) {

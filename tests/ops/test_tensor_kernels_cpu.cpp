@@ -90,6 +90,23 @@ TEST(TensorKernelsCpu, CopyCastsBetweenDtypes) {
   EXPECT_EQ(filled, (std::vector<float>{3.5f, 0, 3.5f, 0, 3.5f, 0, 3.5f, 0}));
 }
 
+TEST(TensorKernelsCpu, TransposedCopyUsesTilesAndStaysExact) {
+  // src is [3, 45, 37] contiguous; dst[b, r, c] = src[b, c, r] for dst [3, 37, 45] contiguous,
+  // sizes not multiples of the tile, cast float64 -> float32; then a large one for the threads.
+  for (const Shape& s : {Shape{3, 45, 37}, Shape{1, 700, 900}}) {
+    const std::int64_t batch = s[0], cols = s[1], rows = s[2];
+    std::vector<double> src(batch * cols * rows);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<double>(i) * 0.5;
+    std::vector<float> dst(src.size(), -1.0f);
+    copy(cpu(), {batch, rows, cols}, DType::Float32, {dst.data(), {rows * cols, cols, 1}}, DType::Float64,
+         {src.data(), {cols * rows, 1, rows}});
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(dst[(b * rows + r) * cols + c], static_cast<float>(src[(b * cols + c) * rows + r]));
+  }
+}
+
 TEST(TensorKernelsCpu, SumOverPermutedDimsAndMaxIndices) {
   // in: [4, 5, 6] contiguous; reduce dims 0 and 2, keep dim 1.
   std::vector<double> in(120);
