@@ -28,4 +28,9 @@ namespace sublet::detail {
 
 // A kernel launch reports bad configurations only through the sticky last-error slot: check it
 // right after each launch so the error names the kernel that caused it.
-#define SUBLET_CUDA_LAUNCH_CHECK(kernel_name) SUBLET_CUDA_CHECK(cudaGetLastError() /* kernel_name */)
+#define SUBLET_CUDA_LAUNCH_CHECK(kernel_name)                                                   \
+  do {                                                                                         \
+    const cudaError_t sublet_status_ = cudaGetLastError();                                     \
+    if (sublet_status_ != cudaSuccess)                                                         \
+      ::sublet::detail::throw_cuda_error(sublet_status_, "launch of " #kernel_name, __FILE__, __LINE__); \
+  } while (0)

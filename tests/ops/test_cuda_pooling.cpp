@@ -1,0 +1,108 @@
+// Pooling kernels on the GPU against the CPU kernels. Max pooling (values, int64 indices,
+// gradients) is exact: the same comparisons and the same order of additions. Average and
+// adaptive pooling sum in the element type in the CPU's order too; they are held to 1 float ulp
+// (rtol 2e-7) rather than bit equality only to leave room for the device's division.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "cuda_test_support.h"
+#include "ops/pooling.h"
+
+using namespace sublet;
+using namespace sublet::ops;
+using namespace sublet::ops::testing;
+
+namespace {
+
+Pool2dShape pool(std::int64_t k, std::int64_t stride, std::int64_t pad, std::int64_t dilation) {
+  Pool2dShape s;
+  s.batch = 2, s.channels = 3, s.in_height = 11, s.in_width = 9;
+  s.kernel_h = k, s.kernel_w = k, s.stride_h = stride, s.stride_w = stride, s.pad_h = pad, s.pad_w = pad;
+  s.dilation_h = dilation, s.dilation_w = dilation;
+  return s;
+}
+
+template <typename T>
+void check_max(const Pool2dShape& s, const std::string& what) {
+  auto input = random_values<T>(s.input_numel(), 101);
+  for (std::size_t i = 0; i < input.size(); i += 7) input[i] = std::round(input[i]);  // ties
+  input[13] = std::numeric_limits<T>::quiet_NaN();
+  const auto grad_output = random_values<T>(s.output_numel(), 102);
+  const Context cpu = Context::for_device(Device::cpu());
+  const DType dtype = DTypeOf<T>::value;
+  std::vector<T> out(s.output_numel()), grad_input(s.input_numel());
+  std::vector<std::int64_t> indices(s.output_numel());
+  max_pool2d_forward(cpu, s, dtype, input.data(), out.data(), indices.data());
+  max_pool2d_backward(cpu, s, dtype, grad_output.data(), indices.data(), grad_input.data());
+
+  DeviceBuffer<T> d_input(input), d_out(s.output_numel()), d_grad_output(grad_output), d_grad_input(s.input_numel());
+  DeviceBuffer<std::int64_t> d_indices(s.output_numel());
+  max_pool2d_forward(gpu_context(), s, dtype, d_input.get(), d_out.get(), d_indices.get());
+  max_pool2d_backward(gpu_context(), s, dtype, d_grad_output.get(), d_indices.get(), d_grad_input.get());
+  expect_equal(d_out.download(), out, what + " max values");
+  expect_equal(d_indices.download(), indices, what + " max indices");
+  expect_equal(d_grad_input.download(), grad_input, what + " max grad_input");
+}
+
+template <typename T>
+void check_avg(const Pool2dShape& s, bool count_include_pad, const std::string& what) {
+  const auto input = random_values<T>(s.input_numel(), 103);
+  const auto grad_output = random_values<T>(s.output_numel(), 104);
+  const Context cpu = Context::for_device(Device::cpu());
+  const DType dtype = DTypeOf<T>::value;
+  std::vector<T> out(s.output_numel()), grad_input(s.input_numel());
+  avg_pool2d_forward(cpu, s, dtype, input.data(), out.data(), count_include_pad);
+  avg_pool2d_backward(cpu, s, dtype, grad_output.data(), grad_input.data(), count_include_pad);
+  DeviceBuffer<T> d_input(input), d_out(s.output_numel()), d_grad_output(grad_output), d_grad_input(s.input_numel());
+  avg_pool2d_forward(gpu_context(), s, dtype, d_input.get(), d_out.get(), count_include_pad);
+  avg_pool2d_backward(gpu_context(), s, dtype, d_grad_output.get(), d_grad_input.get(), count_include_pad);
+  const double rtol = std::is_same_v<T, float> ? 2e-7 : 1e-15;
+  expect_close(d_out.download(), out, rtol, 0.0, what + " avg output");
+  expect_close(d_grad_input.download(), grad_input, rtol, 0.0, what + " avg grad_input");
+}
+
+template <typename T>
+void check_adaptive(std::int64_t out_h, std::int64_t out_w, const std::string& what) {
+  const AdaptivePool2dShape s{2, 3, 10, 7, out_h, out_w};
+  const auto input = random_values<T>(s.input_numel(), 105);
+  const auto grad_output = random_values<T>(s.output_numel(), 106);
+  const Context cpu = Context::for_device(Device::cpu());
+  const DType dtype = DTypeOf<T>::value;
+  std::vector<T> out(s.output_numel()), grad_input(s.input_numel());
+  adaptive_avg_pool2d_forward(cpu, s, dtype, input.data(), out.data());
+  adaptive_avg_pool2d_backward(cpu, s, dtype, grad_output.data(), grad_input.data());
+  DeviceBuffer<T> d_input(input), d_out(s.output_numel()), d_grad_output(grad_output), d_grad_input(s.input_numel());
+  adaptive_avg_pool2d_forward(gpu_context(), s, dtype, d_input.get(), d_out.get());
+  adaptive_avg_pool2d_backward(gpu_context(), s, dtype, d_grad_output.get(), d_grad_input.get());
+  const double rtol = std::is_same_v<T, float> ? 2e-7 : 1e-15;
+  expect_close(d_out.download(), out, rtol, 0.0, what + " adaptive output");
+  expect_close(d_grad_input.download(), grad_input, rtol, 0.0, what + " adaptive grad_input");
+}
+
+}  // namespace
+
+TEST(CudaPooling, MaxPoolMatchesCpuExactly) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: max pooling values/indices/gradients";
+  check_max<float>(pool(3, 2, 1, 1), "float 3x3 s2 p1");
+  check_max<float>(pool(2, 2, 0, 1), "float 2x2 s2");
+  check_max<float>(pool(3, 1, 1, 2), "float 3x3 s1 p1 dilation 2 (overlapping windows)");
+  check_max<double>(pool(3, 2, 1, 1), "double 3x3 s2 p1");
+}
+
+TEST(CudaPooling, AvgPoolMatchesCpu) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: average pooling forward/backward";
+  for (bool include_pad : {true, false}) {
+    const std::string label = include_pad ? " (count padding)" : " (real elements only)";
+    check_avg<float>(pool(3, 2, 1, 1), include_pad, "float 3x3 s2 p1" + label);
+    check_avg<float>(pool(3, 1, 1, 1), include_pad, "float 3x3 s1 p1" + label);
+    check_avg<double>(pool(2, 2, 1, 1), include_pad, "double 2x2 s2 p1" + label);
+  }
+}
+
+TEST(CudaPooling, AdaptiveAvgPoolMatchesCpu) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: adaptive average pooling";
+  check_adaptive<float>(1, 1, "float global");
+  check_adaptive<float>(3, 4, "float 3x4 (uneven, overlapping windows)");
+  check_adaptive<double>(4, 3, "double 4x3");
+}
