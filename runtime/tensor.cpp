@@ -1,5 +1,8 @@
 #include "runtime/tensor.h"
 
+#include <algorithm>
+#include <ostream>
+
 #include "memory/errors.h"
 #include "ops/copy.h"
 #include "runtime/autograd/function.h"
@@ -132,6 +135,16 @@ Tensor Tensor::detach() const {
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   autograd::backward({*this}, {grad}, retain_graph);
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  os << t.to_string();
+  if (!t.defined() || !t.device().is_cpu()) return os;
+  constexpr std::int64_t kShown = 16;
+  const auto values = t.to_vector<double>();
+  os << " {";
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(t.numel(), kShown); ++i) os << (i ? ", " : "") << values[i];
+  return os << (t.numel() > kShown ? ", ...}" : "}");
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return a.add(b); }

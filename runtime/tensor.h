@@ -9,6 +9,7 @@
 // are for buffers and optimizer updates: they throw when autograd would have to track them, so
 // call them under NoGradGuard or on tensors that do not require grad.
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <utility>
@@ -178,6 +179,10 @@ Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& a);
 
 inline Tensor matmul(const Tensor& a, const Tensor& b) { return a.matmul(b); }
+
+// For debugging and test messages: metadata and the first values, "Tensor[2, 3] float32 cpu
+// {0.5, -1, 2, 3, 4, 5}" (CPU tensors; others print metadata only).
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // Explicitly instantiated for float, double and std::int64_t.
 extern template Tensor Tensor::from_vector<float>(const std::vector<float>&, const Shape&, TensorOptions);

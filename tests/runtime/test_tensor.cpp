@@ -1,5 +1,6 @@
 // Tensor factories, options, conversions, storage ownership and allocation categories.
 #include <cmath>
+#include <sstream>
 
 #include "memory/errors.h"
 #include "runtime/allocation_scope.h"
@@ -140,6 +141,15 @@ TEST(Tensor, CudaIsADeviceErrorUntilBuilt) {
   if (memory::cuda_available()) GTEST_SKIP() << "CUDA present: this checks the CPU-only build's error";
   EXPECT_THROW(ones({2}).to(Device::cuda(0)), DeviceError);
   EXPECT_THROW(zeros({2}, Device::cuda(0)), DeviceError);
+}
+
+TEST(Tensor, PrintsMetadataAndLeadingValues) {
+  std::ostringstream small, large;
+  small << Tensor::from_vector(std::vector<float>{0.5f, -1.0f, 2.0f}, {1, 3});
+  EXPECT_EQ(small.str(), "Tensor[1, 3] float32 cpu {0.5, -1, 2}");
+  large << arange(20);
+  EXPECT_NE(large.str().find("{0, 1, 2"), std::string::npos);
+  EXPECT_NE(large.str().find("15, ...}"), std::string::npos);
 }
 
 TEST(Tensor, IntOpsAndDtypeErrors) {
