@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <vector>
+
 #include "cuda_test_support.h"
 #include "memory/cuda_check.h"
 #include "ops/batch_norm.h"
@@ -56,13 +59,20 @@ TEST(CudaMemoryAccounting, ConvWorkspaceIsReturnedWhenTheOpReturns) {
   conv.run();  // first call: handles, algorithm choice
   SUBLET_CUDA_CHECK(cudaDeviceSynchronize());
   const std::size_t allocated = memory_allocated(gpu());
-  reset_peak_memory_stats(gpu());
+  // Every workspace block taken during the op must have been handed back when it returns.
+  std::vector<memory::AllocatorEvent> events;
+  memory::allocator_for(gpu()).set_observer([&](const memory::AllocatorEvent& e) { events.push_back(e); });
   conv.run();
+  memory::allocator_for(gpu()).set_observer({});
   SUBLET_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(memory_allocated(gpu()), allocated) << "a conv2d workspace outlived its call";
-  EXPECT_GE(max_memory_allocated(gpu()), allocated);
-  const auto stats = memory_stats(gpu());
-  EXPECT_EQ(stats.at("allocated_bytes.all.current"), static_cast<std::int64_t>(allocated));
+  std::map<std::uintptr_t, int> live_workspaces;
+  for (const auto& e : events) {
+    if (e.category != memory::BlockCategory::Workspace) continue;
+    if (e.kind == memory::AllocatorEventKind::Alloc) ++live_workspaces[e.address];
+    if (e.kind == memory::AllocatorEventKind::FreeRequested) --live_workspaces[e.address];
+  }
+  for (const auto& [address, live] : live_workspaces) EXPECT_EQ(live, 0) << "workspace block at " << address;
 }
 
 TEST(CudaMemoryAccounting, CublasWorkspaceComesFromTheAllocator) {
