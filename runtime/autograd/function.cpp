@@ -66,16 +66,28 @@ Tensor save(const Tensor& tensor) {
 
 TensorList hook_point(std::string name, const TensorList& tensors, std::function<void(const TensorList&)> hook) {
   if (!any_requires_grad(tensors)) return tensors;
-  TensorList aliases;
-  for (const auto& t : tensors) {
+  // Only tensors that require grad go through the node; the others pass through untouched (an
+  // alias with a grad_fn would make everything downstream of them record for nothing).
+  TensorList result = tensors;
+  TensorList tracked_inputs, aliases;
+  std::vector<std::size_t> positions;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
     if (!t.defined()) throw ValueError("hook_point(" + name + "): got an undefined tensor");
-    aliases.push_back(detail::make_view(t, t.sizes(), t.strides(), t.storage_offset()));
+    if (!t.requires_grad()) continue;
+    result[i] = detail::make_view(t, t.sizes(), t.strides(), t.storage_offset());
+    tracked_inputs.push_back(t);
+    aliases.push_back(result[i]);
+    positions.push_back(i);
   }
-  record(std::move(name), tensors, aliases, [hook = std::move(hook)](const TensorList& grads) {
-    hook(grads);
-    return grads;
-  });
-  return aliases;
+  record(std::move(name), tracked_inputs, aliases,
+         [hook = std::move(hook), positions, count = tensors.size()](const TensorList& grads) {
+           TensorList all(count);
+           for (std::size_t k = 0; k < positions.size(); ++k) all[positions[k]] = grads[k];
+           hook(all);
+           return grads;
+         });
+  return result;
 }
 
 }  // namespace sublet::autograd

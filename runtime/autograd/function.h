@@ -54,9 +54,10 @@ std::shared_ptr<Node> record(std::string name, const TensorList& inputs, const T
 Tensor save(const Tensor& tensor);
 
 // Returns aliases of `tensors` whose gradients pass through a node that calls `hook(grads)`
-// (grads: one per tensor, zeros where none flowed) and forwards them unchanged. Wrapping a
+// and forwards them unchanged. grads has one entry per tensor: zeros where nothing flowed,
+// undefined for tensors that do not require grad (those are returned as they are). Wrapping a
 // module's outputs gives a "backward of this module starts" signal; wrapping its inputs gives
-// "backward of this module done". Tensors that do not require grad pass through untouched.
+// "backward of this module done".
 TensorList hook_point(std::string name, const TensorList& tensors, std::function<void(const TensorList&)> hook);
 
 // Runs backward from several roots at once (Tensor::backward is the one-root form). grads[i]

@@ -167,6 +167,20 @@ TEST(Autograd, NodeHooksAndHookPoint) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{18, 36}));
 }
 
+TEST(Autograd, HookPointPassesUntrackedTensorsThrough) {
+  Tensor x = param({1, 2}, {2});
+  const Tensor data = ones({2}, DType::Float64);
+  TensorList seen;
+  auto outs = autograd::hook_point("pair", {data, x}, [&](const TensorList& g) { seen = g; });
+  EXPECT_TRUE(outs[0].is_same(data));
+  EXPECT_FALSE(outs[0].requires_grad());
+  EXPECT_FALSE(outs[1].is_same(x));
+  (outs[0] * outs[1]).sum().backward();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_FALSE(seen[0].defined());
+  EXPECT_EQ(seen[1].to_vector<double>(), (std::vector<double>{1, 1}));
+}
+
 TEST(Autograd, DeepChainRunsWithoutRecursion) {
   Tensor x = param({1.0}, {1});
   Tensor h = x;
