@@ -20,21 +20,28 @@ Tensor Module::operator()(const Tensor& input) {
                               autograd::grad_mode_enabled();
   auto grad_output = std::make_shared<Tensor>();
   const bool input_tracked = backward_hooks && input.requires_grad();
+  const std::weak_ptr<Module*> self = self_;
   if (input_tracked) {
-    x = autograd::hook_point(type_name_ + ".backward_hook", {input}, [this, grad_output](const autograd::TensorList& g) {
-      for (auto& [id, hook] : backward_hooks_) hook(*this, g[0], *grad_output);
+    x = autograd::hook_point(type_name_ + ".backward_hook", {input}, [self, grad_output](const autograd::TensorList& g) {
+      const auto alive = self.lock();
+      if (!alive) return;
+      Module& module = **alive;
+      for (auto& [id, hook] : module.backward_hooks_) hook(module, g[0], *grad_output);
       *grad_output = Tensor();
     })[0];
   }
   Tensor output = forward(x);
   if (backward_hooks && output.requires_grad()) {
     output = autograd::hook_point(type_name_ + ".backward_pre_hook", {output},
-                                  [this, grad_output, input_tracked](const autograd::TensorList& g) {
-                                    for (auto& [id, hook] : backward_pre_hooks_) hook(*this, g[0]);
+                                  [self, grad_output, input_tracked](const autograd::TensorList& g) {
+                                    const auto alive = self.lock();
+                                    if (!alive) return;
+                                    Module& module = **alive;
+                                    for (auto& [id, hook] : module.backward_pre_hooks_) hook(module, g[0]);
                                     if (input_tracked) {
                                       *grad_output = g[0];
                                     } else {
-                                      for (auto& [id, hook] : backward_hooks_) hook(*this, Tensor(), g[0]);
+                                      for (auto& [id, hook] : module.backward_hooks_) hook(module, Tensor(), g[0]);
                                     }
                                   })[0];
   }

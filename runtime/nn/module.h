@@ -99,6 +99,9 @@ class Module {
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  // Backward-hook nodes can outlive the module (a graph kept after the model is gone); they hold
+  // a weak reference to this token and skip the hooks once it has expired.
+  std::shared_ptr<Module*> self_ = std::make_shared<Module*>(this);
   HookId next_hook_id_ = 1;
   std::map<HookId, ForwardPreHook> forward_pre_hooks_;
   std::map<HookId, ForwardHook> forward_hooks_;

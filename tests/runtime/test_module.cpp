@@ -131,6 +131,20 @@ TEST(Module, BackwardHooksFireInReverseLayerOrder) {
   EXPECT_TRUE(first->weight.grad().defined());
 }
 
+TEST(Module, BackwardAfterTheModuleIsGoneSkipsItsHooks) {
+  int calls = 0;
+  Tensor loss, weight;
+  {
+    auto fc = std::make_shared<nn::Linear>(3, 2);
+    fc->register_backward_pre_hook([&](nn::Module&, const Tensor&) { ++calls; });
+    weight = fc->weight;
+    loss = (*fc)(ones({4, 3})).sum();
+  }
+  loss.backward();
+  EXPECT_EQ(calls, 0);
+  EXPECT_TRUE(weight.grad().defined());
+}
+
 TEST(Module, ZeroGradFreesGradientsAndToConvertsInPlace) {
   Block b;
   Tensor held = b.fc->weight;  // e.g. an optimizer's handle
