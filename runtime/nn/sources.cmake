@@ -6,3 +6,4 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/functional_loss.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functional_dropout.cpp
 )
+include(${CMAKE_CURRENT_LIST_DIR}/layers.cmake)  # nn layers (Conv2d, BatchNorm2d, ...)

@@ -1,0 +1,52 @@
+#include "runtime/nn/batch_norm.h"
+
+#include <string>
+
+#include "memory/errors.h"
+#include "runtime/autograd/grad_mode.h"
+#include "runtime/factories.h"
+#include "runtime/nn/functional.h"
+
+namespace sublet::nn {
+
+BatchNorm2d::BatchNorm2d(const BatchNorm2dOptions& options) : Module("BatchNorm2d"), options_(options) {
+  if (options.num_features() <= 0) {
+    throw ValueError("BatchNorm2d: num_features must be positive, got " + std::to_string(options.num_features()));
+  }
+  if (!(options.eps() > 0)) throw ValueError("BatchNorm2d: eps must be positive, got " + std::to_string(options.eps()));
+  if (options.momentum() && !(*options.momentum() >= 0 && *options.momentum() <= 1)) {
+    throw ValueError("BatchNorm2d: momentum must be in [0, 1], got " + std::to_string(*options.momentum()));
+  }
+  const std::int64_t c = options.num_features();
+  if (options.affine()) {
+    weight = register_parameter("weight", ones({c}, options.dtype()));
+    bias = register_parameter("bias", zeros({c}, options.dtype()));
+  }
+  if (options.track_running_stats()) {
+    running_mean = register_buffer("running_mean", zeros({c}, options.dtype()));
+    running_var = register_buffer("running_var", ones({c}, options.dtype()));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
+  }
+}
+
+Tensor BatchNorm2d::forward(const Tensor& input) {
+  if (input.dim() != 4) {
+    throw ShapeError("BatchNorm2d: input must be 4-D (N,C,H,W), got " + shape_str(input.sizes()));
+  }
+  if (input.size(1) != options_.num_features()) {
+    throw ShapeError("BatchNorm2d: expected " + std::to_string(options_.num_features()) + " channels, got input " +
+                     shape_str(input.sizes()));
+  }
+  // Without running statistics the batch statistics are used in eval too (PyTorch does the same).
+  const bool use_batch_stats = is_training() || !options_.track_running_stats();
+  double momentum = options_.momentum().value_or(0.0);
+  if (is_training() && options_.track_running_stats()) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1.0);
+    if (!options_.momentum()) momentum = 1.0 / static_cast<double>(num_batches_tracked.item<std::int64_t>());
+  }
+  return functional::batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats, momentum,
+                                options_.eps());
+}
+
+}  // namespace sublet::nn

@@ -1,0 +1,10 @@
+# nn layers over runtime/nn/functional (Conv2d, BatchNorm2d, ReLU, pooling, Flatten, Dropout).
+# Included from runtime/nn/sources.cmake.
+list(APPEND SUBLET_RUNTIME_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/conv2d.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/batch_norm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/pooling.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/activation.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/flatten.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/dropout.cpp
+)
