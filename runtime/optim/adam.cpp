@@ -11,10 +11,7 @@ Adam::Adam(std::vector<Tensor> params, const AdamOptions& options) : Adam(std::m
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay)
     : Optimizer(std::move(params), options.lr()),
       options_(options),
-      decoupled_(decoupled_weight_decay),
-      exp_avg_(this->params().size()),
-      exp_avg_sq_(this->params().size()),
-      steps_(this->params().size(), 0) {
+      decoupled_(decoupled_weight_decay) {
   const bool betas_ok = options.beta1() >= 0.0 && options.beta1() < 1.0 && options.beta2() >= 0.0 && options.beta2() < 1.0;
   if (!betas_ok || options.eps() < 0.0 || options.weight_decay() < 0.0) {
     throw ValueError("Adam: need betas in [0, 1) and eps, weight_decay >= 0; got betas (" +
@@ -33,13 +30,10 @@ void Adam::update(std::size_t index, Tensor& param, const Tensor& grad) {
       g = g.add(param, options_.weight_decay());
     }
   }
-  Tensor& m = exp_avg_[index];
-  Tensor& v = exp_avg_sq_[index];
-  if (!m.defined()) {
-    m = new_state(param);
-    v = new_state(param);
-  }
-  const auto t = static_cast<double>(++steps_[index]);
+  Tensor& m = state(index, "exp_avg");
+  Tensor& v = state(index, "exp_avg_sq");
+  // Per parameter: one that starts receiving gradients late gets its own bias correction.
+  const auto t = static_cast<double>(param_step(index));
   m.mul_(beta1).add_(g, 1.0 - beta1);
   v.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
   const double bias_correction1 = 1.0 - std::pow(beta1, t);

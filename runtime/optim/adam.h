@@ -27,18 +27,21 @@ class AdamOptions {
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, const AdamOptions& options);
-  const Tensor& exp_avg(std::size_t index) const { return exp_avg_.at(index); }
-  const Tensor& exp_avg_sq(std::size_t index) const { return exp_avg_sq_.at(index); }
+  // Undefined until the parameter's first update.
+  Tensor exp_avg(std::size_t index) const { return state_or_undefined(index, "exp_avg"); }
+  Tensor exp_avg_sq(std::size_t index) const { return state_or_undefined(index, "exp_avg_sq"); }
 
  protected:
   Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay);
   void update(std::size_t index, Tensor& param, const Tensor& grad) override;
 
  private:
+  Tensor state_or_undefined(std::size_t index, const char* key) const {
+    const Tensor* t = find_state(index, key);
+    return t ? *t : Tensor();
+  }
   AdamOptions options_;
   bool decoupled_;
-  std::vector<Tensor> exp_avg_, exp_avg_sq_;
-  std::vector<std::int64_t> steps_;  // per parameter: a parameter may start receiving grads late
 };
 
 // Adam with decoupled weight decay; PyTorch's default weight_decay for AdamW is 0.01.

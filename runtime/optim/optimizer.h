@@ -1,9 +1,13 @@
 #pragma once
-// Optimizers update parameters in place under NoGradGuard. Their state (momentum buffers, Adam
-// moments) is allocated lazily on the first step with the OptimizerState category, so memory
-// snapshots show it apart from parameters and gradients; temporaries of a step are tagged
-// Temporary. zero_grad() drops gradients (set_to_none), which frees their memory.
+// Optimizers update parameters in place under NoGradGuard. Their per-parameter state (momentum
+// buffers, Adam moments) is allocated lazily on a parameter's first update with the
+// OptimizerState category, so memory snapshots show it apart from parameters and gradients;
+// temporaries of a step are tagged Temporary. zero_grad() drops gradients (set_to_none), which
+// frees their memory. state_dict()/load_state_dict() carry everything needed to resume.
 #include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/tensor.h"
@@ -12,29 +16,47 @@ namespace sublet::optim {
 
 class Optimizer {
  public:
+  using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
   Optimizer(std::vector<Tensor> params, double lr);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // Parameters without a gradient are skipped.
+  // Parameters without a gradient are skipped (and their step count does not advance).
   void step();
   void zero_grad();
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   const std::vector<Tensor>& params() const { return params_; }
   std::int64_t step_count() const { return step_count_; }
+  // How many updates parameter `index` has received.
+  std::int64_t param_step(std::size_t index) const { return param_steps_.at(index); }
+
+  // "lr" (0-d float64), "step_count" (0-d int64), and per parameter "<index>.step" and
+  // "<index>.<key>" for each state tensor (PyTorch's optimizer.state_dict() flattened). The
+  // tensors are the live state, not copies.
+  NamedTensors state_dict() const;
+  // Restores a state_dict of an optimizer of the same kind over parameters of the same shapes;
+  // ValueError/ShapeError name the entry that does not fit. Values are copied in. The learning
+  // rate comes from the state (schedules change it); other hyperparameters (betas, momentum,
+  // weight decay) from this optimizer's constructor.
+  void load_state_dict(const NamedTensors& entries);
 
  protected:
   // Updates params_[index] given its gradient; called with grad mode off.
   virtual void update(std::size_t index, Tensor& param, const Tensor& grad) = 0;
-  // A zero tensor like `like`, tagged OptimizerState.
-  static Tensor new_state(const Tensor& like);
+  // The state tensor `key` of parameter `index`: created as zeros like the parameter (tagged
+  // OptimizerState) on first use; `created` says whether that just happened.
+  Tensor& state(std::size_t index, const std::string& key, bool* created = nullptr);
+  const Tensor* find_state(std::size_t index, const std::string& key) const;
 
  private:
   std::vector<Tensor> params_;
   double lr_;
   std::int64_t step_count_ = 0;
+  std::vector<std::int64_t> param_steps_;
+  std::vector<std::map<std::string, Tensor>> state_;
 };
 
 }  // namespace sublet::optim

@@ -29,14 +29,17 @@ class SGDOptions {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, const SGDOptions& options);
-  const Tensor& momentum_buffer(std::size_t index) const { return momentum_buffers_.at(index); }
+  // Undefined until the parameter's first update with momentum.
+  Tensor momentum_buffer(std::size_t index) const {
+    const Tensor* t = find_state(index, "momentum_buffer");
+    return t ? *t : Tensor();
+  }
 
  protected:
   void update(std::size_t index, Tensor& param, const Tensor& grad) override;
 
  private:
   SGDOptions options_;
-  std::vector<Tensor> momentum_buffers_;
 };
 
 }  // namespace sublet::optim
