@@ -135,6 +135,39 @@ Tensor& Module::buffer(const std::string& name) {
   throw ValueError(type_name_ + ": no buffer named '" + name + "'");
 }
 
+Module::NamedTensors Module::state_dict() const {
+  NamedTensors out = named_parameters();
+  for (auto& entry : named_buffers()) out.push_back(std::move(entry));
+  return out;
+}
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  NoGradGuard no_grad;
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, tensor] : state) given[name] = &tensor;
+  std::string missing;
+  for (auto& [name, target] : state_dict()) {
+    const auto it = given.find(name);
+    if (it == given.end()) {
+      missing += (missing.empty() ? "" : ", ") + name;
+      continue;
+    }
+    const Tensor& source = *it->second;
+    if (source.sizes() != target.sizes()) {
+      throw ShapeError("load_state_dict: '" + name + "' has shape " + shape_str(source.sizes()) +
+                       " in the state, " + shape_str(target.sizes()) + " in the " + type_name_);
+    }
+    target.copy_(source);
+    given.erase(it);
+  }
+  if (strict && (!missing.empty() || !given.empty())) {
+    std::string unexpected;
+    for (const auto& [name, tensor] : given) unexpected += (unexpected.empty() ? "" : ", ") + name;
+    throw ValueError("load_state_dict into " + type_name_ + ": missing [" + missing + "], unexpected [" +
+                     unexpected + "]");
+  }
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);

@@ -67,9 +67,16 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
   // This module as "" and every descendant by dotted path, depth first.
   std::vector<std::pair<std::string, Module*>> named_modules();
-  // Replaces a registered parameter or buffer tensor by name (e.g. when loading a state dict).
+  // This module's own parameter or buffer by name (ValueError if none).
   Tensor& parameter(const std::string& name);
   Tensor& buffer(const std::string& name);
+
+  // Parameters then buffers by dotted name: what a checkpoint stores. Live tensors, not copies.
+  NamedTensors state_dict() const;
+  // Copies values into the registered tensors (cast to their dtype), under NoGradGuard. strict:
+  // the names must match exactly both ways. Errors name the entry: ShapeError for a shape
+  // mismatch, ValueError for missing or unexpected names.
+  void load_state_dict(const NamedTensors& state, bool strict = true);
 
   void train(bool on = true);
   void eval() { train(false); }

@@ -131,6 +131,28 @@ TEST(Module, BackwardHooksFireInReverseLayerOrder) {
   EXPECT_TRUE(first->weight.grad().defined());
 }
 
+TEST(Module, StateDictRoundTrip) {
+  Generator g1(1), g2(2);
+  nn::Sequential a, b;
+  a.push_back(std::make_shared<nn::Linear>(nn::LinearOptions(4, 3), g1));
+  b.push_back(std::make_shared<nn::Linear>(nn::LinearOptions(4, 3), g2));
+  const Tensor x = testing::random32({2, 4}, 3);
+  EXPECT_NE(a(x).to_vector<float>(), b(x).to_vector<float>());
+  b.load_state_dict(a.state_dict());
+  EXPECT_EQ(a(x).to_vector<float>(), b(x).to_vector<float>());
+  EXPECT_FALSE(b.parameters()[0].storage().is_same(a.parameters()[0].storage()));  // copied
+  auto partial = a.state_dict();
+  partial.pop_back();
+  partial.emplace_back("0.extra", zeros({1}));
+  testing::expect_throw_with([&] { b.load_state_dict(partial); }, {"missing [0.bias]", "unexpected [0.extra]"});
+  b.load_state_dict(partial, false);  // non-strict: loads what matches
+  auto wrong = a.state_dict();
+  wrong[0].second = zeros({3, 5});
+  testing::expect_throw_with([&] { b.load_state_dict(wrong); }, {"0.weight", "[3, 5]", "[3, 4]"});
+  Block block;
+  EXPECT_EQ(names(block.state_dict()), (std::vector<std::string>{"scale", "fc.weight", "fc.bias", "running"}));
+}
+
 TEST(Module, BackwardAfterTheModuleIsGoneSkipsItsHooks) {
   int calls = 0;
   Tensor loss, weight;
