@@ -66,10 +66,16 @@ using SegmentList = boost::intrusive::list<
     boost::intrusive::constant_time_size<true>>;
 
 struct BlockPool {
-  explicit BlockPool(bool small) : is_small(small) {}
+  explicit BlockPool(bool small, std::uint64_t private_id = 0) : is_small(small), private_pool_id(private_id) {}
   const bool is_small;
+  // Non-zero for a private pool (CUDA graph capture): its memory is never handed to other
+  // requests and is only given back once the pool is released.
+  const std::uint64_t private_pool_id;
+  bool released = false;
   FreeBlockSet free_blocks;
   std::uint64_t lookups = 0;  // get_free_block calls; a free block's age = lookups - free_stamp
+
+  bool reclaimable() const { return private_pool_id == 0 || released; }
 };
 
 // An address range reserved once and backed with physical memory from its start as it grows.

@@ -76,7 +76,7 @@ class BlockArena {
 
  private:
   static constexpr std::size_t kChunk = 256;
-  void grow() {
+  [[gnu::noinline]] void grow() {  // rare: keeps make() small enough to inline
     chunks_.push_back(std::make_unique<Block[]>(kChunk));
     Block* chunk = chunks_.back().get();
     for (std::size_t i = 0; i < kChunk; ++i) {
@@ -96,6 +96,8 @@ bool is_free_and_cached(const Block* b) {
 
 std::size_t CachingAllocator::round_size(std::size_t bytes, const AllocatorConfig& config) {
   if (bytes <= kMinBlockSize) return kMinBlockSize;
+  // Small sizes without divisions (the common case) skip the interval lookup.
+  if (bytes <= kSmallSize && config.roundup_power2_divisions[0] <= 1) return round_up(bytes, kMinBlockSize);
   const std::size_t divisions = config.divisions_for(bytes);
   if (divisions > 1 && bytes > kMinBlockSize * divisions) return round_to_power2_division(bytes, divisions);
   return round_up(bytes, kMinBlockSize);
@@ -123,8 +125,45 @@ struct CachingAllocator::Impl {
   std::vector<PendingEvent> pending_events;
   std::size_t memory_limit = 0;  // 0 = no per-process fraction set
   AllocatorObserver observer;
+  struct PrivatePool {
+    explicit PrivatePool(std::uint64_t id) : small(true, id), large(false, id) {}
+    BlockPool small;
+    BlockPool large;
+  };
+  std::map<std::uint64_t, std::unique_ptr<PrivatePool>> private_pools;
+  struct CaptureTarget { StreamHandle stream; PrivatePool* pool; };
+  std::vector<CaptureTarget> captures;  // streams whose allocations go to a private pool
+  std::uint64_t next_private_pool_id = 1;
 
-  BlockPool& pool_for(std::size_t rounded) { return rounded <= kSmallSize ? small_pool : large_pool; }
+  BlockPool& pool_for(std::size_t rounded, StreamHandle stream) {
+    const bool small = rounded <= kSmallSize;
+    for (const CaptureTarget& c : captures)
+      if (c.stream == stream) return small ? c.pool->small : c.pool->large;
+    return small ? small_pool : large_pool;
+  }
+
+  PrivatePool& private_pool(std::uint64_t id) {
+    auto it = private_pools.find(id);
+    if (it == private_pools.end()) throw Error("CachingAllocator: no private pool " + std::to_string(id));
+    return *it->second;
+  }
+
+  bool pool_is_empty(const BlockPool& pool) const {
+    for (const Block& head : segments)
+      if (head.pool == &pool) return false;
+    for (const auto& seg : expandable_segments)
+      if (seg->pool == &pool) return false;
+    return true;
+  }
+
+  // A released private pool disappears once its last segment has gone back.
+  void drop_released_private_pools() {
+    for (auto it = private_pools.begin(); it != private_pools.end();) {
+      PrivatePool& p = *it->second;
+      if (p.small.released && pool_is_empty(p.small) && pool_is_empty(p.large)) it = private_pools.erase(it);
+      else ++it;
+    }
+  }
   std::size_t max_split() const { return config.max_split_size; }
   std::size_t reserved() const { return static_cast<std::size_t>(stats.reserved_bytes[StatType::All].current); }
 
@@ -236,6 +275,7 @@ struct CachingAllocator::Impl {
   }
 
   Block* new_memory(BlockPool& pool, StreamHandle stream, std::size_t size) {
+    if (!config.caching) return new_segment(pool, stream, size);  // one exact segment per request
     if (config.expandable_segments && backend.virtual_memory()) return grow_expandable(pool, stream, size);
     return new_segment(pool, stream, segment_size_for(size));
   }
@@ -314,6 +354,11 @@ struct CachingAllocator::Impl {
     stats.active.decrease(small, 1);
     stats.active_bytes.decrease(small, original_size);
     stats.requested_bytes.decrease(small, requested);
+    const bool give_back = !config.caching || (b->pool->private_pool_id != 0 && b->pool->released);
+    if (give_back && !b->is_split() && !b->expandable) {
+      release_segment(b);
+      drop_released_private_pools();
+    }
   }
 
   static void apply_change(StatArray& stat, bool small, std::int64_t change) {
@@ -377,6 +422,10 @@ struct CachingAllocator::Impl {
     VirtualMemory* vm = backend.virtual_memory();
     for (auto it = expandable_segments.begin(); it != expandable_segments.end();) {
       ExpandableSegment& seg = **it;
+      if (!seg.pool->reclaimable()) {  // a captured graph may still use its free blocks
+        ++it;
+        continue;
+      }
       shrink_expandable(seg);
       if (seg.mapped_bytes == 0) {
         vm->release(seg.base, seg.reserved_bytes);
@@ -399,7 +448,12 @@ struct CachingAllocator::Impl {
     synchronize_and_free_events();
     for (BlockPool* pool : {&large_pool, &small_pool})
       for (Block* b : whole_free_segments(*pool)) release_segment(b);
+    for (auto& [id, p] : private_pools)
+      if (p->small.released)
+        for (BlockPool* pool : {&p->large, &p->small})
+          for (Block* b : whole_free_segments(*pool)) release_segment(b);
     release_expandable_segments();
+    drop_released_private_pools();
   }
 
   // With max_split_size set, oversize cached blocks go first: the smallest one that covers
@@ -506,6 +560,7 @@ struct CachingAllocator::Impl {
     s.address = reinterpret_cast<std::uintptr_t>(head->ptr);
     s.is_small_pool = head->pool->is_small;
     s.is_expandable = expandable;
+    s.private_pool_id = head->pool->private_pool_id;
     s.stream = head->stream;
     for (const Block* b = head; b; b = b->next) {
       BlockInfo info;
@@ -564,8 +619,8 @@ Block* CachingAllocator::allocate(std::size_t bytes, StreamHandle stream, BlockC
   if (bytes > kLargestRequest) s.throw_out_of_memory(bytes, bytes, stream);
   if (!s.pending_events.empty()) s.process_events();
   const std::size_t size = round_size(bytes, config_);
-  BlockPool& pool = s.pool_for(size);
-  Block* b = s.take_free_block(pool, stream, size);
+  BlockPool& pool = s.pool_for(size, stream);
+  Block* b = config_.caching ? s.take_free_block(pool, stream, size) : nullptr;
   if (!b) {
     s.collect_garbage();
     b = s.new_memory(pool, stream, size);
@@ -617,8 +672,8 @@ void CachingAllocator::free(Block* block) {
   if (block->size >= s.max_split()) s.stats.oversize_allocations.decrease(1);
   s.notify(AllocatorEventKind::FreeRequested, block, block->size);
   // Step 2: the block returns to the free set, now or once other streams are done with it.
-  StreamEvents* events = s.backend.stream_events();
-  if (!block->stream_uses.empty() && events) {
+  StreamEvents* events = block->stream_uses.empty() ? nullptr : s.backend.stream_events();
+  if (events) {
     for (StreamHandle use : block->stream_uses) {
       s.pending_events.push_back({events->record(use), block});
       ++block->pending_events;
@@ -687,6 +742,39 @@ std::vector<SegmentInfo> CachingAllocator::snapshot() const {
     if (seg->head) result.push_back(impl_->describe(seg->head, true));
   std::sort(result.begin(), result.end(), [](const SegmentInfo& a, const SegmentInfo& b) { return a.address < b.address; });
   return result;
+}
+
+CachingAllocator::PoolId CachingAllocator::create_private_pool() {
+  std::lock_guard lock(impl_->mutex);
+  const PoolId id = impl_->next_private_pool_id++;
+  impl_->private_pools.emplace(id, std::make_unique<Impl::PrivatePool>(id));
+  return id;
+}
+
+void CachingAllocator::begin_allocate_to_pool(PoolId pool, StreamHandle stream) {
+  std::lock_guard lock(impl_->mutex);
+  Impl::PrivatePool& p = impl_->private_pool(pool);
+  if (p.small.released) throw Error("begin_allocate_to_pool: private pool " + std::to_string(pool) + " was released");
+  for (const auto& c : impl_->captures)
+    if (c.stream == stream) throw Error("begin_allocate_to_pool: the stream already allocates to a private pool");
+  impl_->captures.push_back({stream, &p});
+}
+
+void CachingAllocator::end_allocate_to_pool(PoolId pool) {
+  std::lock_guard lock(impl_->mutex);
+  Impl::PrivatePool& p = impl_->private_pool(pool);
+  std::erase_if(impl_->captures, [&](const Impl::CaptureTarget& c) { return c.pool == &p; });
+}
+
+void CachingAllocator::release_private_pool(PoolId pool) {
+  std::lock_guard lock(impl_->mutex);
+  Impl::PrivatePool& p = impl_->private_pool(pool);
+  std::erase_if(impl_->captures, [&](const Impl::CaptureTarget& c) { return c.pool == &p; });
+  p.small.released = p.large.released = true;
+  for (BlockPool* bp : {&p.large, &p.small})
+    for (Block* b : Impl::whole_free_segments(*bp)) impl_->release_segment(b);
+  impl_->release_expandable_segments();
+  impl_->drop_released_private_pools();
 }
 
 void CachingAllocator::set_memory_fraction(double fraction) {

@@ -53,6 +53,7 @@ struct SegmentInfo {
   std::size_t requested_size = 0;
   bool is_small_pool = false;
   bool is_expandable = false;
+  std::uint64_t private_pool_id = 0;  // non-zero: memory of a private pool (graph capture)
   StreamHandle stream = nullptr;
   std::vector<BlockInfo> blocks;
 };
@@ -105,6 +106,16 @@ class CachingAllocator {
   // Largest free cached block and the share of free reserved memory outside it.
   std::size_t largest_free_block() const;
   double fragmentation() const;
+
+  // Private pools, as PyTorch's graph pools: while a capture is active on `stream`, that stream's
+  // allocations come from (and its frees return to) the pool's own segments, so the addresses a
+  // captured CUDA graph uses are never handed to anyone else. Segments of a pool go back to the
+  // device only after release_private_pool(), once their blocks are free.
+  using PoolId = std::uint64_t;
+  PoolId create_private_pool();
+  void begin_allocate_to_pool(PoolId pool, StreamHandle stream);
+  void end_allocate_to_pool(PoolId pool);
+  void release_private_pool(PoolId pool);
 
   // Caps the reserved memory at fraction * device capacity (as torch.cuda.set_per_process_memory_fraction).
   void set_memory_fraction(double fraction);

@@ -26,6 +26,10 @@ struct AllocatorConfig {
   // 0 = off. Otherwise, in (0, 1): fraction of the memory limit above which unused cached
   // segments are reclaimed before asking the backend (needs a per-process memory fraction).
   double garbage_collection_threshold = 0.0;
+  // false: no cache at all (PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING=1): every request gets its
+  // own segment from the backend and every free returns it at once. For baselines and debugging;
+  // set from code (it has no SUBLET_ALLOC_CONF key, as in PyTorch).
+  bool caching = true;
 
   // Throws ConfigError naming the key, the value and what is allowed.
   static AllocatorConfig parse(const std::string& text);

@@ -11,7 +11,7 @@
 
 namespace sublet::memory {
 
-class CudaBackend final : public Backend, public VirtualMemory, public StreamEvents {
+class CudaBackend : public Backend, public VirtualMemory, public StreamEvents {
  public:
   explicit CudaBackend(int device_index);
   ~CudaBackend() override;

@@ -7,6 +7,7 @@
 #include "memory/errors.h"
 #include "memory/host_backend.h"
 #ifdef SUBLET_HAVE_CUDA
+#include "memory/cuda_async_backend.h"
 #include "memory/cuda_backend.h"
 #endif
 
@@ -51,23 +52,76 @@ bool cuda_available() { return cuda_device_count() > 0; }
 
 Device default_device() { return cuda_available() ? Device::cuda(0) : Device::cpu(); }
 
-CachingAllocator& allocator_for(Device device) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  if (device.is_cpu()) {
-    if (!r.host) r.host = new CachingAllocator(std::make_unique<HostBackend>(), AllocatorConfig::from_environment());
-    return *r.host;
-  }
+namespace {
+
+void check_device(Device device) {
+  if (device.is_cpu()) return;
   if (!cuda_built())
     throw DeviceError("device " + device.str() + " requested, but sublet was built without CUDA");
   if (device.index < 0 || device.index >= cuda_device_count())
     throw DeviceError("device " + device.str() + " requested, but " + std::to_string(cuda_device_count()) +
                       " CUDA device(s) are available");
-  CachingAllocator*& slot = r.cuda[static_cast<std::size_t>(device.index)];
+}
+
+CachingAllocator*& slot_for(Registry& r, Device device) {
+  return device.is_cpu() ? r.host : r.cuda[static_cast<std::size_t>(device.index)];
+}
+
+}  // namespace
+
+AllocatorKind parse_allocator_kind(const std::string& text) {
+  if (text == "caching") return AllocatorKind::Caching;
+  if (text == "raw") return AllocatorKind::Raw;
+  if (text == "async") return AllocatorKind::Async;
+  throw ValueError("unknown allocator '" + text + "': expected caching, raw or async");
+}
+
+const char* allocator_kind_name(AllocatorKind kind) {
+  switch (kind) {
+    case AllocatorKind::Caching: return "caching";
+    case AllocatorKind::Raw: return "raw";
+    case AllocatorKind::Async: return "async";
+  }
+  return "?";
+}
+
+std::unique_ptr<CachingAllocator> make_allocator(Device device, AllocatorKind kind, AllocatorConfig config) {
+  check_device(device);
+  if (kind != AllocatorKind::Caching) config.caching = false;
+  if (device.is_cpu()) {
+    if (kind == AllocatorKind::Async) throw ValueError("the async allocator (cudaMallocAsync) needs a CUDA device");
+    return std::make_unique<CachingAllocator>(std::make_unique<HostBackend>(), config);
+  }
 #ifdef SUBLET_HAVE_CUDA
-  if (!slot) slot = new CachingAllocator(std::make_unique<CudaBackend>(device.index), AllocatorConfig::from_environment());
+  if (kind == AllocatorKind::Async) {
+    config.expandable_segments = false;  // the driver's pool has no virtual-memory interface here
+    return std::make_unique<CachingAllocator>(std::make_unique<CudaAsyncBackend>(device.index), config);
+  }
+  return std::make_unique<CachingAllocator>(std::make_unique<CudaBackend>(device.index), config);
+#else
+  throw DeviceError("device " + device.str() + " requested, but sublet was built without CUDA");
 #endif
+}
+
+CachingAllocator& allocator_for(Device device) {
+  check_device(device);
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  CachingAllocator*& slot = slot_for(r, device);
+  if (!slot) slot = make_allocator(device, AllocatorKind::Caching).release();
   return *slot;
+}
+
+void replace_allocator(Device device, std::unique_ptr<CachingAllocator> allocator) {
+  check_device(device);
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  CachingAllocator*& slot = slot_for(r, device);
+  if (slot && slot->memory_allocated() != 0)
+    throw Error("replace_allocator: " + device.str() + " still has " + std::to_string(slot->memory_allocated()) +
+                " bytes allocated; release every tensor first");
+  delete slot;  // nothing is allocated from it any more
+  slot = allocator.release();
 }
 
 }  // namespace sublet::memory

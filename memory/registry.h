@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "memory/caching_allocator.h"
@@ -14,6 +15,20 @@ namespace sublet::memory {
 // The allocator of `device` (HostBackend for the CPU, CudaBackend for CUDA devices).
 // Throws DeviceError for a CUDA device when CUDA is not built in or the device does not exist.
 CachingAllocator& allocator_for(Device device);
+
+// Swaps the allocator of `device` (to compare allocator strategies in one process: the
+// benchmark's raw and async modes). Throws Error while the current one has live allocations;
+// the old allocator's cache is released.
+void replace_allocator(Device device, std::unique_ptr<CachingAllocator> allocator);
+
+// The three strategies sublet bench compares: sublet's cache, no cache (cudaMalloc/cudaFree per
+// tensor), and the driver's cudaMallocAsync pool. Host and simulated devices support "caching"
+// and "raw".
+enum class AllocatorKind { Caching, Raw, Async };
+AllocatorKind parse_allocator_kind(const std::string& text);  // ValueError for anything else
+const char* allocator_kind_name(AllocatorKind kind);
+std::unique_ptr<CachingAllocator> make_allocator(Device device, AllocatorKind kind,
+                                                 AllocatorConfig config = AllocatorConfig::from_environment());
 
 bool cuda_built();          // the CUDA backend is compiled in
 int cuda_device_count();    // 0 when not built or no usable device/driver
