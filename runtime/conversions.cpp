@@ -47,7 +47,7 @@ Tensor Tensor::to(Device target) const {
 
 Tensor& Tensor::fill_(double value) {
   detail::check_defined("fill_", *this);
-  detail::check_inplace_allowed("fill_", *this);
+  detail::begin_inplace("fill_", *this);
   ops::fill(detail::context_for(*this), dtype(), sizes(), detail::out_ref(*this), value);
   return *this;
 }
@@ -55,7 +55,7 @@ Tensor& Tensor::fill_(double value) {
 Tensor& Tensor::copy_(const Tensor& src) {
   detail::check_defined("copy_", *this);
   detail::check_defined("copy_", src);
-  detail::check_inplace_allowed("copy_", *this, &src);
+  detail::begin_inplace("copy_", *this, &src);
   const Tensor local = src.device() == device() ? src : src.to(device());
   ops::copy(detail::context_for(*this), sizes(), dtype(), detail::out_ref(*this), local.dtype(),
             detail::in_ref("copy_", local, sizes()));

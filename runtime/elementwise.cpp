@@ -42,7 +42,7 @@ TensorList reduce_pair(const Tensor& ga, const Shape& a_sizes, const Tensor& gb,
 
 Tensor& inplace_binary(const char* op, ops::BinaryOp kind, Tensor& self, const Tensor& other, double alpha = 1.0) {
   check_binary(op, self, other);
-  detail::check_inplace_allowed(op, self, &other);
+  detail::begin_inplace(op, self, &other);
   const Shape shape = broadcast_shapes(op, self.sizes(), other.sizes());
   if (shape != self.sizes()) {
     throw ShapeError(std::string(op) + ": shapes " + shape_str(self.sizes()) + " and " + shape_str(other.sizes()) +
@@ -55,7 +55,7 @@ Tensor& inplace_binary(const char* op, ops::BinaryOp kind, Tensor& self, const T
 
 Tensor& inplace_unary(const char* op, ops::UnaryOp kind, Tensor& self, ops::UnaryParams params = {}) {
   detail::check_defined(op, self);
-  detail::check_inplace_allowed(op, self);
+  detail::begin_inplace(op, self);
   if (ops::unary_needs_floating(kind)) detail::check_floating(op, self);
   ops::unary(detail::context_for(self), kind, self.dtype(), self.sizes(), detail::out_ref(self),
              detail::in_ref(self), params);
@@ -267,8 +267,8 @@ Tensor& inplace_ternary(const char* op, ops::TernaryOp kind, Tensor& self, const
                         double value) {
   check_binary(op, self, a);
   check_binary(op, self, b);
-  detail::check_inplace_allowed(op, self, &a);
-  detail::check_inplace_allowed(op, self, &b);
+  detail::begin_inplace(op, self, &a);
+  detail::begin_inplace(op, self, &b);
   const Shape shape = broadcast_shapes(op, self.sizes(), broadcast_shapes(op, a.sizes(), b.sizes()));
   if (shape != self.sizes()) {
     throw ShapeError(std::string(op) + ": shapes " + shape_str(a.sizes()) + " and " + shape_str(b.sizes()) +

@@ -74,7 +74,7 @@ Tensor normal(const Shape& sizes, double mean, double stddev, Generator& generat
 // Random in-place fills draw into a contiguous buffer, so the values for a given seed do not
 // depend on the destination's strides.
 Tensor& Tensor::uniform_(double low, double high, Generator& generator) {
-  detail::check_inplace_allowed("uniform_", *this);
+  detail::begin_inplace("uniform_", *this);
   Tensor target = is_contiguous() ? *this : Tensor::empty(sizes(), options());
   ops::fill_uniform(detail::context_for(target), dtype(), target.data_ptr(), numel(), low, high, generator.engine());
   if (!target.is_same(*this)) copy_(target);
@@ -82,7 +82,7 @@ Tensor& Tensor::uniform_(double low, double high, Generator& generator) {
 }
 
 Tensor& Tensor::normal_(double mean, double stddev, Generator& generator) {
-  detail::check_inplace_allowed("normal_", *this);
+  detail::begin_inplace("normal_", *this);
   Tensor target = is_contiguous() ? *this : Tensor::empty(sizes(), options());
   ops::fill_normal(detail::context_for(target), dtype(), target.data_ptr(), numel(), mean, stddev, generator.engine());
   if (!target.is_same(*this)) copy_(target);

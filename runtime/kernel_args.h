@@ -43,8 +43,9 @@ inline void check_floating(const char* op, const Tensor& t) {
   }
 }
 
-// In-place updates are not tracked by autograd; refuse them where tracking would be needed.
-void check_inplace_allowed(const char* op, const Tensor& self, const Tensor* other = nullptr);
+// Every in-place op starts here: refuses the update where autograd would have to track it, and
+// bumps the storage version so that tensors saved for backward notice the change.
+void begin_inplace(const char* op, const Tensor& self, const Tensor* other = nullptr);
 
 // A new TensorImpl over base's storage.
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, std::int64_t offset);

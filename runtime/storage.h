@@ -3,6 +3,7 @@
 // (allocator.free) when the last Tensor or view referring to it dies. memory_allocated() drops
 // at that moment; memory_reserved() does not, because the block stays cached (two-step release).
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "memory/block.h"
@@ -27,6 +28,10 @@ class Storage {
   memory::BlockCategory category() const;
   void set_category(memory::BlockCategory category) const;
   bool is_same(const Storage& other) const { return impl_ == other.impl_; }
+  // Bumped by every in-place op on any view of this storage; autograd compares it with the
+  // version a saved tensor had when it was saved.
+  std::uint64_t version() const { return impl_ ? impl_->version : 0; }
+  void bump_version() const { if (impl_) ++impl_->version; }
   long use_count() const { return impl_.use_count(); }
 
  private:
@@ -35,6 +40,7 @@ class Storage {
     memory::Block* block = nullptr;
     std::size_t nbytes = 0;
     Device device;
+    std::uint64_t version = 0;
     ~Impl();
   };
   std::shared_ptr<Impl> impl_;

@@ -161,14 +161,22 @@ Tensor operator*(double a, const Tensor& b) { return b.mul(a); }
 Tensor operator/(double a, const Tensor& b) { return b.pow(-1.0).mul(a); }
 Tensor operator-(const Tensor& a) { return a.neg(); }
 
+void TensorImpl::throw_modified_since_saved() const {
+  throw Error("a tensor saved for backward (shape " + shape_str(sizes) + ", " + dtype_name(dtype) +
+              ") was modified in place after it was saved (storage version " + std::to_string(saved_version) +
+              ", now " + std::to_string(storage.version()) +
+              "); its gradient would be wrong. Update it out of place, or after backward.");
+}
+
 namespace detail {
 
-void check_inplace_allowed(const char* op, const Tensor& self, const Tensor* other) {
-  if (!autograd::grad_mode_enabled()) return;
-  if (self.requires_grad() || (other && other->defined() && other->requires_grad())) {
+void begin_inplace(const char* op, const Tensor& self, const Tensor* other) {
+  if (autograd::grad_mode_enabled() &&
+      (self.requires_grad() || (other && other->defined() && other->requires_grad()))) {
     throw Error(std::string(op) + ": in-place ops are not recorded by autograd, and a tensor here requires grad (" +
                 self.to_string() + "); run it under NoGradGuard or on detached tensors");
   }
+  self.storage().bump_version();
 }
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, std::int64_t offset) {

@@ -27,10 +27,18 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;
   std::uint32_t output_nr = 0;
 
+  // Set on the aliases autograd::save() makes: the storage version at saving time. Reading
+  // such a tensor after an in-place change of its storage would give a wrong gradient, so
+  // data() refuses.
+  static constexpr std::uint64_t kNotSaved = ~std::uint64_t{0};
+  std::uint64_t saved_version = kNotSaved;
+
   Device device() const { return storage.device(); }
   void* data() const {
+    if (saved_version != kNotSaved && saved_version != storage.version()) throw_modified_since_saved();
     return static_cast<char*>(storage.data()) + offset * static_cast<std::int64_t>(element_size(dtype));
   }
+  [[noreturn]] void throw_modified_since_saved() const;
 };
 
 }  // namespace sublet

@@ -61,7 +61,9 @@ Tensor save(const Tensor& tensor) {
   if (tensor.storage().category() == memory::BlockCategory::Unknown) {
     tensor.storage().set_category(memory::BlockCategory::Activation);
   }
-  return tensor.detach();
+  Tensor alias = tensor.detach();
+  alias.unsafe_impl()->saved_version = tensor.storage().version();
+  return alias;
 }
 
 TensorList hook_point(std::string name, const TensorList& tensors, std::function<void(const TensorList&)> hook) {

@@ -50,7 +50,9 @@ std::shared_ptr<Node> record(std::string name, const TensorList& inputs, const T
                              BackwardFn backward);
 
 // A detached alias for capturing in a backward closure. Storage still tagged Unknown is
-// re-tagged Activation, so snapshots show what backward is holding on to.
+// re-tagged Activation, so snapshots show what backward is holding on to. The alias remembers
+// the storage version: reading it after an in-place change (an optimizer step between forward
+// and backward, say) throws instead of producing a wrong gradient.
 Tensor save(const Tensor& tensor);
 
 // Returns aliases of `tensors` whose gradients pass through a node that calls `hook(grads)`

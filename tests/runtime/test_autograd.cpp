@@ -181,6 +181,20 @@ TEST(Autograd, HookPointPassesUntrackedTensorsThrough) {
   EXPECT_EQ(seen[1].to_vector<double>(), (std::vector<double>{1, 1}));
 }
 
+TEST(Autograd, ModifyingASavedTensorInPlaceIsCaught) {
+  Tensor w = param({1, 2}, {2});
+  Tensor x = Tensor::from_vector(std::vector<double>{3, 4}, {2});
+  Tensor loss = (x * w).sum();  // mul saves x (for w's gradient)
+  x.mul_(10.0);                 // x does not require grad: allowed, but the saved alias goes stale
+  testing::expect_throw_with([&] { loss.backward(); }, {"modified in place", "[2]"});
+  // Out-of-place updates and updates after backward are fine.
+  Tensor y = Tensor::from_vector(std::vector<double>{3, 4}, {2});
+  Tensor loss2 = (y * w).sum();
+  loss2.backward();
+  y.mul_(10.0);
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{3, 4}));
+}
+
 TEST(Autograd, DeepChainRunsWithoutRecursion) {
   Tensor x = param({1.0}, {1});
   Tensor h = x;
