@@ -21,5 +21,6 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/optim/optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optim/sgd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optim/adam.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optim/fused_params.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optim/lr_scheduler.cpp
 )

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "memory/errors.h"
+#include "ops/optim_update.h"
+#include "runtime/optim/fused_params.h"
 
 namespace sublet::optim {
 
@@ -40,6 +42,28 @@ void Adam::update(std::size_t index, Tensor& param, const Tensor& grad) {
   const double bias_correction2 = 1.0 - std::pow(beta2, t);
   Tensor denom = v.sqrt().div_(std::sqrt(bias_correction2)).add_(options_.eps());
   param.addcdiv_(m, denom, -lr() / bias_correction1);
+}
+
+void Adam::update_params(const std::vector<std::size_t>& indices) {
+  detail::FusedParams fused = options_.fused() ? detail::fused_params(params(), indices) : detail::FusedParams{};
+  if (!fused.usable) return Optimizer::update_params(indices);
+  std::vector<ops::AdamTensor> tensors(indices.size());
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    const std::size_t i = indices[k];
+    if (capturing() && !find_state(i, "exp_avg"))
+      throw Error("Adam: parameter " + std::to_string(i) + " gets its first update inside a CUDA graph capture; "
+                  "run eager steps first so that its moments exist");
+    ops::AdamTensor& t = tensors[k];
+    t.param = params()[i].data_ptr();
+    t.grad = fused.grads[k].data_ptr();
+    t.exp_avg = state(i, "exp_avg").data_ptr();
+    t.exp_avg_sq = state(i, "exp_avg_sq").data_ptr();
+    t.numel = params()[i].numel();
+    t.step = param_step(i);
+    t.step_slot = static_cast<std::int64_t>(i);  // device_scalars() holds every parameter's count
+  }
+  const ops::AdamHyper hyper{options_.beta1(), options_.beta2(), options_.eps(), options_.weight_decay(), decoupled_};
+  ops::adam_update(fused.ctx, fused.dtype, tensors, hyper, ops::UpdateScalars{lr(), device_scalars()});
 }
 
 }  // namespace sublet::optim

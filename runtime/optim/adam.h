@@ -14,14 +14,18 @@ class AdamOptions {
   AdamOptions& betas(double beta1, double beta2) { beta1_ = beta1; beta2_ = beta2; return *this; }
   AdamOptions& eps(double v) { eps_ = v; return *this; }
   AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+  // One multi-tensor kernel for all parameters (ops/optim_update.h); false: Tensor ops.
+  AdamOptions& fused(bool v) { fused_ = v; return *this; }
   double lr() const { return lr_; }
   double beta1() const { return beta1_; }
   double beta2() const { return beta2_; }
   double eps() const { return eps_; }
   double weight_decay() const { return weight_decay_; }
+  bool fused() const { return fused_; }
 
  private:
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0.0;
+  bool fused_ = true;
 };
 
 class Adam : public Optimizer {
@@ -34,6 +38,7 @@ class Adam : public Optimizer {
  protected:
   Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay);
   void update(std::size_t index, Tensor& param, const Tensor& grad) override;
+  void update_params(const std::vector<std::size_t>& indices) override;
 
  private:
   Tensor state_or_undefined(std::size_t index, const char* key) const {

@@ -3,6 +3,8 @@
 #include <cctype>
 
 #include "memory/errors.h"
+#include "ops/optim_update.h"
+#include "ops/stream_capture.h"
 #include "runtime/allocation_scope.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
@@ -23,13 +25,59 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr)
 void Optimizer::step() {
   NoGradGuard no_grad;
   AllocationCategoryGuard temporaries(memory::BlockCategory::Temporary);
-  ++step_count_;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    const Tensor grad = params_[i].grad();
-    if (!grad.defined()) continue;
-    ++param_steps_[i];
-    update(i, params_[i], grad);
+  std::vector<std::size_t> indices;
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].grad().defined()) indices.push_back(i);
+  capturing_ = !params_.empty() && ops::stream_is_capturing(ops::Context::for_device(params_[0].device()));
+  if (capturing_) {
+    // Nothing runs now; prepare_replay() advances the counts before each replay instead.
+    captured_indices_ = indices;
+    captured_ = true;
+  } else {
+    ++step_count_;
+    for (std::size_t i : indices) ++param_steps_[i];
   }
+  struct ResetCapturing {
+    bool& flag;
+    ~ResetCapturing() { flag = false; }
+  } reset{capturing_};
+  update_params(indices);
+}
+
+void Optimizer::update_params(const std::vector<std::size_t>& indices) {
+  if (capturing_)
+    throw Error("optimizer: capturing a CUDA graph needs the fused update (options fused(true)): the per-parameter "
+                "path would bake this step's learning rate and step counts into the graph");
+  for (std::size_t i : indices) update(i, params_[i], params_[i].grad());
+}
+
+void Optimizer::prepare_replay() {
+  if (!captured_) throw Error("optimizer: prepare_replay() without a step() captured into a CUDA graph");
+  ++step_count_;
+  for (std::size_t i : captured_indices_) ++param_steps_[i];
+  if (device_scalars_.defined()) write_device_scalars();
+}
+
+const double* Optimizer::device_scalars() {
+  if (params_.empty() || !params_[0].device().is_cuda()) return nullptr;
+  if (!device_scalars_.defined()) {
+    if (capturing_)
+      throw Error("optimizer: run one eager step before capturing a CUDA graph (the device scalars and the "
+                  "optimizer state are created on the first step)");
+    AllocationCategoryGuard category(memory::BlockCategory::OptimizerState);
+    device_scalars_ = Tensor::empty({static_cast<std::int64_t>(params_.size()) + 1},
+                                    TensorOptions().dtype(DType::Float64).device(params_[0].device()));
+  }
+  if (!capturing_) write_device_scalars();
+  return device_scalars_.data<double>();
+}
+
+void Optimizer::write_device_scalars() {
+  std::vector<double> values(params_.size() + 1);
+  values[0] = lr_;
+  for (std::size_t i = 0; i < params_.size(); ++i) values[i + 1] = static_cast<double>(param_steps_[i]);
+  ops::write_update_scalars(ops::Context::for_device(device_scalars_.device()), device_scalars_.data<double>(),
+                            values.data(), static_cast<std::int64_t>(values.size()));
 }
 
 void Optimizer::zero_grad() {

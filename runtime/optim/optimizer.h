@@ -4,6 +4,14 @@
 // OptimizerState category, so memory snapshots show it apart from parameters and gradients;
 // temporaries of a step are tagged Temporary. zero_grad() drops gradients (set_to_none), which
 // frees their memory. state_dict()/load_state_dict() carry everything needed to resume.
+//
+// CUDA graphs: a step() made while the current stream captures a graph records the update
+// without running it, so it advances no counts; call prepare_replay() before each replay of the
+// graph: it advances the counts as step() would have and writes the learning rate and the step
+// counts to device memory, where the fused kernels read them when the graph runs (a schedule
+// that changes lr between replays is followed). Capturing needs the fused update and at least
+// one eager step first (state tensors and the device scalars are created eagerly, never inside a
+// capture, where their zero-fill would be replayed every time).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -29,6 +37,8 @@ class Optimizer {
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   const std::vector<Tensor>& params() const { return params_; }
+  // Before each replay of a graph that captured step(): see the note at the top.
+  void prepare_replay();
   std::int64_t step_count() const { return step_count_; }
   // How many updates parameter `index` has received.
   std::int64_t param_step(std::size_t index) const { return param_steps_.at(index); }
@@ -46,6 +56,14 @@ class Optimizer {
  protected:
   // Updates params_[index] given its gradient; called with grad mode off.
   virtual void update(std::size_t index, Tensor& param, const Tensor& grad) = 0;
+  // Updates the parameters at `indices` (those with a gradient). The default calls update() for
+  // each; SGD and Adam override it with the fused multi-tensor kernels (ops/optim_update.h).
+  virtual void update_params(const std::vector<std::size_t>& indices);
+  // Whether the current step() is being captured into a CUDA graph.
+  bool capturing() const { return capturing_; }
+  // The fused kernels' device scalars, [lr, step of each parameter] (float64 on the parameters'
+  // CUDA device), written for this step; nullptr for CPU parameters.
+  const double* device_scalars();
   // The state tensor `key` of parameter `index`: created as zeros like the parameter (tagged
   // OptimizerState) on first use; `created` says whether that just happened.
   Tensor& state(std::size_t index, const std::string& key, bool* created = nullptr);
@@ -57,6 +75,11 @@ class Optimizer {
   std::int64_t step_count_ = 0;
   std::vector<std::int64_t> param_steps_;
   std::vector<std::map<std::string, Tensor>> state_;
+  bool capturing_ = false;
+  bool captured_ = false;
+  std::vector<std::size_t> captured_indices_;  // parameters the captured step updates
+  Tensor device_scalars_;
+  void write_device_scalars();
 };
 
 }  // namespace sublet::optim

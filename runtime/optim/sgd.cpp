@@ -1,6 +1,8 @@
 #include "runtime/optim/sgd.h"
 
 #include "memory/errors.h"
+#include "ops/optim_update.h"
+#include "runtime/optim/fused_params.h"
 
 namespace sublet::optim {
 
@@ -29,6 +31,28 @@ void SGD::update(std::size_t index, Tensor& param, const Tensor& grad) {
     g = options_.nesterov() ? g.add(buf, options_.momentum()) : buf;
   }
   param.add_(g, -lr());
+}
+
+void SGD::update_params(const std::vector<std::size_t>& indices) {
+  detail::FusedParams fused = options_.fused() ? detail::fused_params(params(), indices) : detail::FusedParams{};
+  if (!fused.usable) return Optimizer::update_params(indices);
+  const bool use_momentum = options_.momentum() != 0.0;
+  std::vector<ops::SgdTensor> tensors(indices.size());
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    const std::size_t i = indices[k];
+    ops::SgdTensor& t = tensors[k];
+    t.param = params()[i].data_ptr();
+    t.grad = fused.grads[k].data_ptr();
+    t.numel = params()[i].numel();
+    if (!use_momentum) continue;
+    if (capturing() && !find_state(i, "momentum_buffer"))
+      throw Error("SGD: parameter " + std::to_string(i) + " gets its first update inside a CUDA graph capture; "
+                  "run eager steps first so that its momentum buffer exists");
+    // A new buffer is zeros that the kernel overwrites with g (first = true), as copy_ does.
+    t.momentum_buffer = state(i, "momentum_buffer", &t.first).data_ptr();
+  }
+  const ops::SgdHyper hyper{options_.momentum(), options_.dampening(), options_.weight_decay(), options_.nesterov()};
+  ops::sgd_update(fused.ctx, fused.dtype, tensors, hyper, ops::UpdateScalars{lr(), device_scalars()});
 }
 
 }  // namespace sublet::optim

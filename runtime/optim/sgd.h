@@ -15,15 +15,20 @@ class SGDOptions {
   SGDOptions& dampening(double v) { dampening_ = v; return *this; }
   SGDOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
   SGDOptions& nesterov(bool v) { nesterov_ = v; return *this; }
+  // One multi-tensor kernel for all parameters (ops/optim_update.h); false: one Tensor op at a
+  // time (the reference the fused kernel is tested against).
+  SGDOptions& fused(bool v) { fused_ = v; return *this; }
   double lr() const { return lr_; }
   double momentum() const { return momentum_; }
   double dampening() const { return dampening_; }
   double weight_decay() const { return weight_decay_; }
   bool nesterov() const { return nesterov_; }
+  bool fused() const { return fused_; }
 
  private:
   double lr_, momentum_ = 0.0, dampening_ = 0.0, weight_decay_ = 0.0;
   bool nesterov_ = false;
+  bool fused_ = true;
 };
 
 class SGD : public Optimizer {
@@ -37,6 +42,7 @@ class SGD : public Optimizer {
 
  protected:
   void update(std::size_t index, Tensor& param, const Tensor& grad) override;
+  void update_params(const std::vector<std::size_t>& indices) override;
 
  private:
   SGDOptions options_;

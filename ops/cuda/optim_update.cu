@@ -1,0 +1,255 @@
+// Multi-tensor optimizer updates: ONE update kernel for all parameters of a step.
+// - The launch's tensors are described by a table in device memory (pointers, sizes, the chunk
+//   each tensor starts at). The table is written by a small kernel that takes up to
+//   kEntriesPerUpload entries by value (kernel parameters stay under the classic 4 KiB limit), so
+//   building it is capturable: in a CUDA graph the entries are part of the graph, as the pointers
+//   of a captured step are fixed anyway. No host-to-device copy of pageable memory is involved
+//   (that would be illegal during capture).
+// - Each tensor is cut into chunks of kChunk elements; one block per chunk finds its tensor by a
+//   binary search over the table, so a 25M-parameter model is ~800 blocks and a tiny bias one.
+// - lr and Adam's t come from the launch (baked into a graph) or, when the caller gives one,
+//   from a device array read at run time (a graph follows whatever was written there).
+// The table's workspace goes back to the allocator as soon as the kernel is enqueued
+// (stream-ordered, like every workspace).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memory/errors.h"
+#include "ops/cuda/cuda_checks.h"
+#include "ops/cuda/device_guard.h"
+#include "ops/cuda/device_math.cuh"
+#include "ops/cuda/optim_update_cuda.h"
+
+namespace sublet::ops::cuda {
+namespace {
+
+constexpr std::int64_t kChunk = 32768;  // elements per block
+constexpr int kUpdateThreads = 256;
+constexpr std::uint32_t kFirstStep = 1;  // SGD: the momentum buffer is new
+
+struct alignas(16) Entry {
+  void* ptr[4];              // param, grad, state 0, state 1
+  std::int64_t numel;
+  double step;               // Adam's t when the scalars are not on the device
+  std::int32_t chunk_begin;  // first chunk of this tensor in the launch
+  std::int32_t index;        // slot of the tensor's t in the device scalars
+  std::uint32_t flags;
+};
+static_assert(sizeof(Entry) == 64);
+
+constexpr int kEntriesPerUpload = 60;
+struct UploadBatch {
+  Entry entries[kEntriesPerUpload];
+  std::int32_t count;
+  std::int32_t offset;
+};
+static_assert(sizeof(UploadBatch) <= 4000, "kernel parameters must stay under 4 KiB");
+
+__global__ void write_table_kernel(UploadBatch batch, Entry* table) {
+  for (int i = threadIdx.x; i < batch.count; i += blockDim.x) table[batch.offset + i] = batch.entries[i];
+}
+
+// The entry whose chunks include blockIdx.x: the last one with chunk_begin <= blockIdx.x.
+__device__ const Entry& entry_of_block(const Entry* table, int count) {
+  __shared__ int found;
+  if (threadIdx.x == 0) {
+    int lo = 0, hi = count - 1;
+    const auto chunk = static_cast<std::int32_t>(blockIdx.x);
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (table[mid].chunk_begin <= chunk) lo = mid; else hi = mid - 1;
+    }
+    found = lo;
+  }
+  __syncthreads();
+  return table[found];
+}
+
+struct SgdArgs {
+  double lr;
+  double momentum, dampening, weight_decay;
+  bool nesterov;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kUpdateThreads)
+sgd_kernel(const Entry* table, int count, const double* scalars, SgdArgs a) {
+  const Entry& e = entry_of_block(table, count);
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x - e.chunk_begin) * kChunk;
+  const std::int64_t end = begin + kChunk < e.numel ? begin + kChunk : e.numel;
+  T* p = static_cast<T*>(e.ptr[0]);
+  const T* grad = static_cast<const T*>(e.ptr[1]);
+  T* buf = static_cast<T*>(e.ptr[2]);
+  const double lr = scalars ? scalars[0] : a.lr;
+  const T weight_decay = static_cast<T>(a.weight_decay), momentum = static_cast<T>(a.momentum);
+  const T keep = static_cast<T>(1.0 - a.dampening), step = static_cast<T>(-lr);
+  const bool decay = a.weight_decay != 0.0, use_momentum = a.momentum != 0.0;
+  const bool first = (e.flags & kFirstStep) != 0;
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    T g = grad[i];
+    const T pi = p[i];
+    if (decay) g = g + weight_decay * pi;
+    if (use_momentum) {
+      T b;
+      if (first) {
+        b = g;
+      } else {
+        const T decayed = buf[i] * momentum;
+        b = decayed + keep * g;
+      }
+      buf[i] = b;
+      g = a.nesterov ? g + momentum * b : b;
+    }
+    p[i] = pi + step * g;
+  }
+}
+
+struct AdamArgs {
+  double lr;
+  double beta1, beta2, eps, weight_decay;
+  bool decoupled;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kUpdateThreads)
+adam_kernel(const Entry* table, int count, const double* scalars, AdamArgs a) {
+  const Entry& e = entry_of_block(table, count);
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x - e.chunk_begin) * kChunk;
+  const std::int64_t end = begin + kChunk < e.numel ? begin + kChunk : e.numel;
+  T* p = static_cast<T*>(e.ptr[0]);
+  const T* grad = static_cast<const T*>(e.ptr[1]);
+  T* m = static_cast<T*>(e.ptr[2]);
+  T* v = static_cast<T*>(e.ptr[3]);
+  const double lr = scalars ? scalars[0] : a.lr;
+  const double t = scalars ? scalars[1 + e.index] : e.step;
+  const double bias_correction1 = 1.0 - pow(a.beta1, t);
+  const double bias_correction2 = 1.0 - pow(a.beta2, t);
+  const T beta1 = static_cast<T>(a.beta1), beta2 = static_cast<T>(a.beta2);
+  const T one_minus_beta1 = static_cast<T>(1.0 - a.beta1), one_minus_beta2 = static_cast<T>(1.0 - a.beta2);
+  const T weight_decay = static_cast<T>(a.weight_decay), shrink = static_cast<T>(1.0 - lr * a.weight_decay);
+  const T sqrt_bc2 = static_cast<T>(sqrt(bias_correction2)), eps = static_cast<T>(a.eps);
+  const T step_size = static_cast<T>(-lr / bias_correction1);
+  const bool decay = a.weight_decay != 0.0;
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    T g = grad[i];
+    T pi = p[i];
+    if (decay) {
+      if (a.decoupled) pi = pi * shrink; else g = g + weight_decay * pi;
+    }
+    const T mi = m[i] * beta1 + one_minus_beta1 * g;
+    const T vi = v[i] * beta2 + one_minus_beta2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const T denom = device_sqrt(vi) / sqrt_bc2 + eps;
+    p[i] = pi + step_size * mi / denom;
+  }
+}
+
+// Builds the device table for `entries` (empty tensors already left out) and returns it with
+// the number of blocks (chunks) of the launch. The workspace must outlive the launch's enqueue.
+std::int32_t upload_table(const Context& ctx, std::vector<Entry>& entries, memory::ScopedBlock& workspace) {
+  std::int64_t chunks = 0;
+  for (Entry& e : entries) {
+    e.chunk_begin = static_cast<std::int32_t>(chunks);
+    chunks += (e.numel + kChunk - 1) / kChunk;
+  }
+  if (chunks > std::int64_t{0x7fffffff})
+    throw ValueError("optimizer update: " + std::to_string(chunks) + " chunks exceed one launch");
+  workspace = ctx.workspace(entries.size() * sizeof(Entry));
+  auto* table = static_cast<Entry*>(workspace.get());
+  const cudaStream_t stream = stream_of(ctx.stream);
+  for (std::size_t offset = 0; offset < entries.size(); offset += kEntriesPerUpload) {
+    UploadBatch batch{};
+    batch.count = static_cast<std::int32_t>(std::min<std::size_t>(kEntriesPerUpload, entries.size() - offset));
+    batch.offset = static_cast<std::int32_t>(offset);
+    std::copy_n(entries.begin() + static_cast<std::ptrdiff_t>(offset), batch.count, batch.entries);
+    write_table_kernel<<<1, 64, 0, stream>>>(batch, table);
+    SUBLET_CUDA_LAUNCH_CHECK(write_table_kernel);
+  }
+  return static_cast<std::int32_t>(chunks);
+}
+
+template <typename F>
+void dispatch(DType dtype, const char* op, F&& f) {
+  if (dtype == DType::Float32) return f(float{});
+  if (dtype == DType::Float64) return f(double{});
+  throw DTypeError(std::string(op) + ": expected float32 or float64, got " + dtype_name(dtype));
+}
+
+}  // namespace
+
+void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tensors, const SgdHyper& hyper,
+                const UpdateScalars& scalars) {
+  std::vector<Entry> entries;
+  entries.reserve(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const SgdTensor& t = tensors[i];
+    if (t.numel == 0) continue;
+    Entry e{};
+    e.ptr[0] = t.param;
+    e.ptr[1] = const_cast<void*>(t.grad);
+    e.ptr[2] = t.momentum_buffer;
+    e.numel = t.numel;
+    e.index = static_cast<std::int32_t>(i);
+    e.flags = t.first ? kFirstStep : 0;
+    entries.push_back(e);
+  }
+  if (entries.empty()) return;
+  DeviceGuard device(ctx.device);
+  memory::ScopedBlock workspace;
+  const std::int32_t blocks = upload_table(ctx, entries, workspace);
+  const SgdArgs args{scalars.lr, hyper.momentum, hyper.dampening, hyper.weight_decay, hyper.nesterov};
+  dispatch(dtype, "sgd_update", [&](auto tag) {
+    using T = decltype(tag);
+    sgd_kernel<T><<<blocks, kUpdateThreads, 0, stream_of(ctx.stream)>>>(
+        static_cast<const Entry*>(workspace.get()), static_cast<int>(entries.size()), scalars.device, args);
+    SUBLET_CUDA_LAUNCH_CHECK(sgd_kernel);
+  });
+}
+
+void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> tensors, const AdamHyper& hyper,
+                 const UpdateScalars& scalars) {
+  std::vector<Entry> entries;
+  entries.reserve(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const AdamTensor& t = tensors[i];
+    if (t.numel == 0) continue;
+    Entry e{};
+    e.ptr[0] = t.param;
+    e.ptr[1] = const_cast<void*>(t.grad);
+    e.ptr[2] = t.exp_avg;
+    e.ptr[3] = t.exp_avg_sq;
+    e.numel = t.numel;
+    e.step = static_cast<double>(t.step);
+    e.index = static_cast<std::int32_t>(t.step_slot >= 0 ? t.step_slot : static_cast<std::int64_t>(i));
+    entries.push_back(e);
+  }
+  if (entries.empty()) return;
+  DeviceGuard device(ctx.device);
+  memory::ScopedBlock workspace;
+  const std::int32_t blocks = upload_table(ctx, entries, workspace);
+  const AdamArgs args{scalars.lr, hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay,
+                      hyper.decoupled_weight_decay};
+  dispatch(dtype, "adam_update", [&](auto tag) {
+    using T = decltype(tag);
+    adam_kernel<T><<<blocks, kUpdateThreads, 0, stream_of(ctx.stream)>>>(
+        static_cast<const Entry*>(workspace.get()), static_cast<int>(entries.size()), scalars.device, args);
+    SUBLET_CUDA_LAUNCH_CHECK(adam_kernel);
+  });
+}
+
+void write_update_scalars(const Context& ctx, double* device_values, const double* host_values, std::int64_t count) {
+  DeviceGuard device(ctx.device);
+  const cudaStream_t stream = stream_of(ctx.stream);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  SUBLET_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  if (status != cudaStreamCaptureStatusNone)
+    throw Error("write_update_scalars: the stream is capturing a CUDA graph; write the scalars before replay instead");
+  // From pageable memory the driver stages the bytes before returning: the caller may reuse them.
+  SUBLET_CUDA_CHECK(cudaMemcpyAsync(device_values, host_values, static_cast<std::size_t>(count) * sizeof(double),
+                                    cudaMemcpyHostToDevice, stream));
+}
+
+}  // namespace sublet::ops::cuda

@@ -1,0 +1,7 @@
+# Fused (multi-tensor) optimizer updates and the stream-capture query.
+list(APPEND SUBLET_OPS_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/optim_update.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/stream_capture.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/optim_update_cpu.cpp
+)
+list(APPEND SUBLET_OPS_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda/optim_update.cu)

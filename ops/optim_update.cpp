@@ -1,0 +1,92 @@
+#include "ops/optim_update.h"
+
+#include <string>
+
+#include "memory/errors.h"
+#include "ops/cpu/optim_update_cpu.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "ops/cuda/optim_update_cuda.h"
+#endif
+
+namespace sublet::ops {
+namespace {
+
+void check_floating(const char* op, DType dtype) {
+  if (dtype != DType::Float32 && dtype != DType::Float64)
+    throw DTypeError(std::string(op) + ": expected float32 or float64 parameters, got " + dtype_name(dtype));
+}
+
+template <typename Tensors>
+void check_tensors(const char* op, Tensors tensors) {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].numel < 0)
+      throw ValueError(std::string(op) + ": tensor " + std::to_string(i) + " has a negative element count");
+    if (tensors[i].numel > 0 && (!tensors[i].param || !tensors[i].grad))
+      throw ValueError(std::string(op) + ": tensor " + std::to_string(i) + " lacks a parameter or gradient pointer");
+  }
+}
+
+void check_scalars(const char* op, const Context& ctx, const UpdateScalars& scalars) {
+  if (scalars.device && !ctx.device.is_cuda())
+    throw DeviceError(std::string(op) + ": device-resident scalars need a CUDA context, got " + ctx.device.str());
+}
+
+}  // namespace
+
+void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tensors, const SgdHyper& hyper,
+                const UpdateScalars& scalars) {
+  check_floating("sgd_update", dtype);
+  check_tensors("sgd_update", tensors);
+  check_scalars("sgd_update", ctx, scalars);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (hyper.momentum != 0.0 && tensors[i].numel > 0 && !tensors[i].momentum_buffer)
+      throw ValueError("sgd_update: tensor " + std::to_string(i) + " needs a momentum buffer (momentum " +
+                       std::to_string(hyper.momentum) + ")");
+  }
+  if (tensors.empty()) return;
+  switch (ctx.device.type) {
+    case DeviceType::CPU: return cpu::sgd_update(dtype, tensors, hyper, scalars.lr);
+    case DeviceType::CUDA:
+#ifdef SUBLET_HAVE_CUDA
+      return cuda::sgd_update(ctx, dtype, tensors, hyper, scalars);
+#endif
+      break;
+  }
+  throw DeviceError("sgd_update: no kernel for " + ctx.device.str());
+}
+
+void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> tensors, const AdamHyper& hyper,
+                 const UpdateScalars& scalars) {
+  check_floating("adam_update", dtype);
+  check_tensors("adam_update", tensors);
+  check_scalars("adam_update", ctx, scalars);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].numel > 0 && (!tensors[i].exp_avg || !tensors[i].exp_avg_sq))
+      throw ValueError("adam_update: tensor " + std::to_string(i) + " lacks its exp_avg/exp_avg_sq state");
+    if (!scalars.device && tensors[i].step < 1)
+      throw ValueError("adam_update: tensor " + std::to_string(i) + " has step " + std::to_string(tensors[i].step) +
+                       "; the first update is step 1");
+  }
+  if (tensors.empty()) return;
+  switch (ctx.device.type) {
+    case DeviceType::CPU: return cpu::adam_update(dtype, tensors, hyper, scalars.lr);
+    case DeviceType::CUDA:
+#ifdef SUBLET_HAVE_CUDA
+      return cuda::adam_update(ctx, dtype, tensors, hyper, scalars);
+#endif
+      break;
+  }
+  throw DeviceError("adam_update: no kernel for " + ctx.device.str());
+}
+
+void write_update_scalars(const Context& ctx, double* device_values, const double* host_values, std::int64_t count) {
+  if (count <= 0) return;
+#ifdef SUBLET_HAVE_CUDA
+  if (ctx.device.is_cuda()) return cuda::write_update_scalars(ctx, device_values, host_values, count);
+#endif
+  (void)device_values;
+  (void)host_values;
+  throw DeviceError("write_update_scalars: device scalars live in CUDA memory, got " + ctx.device.str());
+}
+
+}  // namespace sublet::ops

@@ -1,0 +1,3 @@
+# Fused optimizer updates, CUDA graph capture of training steps, GPU-vs-CPU training checks.
+sublet_add_test(test_fused_optim LABEL cpu SOURCES test_fused_optim.cpp LIBS runtime)
+sublet_add_test(test_fused_optim_cuda LABEL gpu SOURCES test_fused_optim_cuda.cpp LIBS runtime)
