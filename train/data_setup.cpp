@@ -1,0 +1,125 @@
+#include "train/data_setup.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "memory/errors.h"
+#include "runtime/data/cifar10.h"
+#include "runtime/data/mnist.h"
+#include "runtime/data/synthetic.h"
+
+namespace sublet::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool mnist_present(const fs::path& dir) {
+  for (const char* base : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"}) {
+    if (!fs::exists(dir / base) && !fs::exists(dir / (std::string(base) + ".gz"))) return false;
+  }
+  return true;
+}
+
+TrainingData load_mnist_data(const TrainOptions& options, const fs::path& dir) {
+  // Checked up front so that a fresh clone gets one actionable line instead of the reader's
+  // message about a single file.
+  if (!mnist_present(dir)) {
+    throw IoError("MNIST not found in '" + dir.string() +
+                  "' (expected train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
+                  "t10k-labels-idx1-ubyte, plain or .gz): run scripts/fetch_mnist.sh to download it, or pass "
+                  "--data-dir DIR");
+  }
+  TrainingData out;
+  out.train = std::make_shared<data::ImageDataset>(
+      take_first(data::load_mnist(dir, data::MnistSplit::train), options.limit_train));
+  out.test = std::make_shared<data::ImageDataset>(
+      take_first(data::load_mnist(dir, data::MnistSplit::test), options.limit_test));
+  out.normalization = data::mnist_normalization();
+  return out;
+}
+
+TrainingData load_cifar10_data(const TrainOptions& options, const fs::path& dir) {
+  if (!fs::exists(dir / "data_batch_1.bin") || !fs::exists(dir / "test_batch.bin")) {
+    throw IoError("CIFAR-10 not found in '" + dir.string() +
+                  "' (expected data_batch_1.bin ... data_batch_5.bin and test_batch.bin): download "
+                  "cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html, extract it so that "
+                  "those files are in that folder, or pass --data-dir DIR");
+  }
+  TrainingData out;
+  out.train = std::make_shared<data::ImageDataset>(
+      take_first(data::load_cifar10(dir, data::Cifar10Split::train), options.limit_train));
+  out.test = std::make_shared<data::ImageDataset>(
+      take_first(data::load_cifar10(dir, data::Cifar10Split::test), options.limit_test));
+  out.normalization = data::cifar10_normalization();
+  out.augmentation = {.random_crop = true, .crop_padding = 4, .horizontal_flip = true};
+  return out;
+}
+
+TrainingData make_synthetic_data(const TrainOptions& options) {
+  data::SyntheticOptions synthetic;
+  synthetic.channels = options.synthetic_channels;
+  synthetic.height = options.synthetic_height;
+  synthetic.width = options.synthetic_width;
+  synthetic.num_classes = 10;
+  synthetic.task_seed = 0;  // one task for every run, so that accuracies compare across seeds
+  synthetic.size = options.limit_train > 0 ? options.limit_train : options.synthetic_train_size;
+  synthetic.sample_seed = 1;
+  synthetic.name = "synthetic-train";
+  TrainingData out;
+  auto train = std::make_shared<data::ImageDataset>(data::make_synthetic_dataset(synthetic));
+  synthetic.size = options.limit_test > 0 ? options.limit_test : options.synthetic_test_size;
+  synthetic.sample_seed = 2;
+  synthetic.name = "synthetic-test";
+  out.test = std::make_shared<data::ImageDataset>(data::make_synthetic_dataset(synthetic));
+  out.normalization = channel_statistics(*train);
+  out.train = std::move(train);
+  return out;
+}
+
+}  // namespace
+
+data::ImageDataset take_first(data::ImageDataset dataset, std::int64_t limit) {
+  if (limit <= 0 || limit >= dataset.size()) return dataset;
+  dataset.labels.resize(static_cast<std::size_t>(limit));
+  dataset.pixels.resize(static_cast<std::size_t>(limit * dataset.sample_numel()));
+  dataset.validate();
+  return dataset;
+}
+
+data::Normalization channel_statistics(const data::ImageDataset& dataset) {
+  const std::int64_t plane = dataset.height * dataset.width;
+  std::vector<double> sum(static_cast<std::size_t>(dataset.channels), 0.0);
+  std::vector<double> sum_sq(sum.size(), 0.0);
+  for (std::int64_t i = 0; i < dataset.size(); ++i) {
+    const auto pixels = dataset.sample_pixels(i);
+    for (std::int64_t c = 0; c < dataset.channels; ++c) {
+      for (std::int64_t p = 0; p < plane; ++p) {
+        const double v = pixels[static_cast<std::size_t>(c * plane + p)] / 255.0;
+        sum[static_cast<std::size_t>(c)] += v;
+        sum_sq[static_cast<std::size_t>(c)] += v * v;
+      }
+    }
+  }
+  data::Normalization out;
+  const double count = static_cast<double>(dataset.size() * plane);
+  for (std::size_t c = 0; c < sum.size(); ++c) {
+    const double mean = count > 0 ? sum[c] / count : 0.0;
+    const double variance = count > 0 ? std::max(sum_sq[c] / count - mean * mean, 0.0) : 0.0;
+    out.mean.push_back(static_cast<float>(mean));
+    // A constant channel would divide by zero; 1 leaves it merely centred.
+    out.stddev.push_back(variance > 1e-12 ? static_cast<float>(std::sqrt(variance)) : 1.0f);
+  }
+  return out;
+}
+
+TrainingData load_training_data(const TrainOptions& options) {
+  const fs::path dir = options.data_dir.empty() ? default_data_dir(options.data) : options.data_dir;
+  if (options.data == "mnist") return load_mnist_data(options, dir);
+  if (options.data == "cifar10") return load_cifar10_data(options, dir);
+  if (options.data == "synthetic") return make_synthetic_data(options);
+  throw ValueError("--data: unknown value '" + options.data + "'; expected one of mnist, cifar10, synthetic");
+}
+
+}  // namespace sublet::train

@@ -1,0 +1,20 @@
+#pragma once
+// What one epoch of training produced: the numbers of the epoch line and of --metrics-json.
+#include <cstddef>
+#include <cstdint>
+
+namespace sublet::train {
+
+struct EpochMetrics {
+  std::int64_t epoch = 0;          // 1-based
+  double train_loss = 0.0;         // mean over the epoch's training images
+  double train_acc = 0.0;          // fraction in [0, 1]
+  double test_acc = 0.0;           // fraction in [0, 1]
+  double img_per_s = 0.0;          // training images per second (training steps only)
+  double seconds = 0.0;            // wall time of the epoch in this process, evaluation included
+  std::size_t peak_allocated_bytes = 0;  // device allocator peaks over the epoch
+  std::size_t peak_reserved_bytes = 0;
+  std::int64_t batch_size = 0;     // at the end of the epoch (out-of-memory retries halve it)
+};
+
+}  // namespace sublet::train

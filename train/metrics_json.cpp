@@ -1,0 +1,71 @@
+#include "train/metrics_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include "memory/errors.h"
+#include "runtime/io/atomic_write.h"
+
+namespace sublet::train {
+namespace {
+
+using nlohmann::json;
+
+json epoch_json(const EpochMetrics& m) {
+  return json{{"epoch", m.epoch},
+              {"train_loss", m.train_loss},
+              {"train_acc", m.train_acc},
+              {"test_acc", m.test_acc},
+              {"img_per_s", m.img_per_s},
+              {"peak_allocated_bytes", m.peak_allocated_bytes},
+              {"peak_reserved_bytes", m.peak_reserved_bytes},
+              {"seconds", m.seconds},
+              {"batch_size", m.batch_size}};
+}
+
+json epochs_array(const std::vector<EpochMetrics>& history) {
+  json epochs = json::array();
+  for (const EpochMetrics& m : history) epochs.push_back(epoch_json(m));
+  return epochs;
+}
+
+}  // namespace
+
+std::string metrics_json_text(const RunDescription& run, const std::vector<EpochMetrics>& history) {
+  json doc{{"model", run.model}, {"device", run.device}, {"data", run.data}, {"epochs", epochs_array(history)}};
+  doc["final_test_acc"] = history.empty() ? json(nullptr) : json(history.back().test_acc);
+  return doc.dump(2) + "\n";
+}
+
+void write_metrics_json(const std::filesystem::path& path, const RunDescription& run,
+                        const std::vector<EpochMetrics>& history) {
+  const std::string text = metrics_json_text(run, history);
+  io::write_atomically(path, [&](std::FILE* file) { io::write_or_throw(file, text.data(), text.size(), path); });
+}
+
+std::string epochs_json_text(const std::vector<EpochMetrics>& history) { return epochs_array(history).dump(); }
+
+std::vector<EpochMetrics> parse_epochs_json(const std::string& text, const std::string& origin) {
+  std::vector<EpochMetrics> out;
+  try {
+    const json epochs = json::parse(text);
+    if (!epochs.is_array()) throw IoError(origin + ": the epoch history is not a JSON array");
+    for (const json& e : epochs) {
+      EpochMetrics m;
+      m.epoch = e.at("epoch").get<std::int64_t>();
+      m.train_loss = e.at("train_loss").get<double>();
+      m.train_acc = e.at("train_acc").get<double>();
+      m.test_acc = e.at("test_acc").get<double>();
+      m.img_per_s = e.at("img_per_s").get<double>();
+      m.peak_allocated_bytes = e.at("peak_allocated_bytes").get<std::size_t>();
+      m.peak_reserved_bytes = e.at("peak_reserved_bytes").get<std::size_t>();
+      m.seconds = e.value("seconds", 0.0);
+      m.batch_size = e.value("batch_size", std::int64_t{0});
+      out.push_back(m);
+    }
+  } catch (const json::exception& e) {
+    throw IoError(origin + ": bad epoch history JSON: " + e.what());
+  }
+  return out;
+}
+
+}  // namespace sublet::train

@@ -1,0 +1,69 @@
+#pragma once
+// Everything `sublet train` can be told, as one struct with the CLI's defaults, and the checks
+// that turn a bad value into one ValueError naming the flag (the CLI prints it and exits 1).
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "memory/device.h"
+#include "runtime/data/batch_buffer.h"
+
+namespace sublet::train {
+
+struct TrainOptions {
+  std::string model = "resnet20";       // models::model_names()
+  std::string data = "mnist";           // mnist | cifar10 | synthetic
+  std::filesystem::path data_dir;       // empty: default_data_dir(data)
+  std::string device = "auto";          // auto (CUDA when present) | cpu | cuda | cuda:N
+  std::int64_t epochs = 5;
+  std::int64_t batch_size = 64;
+  double lr = 0.0;                      // 0: default_lr(optimizer)
+  std::string optimizer = "sgd";        // sgd | adam | adamw
+  std::string schedule = "cosine";      // none | step | cosine
+  double momentum = 0.9;                // SGD only
+  double weight_decay = 5e-4;
+  std::int64_t limit_train = 0;         // use the first N training images; 0: all
+  std::int64_t limit_test = 0;          // use the first N test images; 0: all
+  std::uint64_t seed = 0;               // model initialisation, shuffling, augmentation
+  std::filesystem::path checkpoint;     // written after every epoch when set
+  std::filesystem::path resume;         // checkpoint to continue from when set
+  std::filesystem::path metrics_json;   // written after every epoch when set
+  bool cuda_graph = false;              // capture the training step in a CUDA graph
+  bool oom_retry = true;                // halve the batch size on OutOfMemoryError
+  std::int64_t prefetch_batches = 2;    // batches the loader thread prepares ahead
+
+  // Synthetic data only: image shape and split sizes (limit_train/limit_test override the sizes).
+  std::int64_t synthetic_channels = 3;
+  std::int64_t synthetic_height = 32;
+  std::int64_t synthetic_width = 32;
+  std::int64_t synthetic_train_size = 10000;
+  std::int64_t synthetic_test_size = 2000;
+
+  // Where batch images are prepared; empty: pageable host memory. The slot where a pinned
+  // host allocator goes for asynchronous host-to-device copies on CUDA.
+  data::BatchBufferAllocator batch_buffer_allocator{};
+};
+
+std::vector<std::string> dataset_names();
+std::vector<std::string> optimizer_names();
+std::vector<std::string> schedule_names();
+
+// The learning rate used when TrainOptions::lr is 0: 0.1 for SGD (with momentum 0.9, as the
+// ResNet papers), 1e-3 for Adam and AdamW.
+double default_lr(const std::string& optimizer);
+
+// data/mnist and data/cifar-10-batches-bin, relative to the current directory; empty for
+// synthetic data, which needs no files.
+std::filesystem::path default_data_dir(const std::string& data);
+
+// Throws ValueError naming the flag and the allowed values for the first bad option (unknown
+// model/data/optimizer/schedule/device text, non-positive epochs or batch size, negative
+// limits or lr, --cuda-graph while that is not available). Does not touch files or devices.
+void validate(const TrainOptions& options);
+
+// The device the options ask for: auto is cuda:0 when a GPU is present, else the CPU. Throws
+// DeviceError when CUDA is asked for and there is none (not built, or no device).
+Device resolve_device(const std::string& text);
+
+}  // namespace sublet::train

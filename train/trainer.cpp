@@ -1,0 +1,331 @@
+#include "train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "memory/errors.h"
+#include "memory/format_bytes.h"
+#include "memory/registry.h"
+#include "models/registry.h"
+#include "ops/copy.h"
+#include "runtime/allocation_scope.h"
+#include "runtime/autograd/grad_mode.h"
+#include "runtime/nn/functional.h"
+#include "runtime/optim/adam.h"
+#include "runtime/optim/sgd.h"
+#include "train/metrics_json.h"
+
+namespace sublet::train {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// torchvision's ResNets downsample 32x upfront with a 7x7/2 stem and a max-pool; on MNIST- and
+// CIFAR-sized images that leaves almost nothing, so they get the 3x3/1 stem there.
+bool wants_small_input_stem(const std::string& model, const data::ImageDataset& dataset) {
+  const bool torchvision_style = model == "resnet18" || model == "resnet34" || model == "resnet50";
+  return torchvision_style && dataset.height <= 32 && dataset.width <= 32;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& options, std::vector<Tensor> params, double lr) {
+  if (options.optimizer == "sgd") {
+    return std::make_unique<optim::SGD>(
+        std::move(params), optim::SGDOptions(lr).momentum(options.momentum).weight_decay(options.weight_decay));
+  }
+  const optim::AdamOptions adam = optim::AdamOptions(lr).weight_decay(options.weight_decay);
+  if (options.optimizer == "adamw") return std::make_unique<optim::AdamW>(std::move(params), adam);
+  return std::make_unique<optim::Adam>(std::move(params), adam);
+}
+
+// The schedules are evaluated at a position, never stepped (see trainer.h): "step" counts epochs
+// (x0.1 every third of the run), "cosine" counts images, so the rate falls smoothly within
+// epochs and does not depend on the batch size (which an out-of-memory retry may change).
+std::unique_ptr<optim::LRScheduler> make_schedule(const TrainOptions& options, optim::Optimizer& optimizer,
+                                                  std::int64_t train_images) {
+  if (options.schedule == "step") {
+    return std::make_unique<optim::StepLR>(optimizer, std::max<std::int64_t>(1, (options.epochs + 2) / 3), 0.1);
+  }
+  if (options.schedule == "cosine") {
+    return std::make_unique<optim::CosineAnnealingLR>(optimizer, options.epochs * train_images);
+  }
+  return nullptr;
+}
+
+std::int64_t count_correct(const Tensor& logits, const std::vector<std::int64_t>& labels) {
+  const std::vector<std::int64_t> predicted = logits.argmax(1).to_vector<std::int64_t>();
+  std::int64_t correct = 0;
+  for (std::size_t i = 0; i < labels.size(); ++i) correct += predicted[i] == labels[i] ? 1 : 0;
+  return correct;
+}
+
+// The batch's images and labels on `device`, tagged Input in the allocator's records. One copy
+// straight from the loader's buffer (which is where pinned memory would make it asynchronous).
+std::pair<Tensor, Tensor> batch_tensors(const data::Batch& batch, Device device) {
+  AllocationCategoryGuard input(memory::BlockCategory::Input);
+  Tensor images = Tensor::empty({batch.batch_size, batch.channels, batch.height, batch.width}, device);
+  ops::copy_bytes(device, images.data_ptr(), Device::cpu(), batch.images.data(), images.nbytes());
+  Tensor labels = Tensor::empty({batch.batch_size}, TensorOptions(DType::Int64).device(device));
+  ops::copy_bytes(device, labels.data_ptr(), Device::cpu(), batch.labels.data(), labels.nbytes());
+  return {std::move(images), std::move(labels)};
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
+  validate(options_);
+  device_ = resolve_device(options_.device);
+  data_ = load_training_data(options_);
+  batch_size_ = options_.batch_size;
+  manual_seed(options_.seed);  // the default generator (dropout, if a model has it) starts from the seed too
+
+  const data::ImageDataset& train = *data_.train;
+  model_ = models::create_model(options_.model, {.in_channels = train.channels,
+                                                 .num_classes = train.num_classes,
+                                                 .small_input_stem = wants_small_input_stem(options_.model, train),
+                                                 .seed = options_.seed});
+  // Before the optimizer exists, so that its state is created on the device from the start.
+  model_->to(device_);
+  model_->train();
+  const double lr = options_.lr > 0.0 ? options_.lr : default_lr(options_.optimizer);
+  optimizer_ = make_optimizer(options_, model_->parameters(), lr);
+  schedule_ = make_schedule(options_, *optimizer_, train.size());
+  apply_schedule();
+}
+
+Trainer::~Trainer() = default;
+
+ModelIdentity Trainer::identity() const {
+  const data::ImageDataset& train = *data_.train;
+  return {.model = options_.model,
+          .in_channels = train.channels,
+          .num_classes = train.num_classes,
+          .small_input_stem = wants_small_input_stem(options_.model, train),
+          .optimizer = options_.optimizer};
+}
+
+std::string Trainer::describe() const {
+  const data::ImageDataset& train = *data_.train;
+  std::size_t parameters = 0;
+  for (const Tensor& p : model_->parameters()) parameters += static_cast<std::size_t>(p.numel());
+  return fmt::format(
+      "training {} ({:.2f} M parameters) on {} ({} train / {} test images of {}x{}x{}, {} classes) on {}: {} lr {} "
+      "({} schedule), batch size {}, {} epoch{}, seed {}",
+      options_.model, static_cast<double>(parameters) / 1e6, options_.data, train.size(), data_.test->size(),
+      train.channels, train.height, train.width, train.num_classes, device_.str(), options_.optimizer,
+      schedule_ ? schedule_->base_lr() : optimizer_->lr(), options_.schedule, batch_size_, options_.epochs,
+      options_.epochs == 1 ? "" : "s", options_.seed);
+}
+
+void Trainer::note(const std::string& message) const {
+  if (observer_) observer_->note(message);
+}
+
+void Trainer::apply_schedule() {
+  if (!schedule_) return;
+  if (options_.schedule == "step") {
+    optimizer_->set_lr(schedule_->lr_at(epoch_));
+  } else {
+    optimizer_->set_lr(schedule_->lr_at(epoch_ * data_.train->size() + samples_in_epoch_));
+  }
+}
+
+void Trainer::rebuild_loader() {
+  loader_.reset();  // stops the old background thread before a new one starts
+  data::LoaderOptions loader_options;
+  loader_options.batch_size = batch_size_;
+  loader_options.shuffle = true;
+  loader_options.seed = options_.seed;
+  loader_options.normalization = data_.normalization;
+  loader_options.augmentation = data_.augmentation;
+  loader_options.prefetch_batches = options_.prefetch_batches;
+  loader_options.buffer_allocator = options_.batch_buffer_allocator;
+  loader_ = std::make_unique<data::DataLoader>(data_.train, loader_options);
+  // The epoch's order does not depend on the batch size, so batch k at size b starts at image
+  // k*b of the same order. When samples_in_epoch_ is not a multiple of b (an odd size halved),
+  // the start rounds down: a few images are trained twice rather than skipped.
+  const std::int64_t first_batch = samples_in_epoch_ / batch_size_;
+  samples_in_epoch_ = first_batch * batch_size_;
+  loader_->start_epoch(epoch_, first_batch);
+}
+
+void Trainer::open_epoch() {
+  if (epoch_open_) return;
+  reset_peak_memory_stats(device_);
+  epoch_started_ = now_seconds();
+  epoch_step_seconds_ = 0.0;
+  epoch_timed_images_ = 0;
+  rebuild_loader();
+  model_->train();
+  epoch_open_ = true;
+}
+
+Trainer::StepOutcome Trainer::forward_backward(const data::Batch& batch) {
+  auto [images, labels] = batch_tensors(batch, device_);
+  optimizer_->zero_grad();
+  const Tensor logits = (*model_)(images);
+  const Tensor loss = nn::functional::cross_entropy(logits, labels);
+  loss.backward();
+  return {.loss = loss.item<float>(), .correct = count_correct(logits.detach(), batch.labels), .images = batch.batch_size};
+}
+
+std::int64_t Trainer::halve_after_oom(const OutOfMemoryError& error, std::int64_t batch_size, const std::string& what) {
+  // The failed step's tensors died with the exception; gradients of a half-done backward and the
+  // cache they leave behind go now, so that the smaller batch starts from a clean device.
+  optimizer_->zero_grad();
+  empty_cache(device_);
+  if (!options_.oom_retry) {
+    throw OutOfMemoryError(fmt::format("out of memory in the {} at batch size {} on {} (--oom-retry is off): {}", what,
+                                       batch_size, device_.str(), error.what()));
+  }
+  if (batch_size <= 1) {
+    throw OutOfMemoryError(fmt::format("out of memory in the {} even at batch size 1 on {}: {} does not fit; {}", what,
+                                       device_.str(), options_.model, error.what()));
+  }
+  ++oom_retries_;
+  const std::int64_t halved = batch_size / 2;
+  note(fmt::format("out of memory in the {} at batch size {} (epoch {}, image {} of {}): retrying with batch size {}",
+                   what, batch_size, epoch_ + 1, samples_in_epoch_, data_.train->size(), halved));
+  return halved;
+}
+
+std::optional<float> Trainer::train_step() {
+  open_epoch();
+  for (;;) {
+    const double started = now_seconds();
+    std::optional<data::Batch> batch = loader_->next();
+    if (!batch) return std::nullopt;
+    StepOutcome outcome;
+    try {
+      outcome = forward_backward(*batch);
+    } catch (const OutOfMemoryError& error) {
+      batch.reset();
+      batch_size_ = halve_after_oom(error, batch_size_, "training step");
+      rebuild_loader();  // the same epoch, from the first image of the failed batch
+      continue;
+    }
+    try {
+      optimizer_->step();
+    } catch (const OutOfMemoryError& error) {
+      throw OutOfMemoryError(fmt::format(
+          "out of memory in the optimizer update at batch size {} (not retried: the parameters may be partly "
+          "updated; resume from the last checkpoint with a smaller --batch-size): {}",
+          batch_size_, error.what()));
+    }
+    ++global_step_;
+    samples_in_epoch_ += outcome.images;
+    epoch_images_ += outcome.images;
+    epoch_loss_sum_ += static_cast<double>(outcome.loss) * static_cast<double>(outcome.images);
+    epoch_correct_ += outcome.correct;
+    epoch_timed_images_ += outcome.images;
+    epoch_step_seconds_ += now_seconds() - started;
+    apply_schedule();
+    report_step();
+    return outcome.loss;
+  }
+}
+
+void Trainer::report_step() {
+  if (!observer_) return;
+  // Counted at the current batch size: after an out-of-memory halving the total grows.
+  const std::int64_t remaining = data_.train->size() - samples_in_epoch_;
+  StepProgress p;
+  p.epoch = epoch_ + 1;
+  p.epochs = options_.epochs;
+  p.batches_done = (samples_in_epoch_ + batch_size_ - 1) / batch_size_;
+  p.batches_total = p.batches_done + (remaining + batch_size_ - 1) / batch_size_;
+  p.mean_loss = epoch_images_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_images_) : 0.0;
+  p.img_per_s = epoch_step_seconds_ > 0 ? static_cast<double>(epoch_timed_images_) / epoch_step_seconds_ : 0.0;
+  p.allocated_bytes = memory_allocated(device_);
+  p.peak_allocated_bytes = max_memory_allocated(device_);
+  p.reserved_bytes = memory_reserved(device_);
+  p.peak_reserved_bytes = max_memory_reserved(device_);
+  observer_->step_finished(p);
+}
+
+double Trainer::evaluate() {
+  NoGradGuard no_grad;
+  model_->eval();
+  std::int64_t eval_batch = batch_size_;
+  for (;;) {
+    data::LoaderOptions loader_options;
+    loader_options.batch_size = eval_batch;
+    loader_options.shuffle = false;
+    loader_options.normalization = data_.normalization;
+    loader_options.prefetch_batches = options_.prefetch_batches;
+    loader_options.buffer_allocator = options_.batch_buffer_allocator;
+    data::DataLoader loader(data_.test, loader_options);
+    loader.start_epoch(0);
+    std::int64_t correct = 0;
+    try {
+      while (std::optional<data::Batch> batch = loader.next()) {
+        auto [images, labels] = batch_tensors(*batch, device_);
+        correct += count_correct((*model_)(images), batch->labels);
+      }
+    } catch (const OutOfMemoryError& error) {
+      // Evaluation keeps no state between batches: start over with smaller batches.
+      eval_batch = halve_after_oom(error, eval_batch, "evaluation");
+      continue;
+    }
+    model_->train();
+    return data_.test->size() > 0 ? static_cast<double>(correct) / static_cast<double>(data_.test->size()) : 0.0;
+  }
+}
+
+EpochMetrics Trainer::finish_epoch() {
+  open_epoch();  // a resumed run may finish an epoch it has no step left in
+  if (samples_in_epoch_ < data_.train->size()) {
+    throw ValueError(fmt::format("finish_epoch: epoch {} has used {} of {} training images; call train_step() until "
+                                 "it returns nullopt first",
+                                 epoch_ + 1, samples_in_epoch_, data_.train->size()));
+  }
+  EpochMetrics m;
+  m.epoch = epoch_ + 1;
+  m.train_loss = epoch_images_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_images_) : 0.0;
+  m.train_acc = epoch_images_ > 0 ? static_cast<double>(epoch_correct_) / static_cast<double>(epoch_images_) : 0.0;
+  m.img_per_s = epoch_step_seconds_ > 0 ? static_cast<double>(epoch_timed_images_) / epoch_step_seconds_ : 0.0;
+  m.test_acc = evaluate();
+  m.peak_allocated_bytes = max_memory_allocated(device_);
+  m.peak_reserved_bytes = max_memory_reserved(device_);
+  m.seconds = now_seconds() - epoch_started_;
+  m.batch_size = batch_size_;
+  history_.push_back(m);
+
+  ++epoch_;
+  samples_in_epoch_ = 0;
+  epoch_loss_sum_ = 0.0;
+  epoch_correct_ = 0;
+  epoch_images_ = 0;
+  epoch_open_ = false;
+  loader_.reset();
+  apply_schedule();
+  if (observer_) observer_->epoch_finished(m, options_.epochs);
+  return m;
+}
+
+EpochMetrics Trainer::train_epoch() {
+  while (train_step()) {
+  }
+  return finish_epoch();
+}
+
+const std::vector<EpochMetrics>& Trainer::fit() {
+  if (epoch_ >= options_.epochs) {
+    note(fmt::format("nothing to train: {} of {} epochs are done already", epoch_, options_.epochs));
+  }
+  const RunDescription run{.model = options_.model, .device = device_.str(), .data = options_.data};
+  while (epoch_ < options_.epochs) {
+    train_epoch();
+    if (!options_.checkpoint.empty()) {
+      save_checkpoint(options_.checkpoint);
+      note("checkpoint written to " + options_.checkpoint.string());
+    }
+    if (!options_.metrics_json.empty()) write_metrics_json(options_.metrics_json, run, history_);
+  }
+  return history_;
+}
+
+}  // namespace sublet::train

@@ -1,0 +1,135 @@
+#pragma once
+// The training loop behind `sublet train`, as a library:
+//
+//   train::Trainer trainer(options);           // data, model on the device, optimizer, schedule
+//   trainer.set_observer(&progress_printer);
+//   if (!options.resume.empty()) trainer.resume_from(options.resume);
+//   trainer.fit();                             // epochs; checkpoint and metrics after each
+//
+// or step by step (tests): train_step() until it returns nullopt, then finish_epoch().
+//
+// Exact resume: everything random in a step is a function of the seed and the position
+// (epoch, images of the epoch used): the loader's order and augmentation are, the learning rate
+// is (the schedule is evaluated at the position, never stepped), and the runtime's default
+// generator is saved whole. A run resumed from a checkpoint therefore computes the same losses,
+// bit for bit on the CPU, as one that never stopped.
+//
+// Out of memory: a step whose forward or backward throws OutOfMemoryError is undone (its
+// tensors and gradients released, the cache emptied), the batch size is halved, the loader
+// restarts at the same image of the same epoch, and the step is tried again; at batch size 1
+// the error is final. An OutOfMemoryError inside the optimizer update is not retried: the
+// parameters may be half updated then.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "memory/device.h"
+#include "memory/errors.h"
+#include "runtime/data/loader.h"
+#include "runtime/nn/module.h"
+#include "runtime/optim/lr_scheduler.h"
+#include "runtime/optim/optimizer.h"
+#include "train/checkpoint.h"
+#include "train/data_setup.h"
+#include "train/epoch_metrics.h"
+#include "train/train_options.h"
+#include "train/training_observer.h"
+
+namespace sublet::train {
+
+class Trainer {
+ public:
+  // Validates the options, loads the data, builds the model (on the device) and the optimizer.
+  // Throws ValueError for bad options, IoError for missing data, DeviceError for a missing GPU.
+  explicit Trainer(TrainOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Not owned; may be null. Receives step progress, epoch metrics and notes.
+  void set_observer(TrainingObserver* observer) { observer_ = observer; }
+
+  // Continues from a checkpoint of save_checkpoint: model, optimizer, position, batch size,
+  // default generator, epoch history. ValueError naming the mismatch for a checkpoint of another
+  // model, optimizer or training-set size; IoError for a corrupt file.
+  void resume_from(const std::filesystem::path& path);
+  void save_checkpoint(const std::filesystem::path& path) const;
+
+  // One optimizer step on the next batch of the epoch in progress: its loss, or nullopt when the
+  // epoch has no batch left (then call finish_epoch()).
+  std::optional<float> train_step();
+  // Evaluates, records and returns the metrics of the epoch in progress (whose batches must be
+  // used up) and moves to the next epoch.
+  EpochMetrics finish_epoch();
+  // The remaining steps of the epoch in progress, then finish_epoch().
+  EpochMetrics train_epoch();
+  // Test-set accuracy in [0, 1], in eval mode without recording a graph.
+  double evaluate();
+  // Epochs until options.epochs are complete; after each, the checkpoint and the metrics file
+  // when the options name them. Returns the whole history (resumed epochs included).
+  const std::vector<EpochMetrics>& fit();
+
+  // "resnet20 on mnist (2000 train / 1000 test images of 1x28x28, 10 classes), cpu, sgd lr 0.1 ..."
+  std::string describe() const;
+
+  nn::Module& model() { return *model_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  Device device() const { return device_; }
+  const TrainOptions& options() const { return options_; }
+  const TrainingData& data() const { return data_; }
+  ModelIdentity identity() const;
+  std::int64_t epoch() const { return epoch_; }  // 0-based epoch in progress
+  std::int64_t samples_in_epoch() const { return samples_in_epoch_; }
+  std::int64_t global_step() const { return global_step_; }
+  std::int64_t batch_size() const { return batch_size_; }
+  std::int64_t oom_retries() const { return oom_retries_; }
+  const std::vector<EpochMetrics>& history() const { return history_; }
+
+ private:
+  struct StepOutcome {
+    float loss = 0.0f;
+    std::int64_t correct = 0;
+    std::int64_t images = 0;
+  };
+
+  void open_epoch();
+  void rebuild_loader();
+  void apply_schedule();
+  StepOutcome forward_backward(const data::Batch& batch);
+  // Releases what the failed step left, halves batch_size_ (or throws when it cannot); `what`
+  // says where ("training step", "evaluation") for the messages.
+  std::int64_t halve_after_oom(const OutOfMemoryError& error, std::int64_t batch_size, const std::string& what);
+  void report_step();
+  void note(const std::string& message) const;
+
+  TrainOptions options_;
+  Device device_;
+  TrainingData data_;
+  std::shared_ptr<nn::Module> model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LRScheduler> schedule_;
+  std::unique_ptr<data::DataLoader> loader_;
+  TrainingObserver* observer_ = nullptr;
+
+  // Position (what a checkpoint saves).
+  std::int64_t epoch_ = 0;
+  std::int64_t samples_in_epoch_ = 0;
+  std::int64_t global_step_ = 0;
+  std::int64_t batch_size_ = 0;
+  double epoch_loss_sum_ = 0.0;      // sum over the epoch's trained images of their loss
+  std::int64_t epoch_correct_ = 0;
+  std::int64_t epoch_images_ = 0;    // trained images, counting any replayed after an OOM retry
+  std::vector<EpochMetrics> history_;
+
+  // This process's view of the epoch in progress (not saved: wall-clock time).
+  bool epoch_open_ = false;
+  double epoch_step_seconds_ = 0.0;
+  std::int64_t epoch_timed_images_ = 0;
+  double epoch_started_ = 0.0;       // seconds on the steady clock
+  std::int64_t oom_retries_ = 0;
+};
+
+}  // namespace sublet::train

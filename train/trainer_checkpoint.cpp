@@ -1,0 +1,79 @@
+// Trainer::save_checkpoint and Trainer::resume_from: the Trainer's side of checkpoint.h.
+#include <fmt/format.h>
+
+#include <sstream>
+
+#include "memory/errors.h"
+#include "runtime/generator.h"
+#include "train/trainer.h"
+
+namespace sublet::train {
+
+void Trainer::save_checkpoint(const std::filesystem::path& path) const {
+  Checkpoint checkpoint;
+  checkpoint.identity = identity();
+  TrainingPosition& pos = checkpoint.position;
+  pos.epoch = epoch_;
+  pos.samples_in_epoch = samples_in_epoch_;
+  pos.train_images = data_.train->size();
+  pos.global_step = global_step_;
+  pos.batch_size = batch_size_;
+  pos.seed = options_.seed;
+  std::ostringstream generator;
+  generator << default_generator().engine();
+  pos.generator_state = generator.str();
+  pos.epoch_loss_sum = epoch_loss_sum_;
+  pos.epoch_correct = epoch_correct_;
+  pos.epoch_images = epoch_images_;
+  pos.history = history_;
+  checkpoint.model_state = model_->state_dict();
+  checkpoint.optimizer_state = optimizer_->state_dict();
+  train::save_checkpoint(path, checkpoint);
+}
+
+void Trainer::resume_from(const std::filesystem::path& path) {
+  Checkpoint checkpoint = load_checkpoint(path);
+  check_same_model(path, identity(), checkpoint.identity);
+  const TrainingPosition& pos = checkpoint.position;
+  if (pos.train_images != data_.train->size()) {
+    throw ValueError(fmt::format("checkpoint {} was written for a training set of {} images, this run has {}; pass the "
+                                 "--data and --limit-train of the run that wrote it",
+                                 path.string(), pos.train_images, data_.train->size()));
+  }
+  // Errors of the state dicts name the entry; prefix the file so the user knows which input is wrong.
+  try {
+    model_->load_state_dict(checkpoint.model_state, /*strict=*/true);
+    optimizer_->load_state_dict(checkpoint.optimizer_state);
+  } catch (const IoError&) {
+    throw;
+  } catch (const Error& error) {
+    throw ValueError("checkpoint " + path.string() + " does not fit " + identity().describe() + ": " + error.what());
+  }
+  std::istringstream generator(pos.generator_state);
+  generator >> default_generator().engine();
+  if (generator.fail()) throw IoError(path.string() + ": checkpoint metadata 'generator_state' is not a generator state");
+
+  if (pos.seed != options_.seed) {
+    note(fmt::format("resuming with the checkpoint's seed {} (not --seed {}): the data order depends on it", pos.seed,
+                     options_.seed));
+    options_.seed = pos.seed;
+  }
+  if (pos.batch_size != batch_size_) {
+    note(fmt::format("resuming with the checkpoint's batch size {} (not {})", pos.batch_size, batch_size_));
+  }
+  epoch_ = pos.epoch;
+  samples_in_epoch_ = pos.samples_in_epoch;
+  global_step_ = pos.global_step;
+  batch_size_ = pos.batch_size;
+  epoch_loss_sum_ = pos.epoch_loss_sum;
+  epoch_correct_ = pos.epoch_correct;
+  epoch_images_ = pos.epoch_images;
+  history_ = pos.history;
+  epoch_open_ = false;  // the next step restarts the loader at the saved position
+  loader_.reset();
+  apply_schedule();
+  note(fmt::format("resumed from {} at epoch {}, image {} of {} (step {})", path.string(), epoch_ + 1,
+                   samples_in_epoch_, data_.train->size(), global_step_));
+}
+
+}  // namespace sublet::train
