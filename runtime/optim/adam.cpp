@@ -58,6 +58,7 @@ void Adam::update_params(const std::vector<std::size_t>& indices) {
     t.grad = fused.grads[k].data_ptr();
     t.exp_avg = state(i, "exp_avg").data_ptr();
     t.exp_avg_sq = state(i, "exp_avg_sq").data_ptr();
+    params()[i].storage().bump_version();  // an in-place change, as add_() would record
     t.numel = params()[i].numel();
     t.step = param_step(i);
     t.step_slot = static_cast<std::int64_t>(i);  // device_scalars() holds every parameter's count

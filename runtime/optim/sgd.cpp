@@ -43,6 +43,7 @@ void SGD::update_params(const std::vector<std::size_t>& indices) {
     ops::SgdTensor& t = tensors[k];
     t.param = params()[i].data_ptr();
     t.grad = fused.grads[k].data_ptr();
+    params()[i].storage().bump_version();  // an in-place change, as add_() would record
     t.numel = params()[i].numel();
     if (!use_momentum) continue;
     if (capturing() && !find_state(i, "momentum_buffer"))
