@@ -1,0 +1,104 @@
+#include "profile/memory_viz_snapshot.h"
+
+#include <unordered_map>
+
+#include "memory/annotation.h"
+#include "memory/config.h"
+#include "profile/output_file.h"
+
+namespace sublet::profile {
+namespace {
+
+std::int64_t stream_id(StreamHandle stream) {
+  return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(stream));
+}
+
+PickleValue frames(std::uint32_t annotation, Category category) {
+  const std::string where = annotation == 0 ? std::string("(no scope)") : memory::annotation_name(annotation);
+  return PickleValue::List{PickleValue::Dict{{"filename", where}, {"line", 0}, {"name", category_label(category)}}};
+}
+
+const char* block_state(memory::BlockInfo::State state) {
+  switch (state) {
+    case memory::BlockInfo::State::ActiveAllocated: return "active_allocated";
+    case memory::BlockInfo::State::ActivePending: return "active_awaiting_free";
+    case memory::BlockInfo::State::Inactive: return "inactive";
+  }
+  return "inactive";
+}
+
+PickleValue segments(const ProfileRun& run) {
+  const std::int64_t device = run.options.device.is_cpu() ? 0 : run.options.device.index;
+  PickleValue::List list;
+  for (const memory::SegmentInfo& s : run.final_segments) {
+    PickleValue::List blocks;
+    for (const memory::BlockInfo& b : s.blocks) {
+      const bool active = b.state != memory::BlockInfo::State::Inactive;
+      blocks.push_back(PickleValue::Dict{
+          {"address", static_cast<std::uint64_t>(b.address)},
+          {"size", static_cast<std::uint64_t>(b.size)},
+          {"requested_size", static_cast<std::uint64_t>(b.requested_size)},
+          {"state", block_state(b.state)},
+          {"frames", active ? frames(b.annotation, report_category(b.category)) : PickleValue(PickleValue::List{})}});
+    }
+    list.push_back(PickleValue::Dict{
+        {"device", device},
+        {"address", static_cast<std::uint64_t>(s.address)},
+        {"total_size", static_cast<std::uint64_t>(s.total_size)},
+        {"allocated_size", static_cast<std::uint64_t>(s.allocated_size)},
+        {"active_size", static_cast<std::uint64_t>(s.active_size)},
+        {"requested_size", static_cast<std::uint64_t>(s.requested_size)},
+        {"stream", stream_id(s.stream)},
+        {"segment_type", s.is_small_pool ? "small" : "large"},
+        {"segment_pool_id", PickleValue::Tuple{{0, static_cast<std::uint64_t>(s.private_pool_id)}}},
+        {"is_expandable", s.is_expandable},
+        {"frames", PickleValue::List{}},
+        {"blocks", std::move(blocks)}});
+  }
+  return list;
+}
+
+PickleValue device_trace(const ProfileRun& run) {
+  PickleValue::List trace;
+  for (std::size_t i = 0; i < run.events.size(); ++i) {
+    const memory::HistoryEvent& e = run.events[i];
+    const bool block_event = e.kind == memory::AllocatorEventKind::Alloc || e.kind == memory::AllocatorEventKind::FreeRequested ||
+                             e.kind == memory::AllocatorEventKind::FreeCompleted;
+    PickleValue::Dict entry{{"action", memory::event_kind_name(e.kind)},
+                            {"addr", static_cast<std::uint64_t>(e.address)},
+                            {"size", static_cast<std::uint64_t>(e.size)},
+                            {"stream", stream_id(e.stream)},
+                            {"time_us", e.time_ns / 1000},
+                            {"frames", block_event ? frames(e.annotation, run.accounting.category[i]) : PickleValue(PickleValue::List{})}};
+    if (e.kind == memory::AllocatorEventKind::Oom) {
+      entry.emplace_back("device_free", static_cast<std::uint64_t>(run.device_capacity - run.accounting.reserved_at(i)));
+    }
+    trace.push_back(std::move(entry));
+  }
+  return PickleValue::List{PickleValue(std::move(trace))};
+}
+
+PickleValue allocator_settings(const ProfileRun& run) {
+  const memory::AllocatorConfig config = memory::AllocatorConfig::parse(run.allocator_config);
+  return PickleValue::Dict{
+      {"SUBLET_ALLOC_CONF", run.allocator_config},
+      {"PYTORCH_CUDA_ALLOC_CONF", run.allocator_config},
+      {"max_split_size", config.max_split_size_set() ? static_cast<std::int64_t>(config.max_split_size) : std::int64_t{-1}},
+      {"garbage_collection_threshold", config.garbage_collection_threshold},
+      {"expandable_segments", config.expandable_segments},
+      {"backend", run.backend_name}};
+}
+
+}  // namespace
+
+PickleValue memory_viz_snapshot(const ProfileRun& run) {
+  return PickleValue::Dict{{"segments", segments(run)},
+                           {"device_traces", device_trace(run)},
+                           {"allocator_settings", allocator_settings(run)}};
+}
+
+void write_memory_viz_snapshot(const std::string& path, const ProfileRun& run) {
+  write_text_file(path, pickle_dumps(memory_viz_snapshot(run)));
+}
+
+}  // namespace sublet::profile

@@ -1,0 +1,168 @@
+#include "profile/profile_session.h"
+
+#include <chrono>
+#include <numeric>
+
+#include "memory/annotation.h"
+#include "memory/config.h"
+#include "memory/errors.h"
+#include "memory/registry.h"
+#include "runtime/allocation_scope.h"
+#include "runtime/factories.h"
+#include "runtime/nn/functional.h"
+#include "runtime/optim/adam.h"
+#include "runtime/optim/sgd.h"
+
+namespace sublet::profile {
+namespace {
+
+// A span when a recorder is attached, nothing otherwise (the unprofiled timing steps).
+class MaybeSpan {
+ public:
+  MaybeSpan(LayerRecorder* recorder, const char* name, Phase phase) : recorder_(recorder), name_(name), phase_(phase) {
+    if (recorder_) recorder_->open(name_, phase_);
+  }
+  ~MaybeSpan() { if (recorder_) recorder_->close(name_, phase_); }
+  MaybeSpan(const MaybeSpan&) = delete;
+  MaybeSpan& operator=(const MaybeSpan&) = delete;
+
+ private:
+  LayerRecorder* recorder_;
+  const char* name_;
+  Phase phase_;
+};
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const ProfileOptions& o, const std::vector<Tensor>& params, int* states) {
+  if (o.optimizer == "sgd") {
+    *states = 1;
+    return std::make_unique<optim::SGD>(params, optim::SGDOptions(o.learning_rate).momentum(0.9));
+  }
+  if (o.optimizer == "adam") {
+    *states = 2;
+    return std::make_unique<optim::Adam>(params, optim::AdamOptions(o.learning_rate));
+  }
+  throw ValueError("profile: unknown optimizer '" + o.optimizer + "' (expected sgd or adam)");
+}
+
+// One training step as PyTorch users write it: zero_grad, forward, loss, backward, step.
+// Every tensor of the step is a local of this function, so it is freed before it returns.
+float training_step(nn::Module& model, optim::Optimizer& optimizer, const ProfileOptions& o, Generator& generator,
+                    LayerRecorder* recorder) {
+  {
+    MaybeSpan span(recorder, "(optimizer.zero_grad)", Phase::Optimizer);
+    optimizer.zero_grad();
+  }
+  Tensor images, labels;
+  {
+    MaybeSpan span(recorder, "(input)", Phase::Forward);
+    AllocationCategoryGuard category(memory::BlockCategory::Input);
+    Shape shape{o.batch_size};
+    shape.insert(shape.end(), o.input_shape.begin(), o.input_shape.end());
+    images = randn(shape, generator, TensorOptions().device(o.device));
+    std::vector<std::int64_t> classes(static_cast<std::size_t>(o.batch_size));
+    for (auto& c : classes) c = static_cast<std::int64_t>(generator.engine()() % static_cast<std::uint64_t>(o.num_classes));
+    labels = Tensor::from_vector(classes, {o.batch_size});
+    if (o.device != Device::cpu()) labels = labels.to(o.device);
+  }
+  const Tensor logits = model(images);
+  Tensor loss;
+  {
+    MaybeSpan span(recorder, "(loss)", Phase::Forward);
+    loss = nn::functional::cross_entropy(logits, labels);
+  }
+  if (recorder) recorder->open_until_module_backward("(loss)");
+  loss.backward();
+  if (recorder) recorder->end_backward();
+  {
+    MaybeSpan span(recorder, "(optimizer.step)", Phase::Optimizer);
+    optimizer.step();
+  }
+  return loss.item<float>();  // waits for the device, so the step's time is its whole work
+}
+
+double mean(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+}  // namespace
+
+ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions& options) {
+  if (options.steps < 1) throw ValueError("profile: --steps must be at least 1, got " + std::to_string(options.steps));
+  if (options.batch_size < 1) throw ValueError("profile: --batch-size must be at least 1");
+  if (options.input_shape.size() != 3) throw ValueError("profile: the input shape must be C x H x W");
+  ProfileRun run;
+  run.options = options;
+
+  if (!options.alloc_conf.empty()) {
+    memory::replace_allocator(options.device, memory::make_allocator(options.device, memory::AllocatorKind::Caching,
+                                                                     memory::AllocatorConfig::parse(options.alloc_conf)));
+  }
+  memory::CachingAllocator& allocator = memory::allocator_for(options.device);
+  allocator.empty_cache();
+  allocator.reset_peak_memory_stats();
+  allocator.reset_accumulated_memory_stats();
+  run.allocator_config = allocator.config().to_string();
+  run.backend_name = allocator.backend().name();
+  run.device_capacity = allocator.backend().memory_info().total_bytes;
+
+  Generator generator(options.seed);
+  std::shared_ptr<nn::Module> model;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  {
+    EventLog log(allocator);
+    run.baseline = log.baseline();
+    {
+      memory::AnnotationScope setup("(setup)");  // parameters and optimizer set-up, outside any step
+      model = make_model();
+      if (options.device != Device::cpu()) model->to(options.device);
+      model->train();
+      optimizer = make_optimizer(options, model->parameters(), &run.optimizer_state_per_parameter);
+    }
+    for (const auto& p : model->parameters()) {
+      ++run.parameter_count;
+      run.parameter_bytes += p.nbytes();
+      run.parameter_block_bytes += memory::CachingAllocator::round_size(p.nbytes(), allocator.config());
+    }
+    LayerRecorder recorder(*model, options.model_name, log);
+    for (int step = 1; step <= options.steps; ++step) {
+      recorder.set_step(step);
+      StepRecord record;
+      record.step = step;
+      allocator.reset_peak_memory_stats();
+      record.begin_event = log.count();
+      record.begin_ns = log.now_ns();
+      record.loss = training_step(*model, *optimizer, options, generator, &recorder);
+      record.end_event = log.count();
+      record.end_ns = log.now_ns();
+      record.live_peak_allocated = allocator.max_memory_allocated();
+      record.live_peak_reserved = allocator.max_memory_reserved();
+      record.allocated_at_end = allocator.memory_allocated();
+      record.reserved_at_end = allocator.memory_reserved();
+      record.segments_at_end = allocator.snapshot();
+      if (recorder.any_open()) throw Error("profile: a span of step " + std::to_string(step) + " was left open");
+      run.steps.push_back(std::move(record));
+      if (step > 1) run.profiled_step_times_ms.push_back(1e-6 * static_cast<double>(run.steps.back().end_ns - run.steps.back().begin_ns));
+    }
+    log.stop();
+    run.events = log.events();
+    run.spans = recorder.spans();
+    run.final_segments = allocator.snapshot();
+    run.summary_at_end = allocator.memory_summary();
+  }
+  run.accounting = account(run.events, run.baseline, run.final_segments);
+  if (run.profiled_step_times_ms.empty())  // a single profiled step: it is the only figure there is
+    run.profiled_step_times_ms.push_back(1e-6 * static_cast<double>(run.steps.back().end_ns - run.steps.back().begin_ns));
+
+  // The same steps without hooks or history: what the profile costs per step.
+  for (int i = 0; i < options.timing_steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    training_step(*model, *optimizer, options, generator, nullptr);
+    run.plain_step_times_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  run.profiled_step_ms = mean(run.profiled_step_times_ms);
+  run.plain_step_ms = mean(run.plain_step_times_ms);
+  return run;
+}
+
+}  // namespace sublet::profile

@@ -1,0 +1,159 @@
+#include "profile/summary_report.h"
+
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "memory/format_bytes.h"
+
+namespace sublet::profile {
+namespace {
+
+std::string b(std::int64_t bytes) { return memory::format_bytes(bytes); }
+std::string sb(std::int64_t bytes) { return fmt::format("{}{}", bytes < 0 ? "-" : "+", b(bytes < 0 ? -bytes : bytes)); }
+
+const LayerRow* find_row(const std::vector<LayerRow>& rows, int step, const std::string& module, Phase phase) {
+  for (const LayerRow& r : rows)
+    if (r.step == step && r.module == module && r.phase == phase) return &r;
+  return nullptr;
+}
+
+// The innermost span that holds the step's peak.
+const LayerRow* peak_holder(const std::vector<LayerRow>& rows, const StepPeak& peak) {
+  const LayerRow* holder = nullptr;
+  for (const LayerRow& r : rows)
+    if (r.step == peak.step && r.holds_step_peak && r.begin_event <= peak.peak_event && peak.peak_event < r.end_event &&
+        (!holder || r.end_event - r.begin_event < holder->end_event - holder->begin_event))
+      holder = &r;
+  return holder;
+}
+
+double fragmentation_of(const std::vector<memory::SegmentInfo>& segments, std::int64_t* largest, std::int64_t* free_total) {
+  *largest = 0;
+  *free_total = 0;
+  for (const auto& s : segments)
+    for (const auto& blk : s.blocks)
+      if (blk.state == memory::BlockInfo::State::Inactive) {
+        *largest = std::max<std::int64_t>(*largest, static_cast<std::int64_t>(blk.size));
+        *free_total += static_cast<std::int64_t>(blk.size);
+      }
+  return *free_total == 0 ? 0.0 : 1.0 - static_cast<double>(*largest) / static_cast<double>(*free_total);
+}
+
+}  // namespace
+
+StaticEstimate static_estimate(const ProfileRun& run) {
+  StaticEstimate e;
+  e.parameters = static_cast<std::int64_t>(run.parameter_bytes);
+  e.gradients = e.parameters;
+  e.optimizer_state = run.optimizer_state_per_parameter * e.parameters;
+  const auto& shape = run.options.input_shape;
+  const std::int64_t pixels = std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+  e.input = run.options.batch_size * pixels * static_cast<std::int64_t>(sizeof(float)) +
+            run.options.batch_size * static_cast<std::int64_t>(sizeof(std::int64_t));
+  return e;
+}
+
+std::string summary_report(const ProfileRun& run, const std::vector<LayerRow>& rows, const ReplayedState& peak_state,
+                           const StepDiff* diff) {
+  const ProfileOptions& o = run.options;
+  const Accounting& a = run.accounting;
+  const std::vector<StepPeak> peaks = step_peaks(run);
+  const StepPeak& last = peaks.back();
+  const int n = last.step;
+  std::string out;
+  out += fmt::format("sublet profile: {} on {} ({} backend), batch {}, input {}x{}x{}, {} classes, {} optimizer, {} steps\n",
+                     o.model_name, o.device.str(), run.backend_name, o.batch_size, o.input_shape[0], o.input_shape[1],
+                     o.input_shape[2], o.num_classes, o.optimizer, o.steps);
+  out += fmt::format("allocator configuration: {}\n\n", run.allocator_config.empty() ? "default" : run.allocator_config);
+
+  out += "Step peaks (allocated = bytes in live blocks; reserved = segments held from the device)\n";
+  out += fmt::format("  {:>4} {:>14} {:>14} {:>14} {:>14}  {}\n", "step", "peak allocated", "peak reserved", "at start", "at end", "peak reached in");
+  for (const StepPeak& p : peaks) {
+    const LayerRow* h = peak_holder(rows, p);
+    out += fmt::format("  {:>4} {:>14} {:>14} {:>14} {:>14}  {}\n", p.step, b(p.peak_allocated), b(p.peak_reserved),
+                       b(p.allocated_at_start), b(p.allocated_at_end), h ? h->module + " " + phase_name(h->phase) : "-");
+  }
+  if (const LayerRow* h = peak_holder(rows, last)) {
+    out += fmt::format("  Step {}'s peak adds up per layer: {} {} starts at {} and rises {} above that: {} + {} = {}.\n", n,
+                       h->module, phase_name(h->phase), b(h->allocated_at_entry), b(h->peak_above_entry),
+                       b(h->allocated_at_entry), b(h->peak_above_entry), b(h->peak()));
+  }
+  out += "\n";
+
+  // Measured figures of the last step at the moments that matter.
+  const LayerRow* forward = nullptr;
+  for (const LayerRow& r : rows)
+    if (r.step == n && r.depth == 0 && !r.type.empty() && r.phase == Phase::Forward) forward = &r;
+  const LayerRow* opt_step = find_row(rows, n, "(optimizer.step)", Phase::Optimizer);
+  const CategoryBytes at_forward_end = forward ? a.live_by_category_at(forward->end_event) : CategoryBytes{};
+  const CategoryBytes at_backward_end = opt_step ? a.live_by_category_at(opt_step->begin_event) : CategoryBytes{};
+  const CategoryBytes at_end = a.live_by_category_at(run.steps.back().end_event);
+  const CategoryBytes at_peak = a.live_by_category_at(last.peak_event + 1);
+  const auto cat = [](Category c) { return index_of(c); };
+  const StaticEstimate e = static_estimate(run);
+
+  out += fmt::format("Static estimate vs measured (step {})\n", n);
+  out += fmt::format("  {:<34} {:>12} {:>12} {:>12}  {}\n", "", "estimate", "measured", "difference", "measured when");
+  const auto line = [&](const std::string& what, std::int64_t estimate, std::int64_t measured, const std::string& when) {
+    out += fmt::format("  {:<34} {:>12} {:>12} {:>12}  {}\n", what, estimate >= 0 ? b(estimate) : "-", b(measured),
+                       estimate >= 0 ? sb(measured - estimate) : "-", when);
+  };
+  line(fmt::format("parameters ({} tensors)", run.parameter_count), e.parameters, at_end[cat(Category::Parameter)], "end of step");
+  line("gradients (one per parameter)", e.gradients, at_backward_end[cat(Category::Gradient)], "end of backward");
+  line(fmt::format("optimizer state ({}x parameters)", run.optimizer_state_per_parameter), e.optimizer_state,
+       at_end[cat(Category::OptimizerState)], "end of step");
+  line("input batch and labels", e.input, at_forward_end[cat(Category::Input)], "end of forward");
+  line("activations saved for backward", -1, at_forward_end[cat(Category::Activation)], "end of forward");
+  const std::int64_t forward_level = std::accumulate(at_forward_end.begin(), at_forward_end.end(), std::int64_t{0});
+  const std::int64_t estimate_level = e.parameters + e.optimizer_state + e.input + at_forward_end[cat(Category::Activation)];
+  line("end-of-forward level (p+o+in+act)", estimate_level, forward_level, "end of forward");
+  out += "  Differences explained:\n";
+  const auto rounding = static_cast<std::int64_t>(run.parameter_block_bytes) - e.parameters;
+  out += fmt::format("   - rounding: every block is a multiple of 512 B; the {} parameter tensors take {} in blocks for {} of data "
+                     "({} of padding), and the same for each gradient and state tensor.\n",
+                     run.parameter_count, b(static_cast<std::int64_t>(run.parameter_block_bytes)), b(e.parameters), b(rounding));
+  out += fmt::format("   - at the end of forward, besides parameters, state, input and saved activations: temporaries {}, "
+                     "workspaces {}, gradients {} (zero_grad runs at the start of a step, so none should be left).\n",
+                     b(at_forward_end[cat(Category::Temporary)]), b(at_forward_end[cat(Category::Workspace)]),
+                     b(at_forward_end[cat(Category::Gradient)]));
+  out += fmt::format("   - the peak ({}) lies {} above the end-of-forward level; live at the peak:", b(last.peak_allocated),
+                     sb(last.peak_allocated - forward_level));
+  for (std::size_t c = 0; c < kNumCategories; ++c)
+    if (at_peak[c] != 0) out += fmt::format(" {} {}", category_label(Category(c)), b(at_peak[c]));
+  out += fmt::format(".\n     Compared with the end of forward: activations {}, gradients {}, temporaries {}, workspaces {}.\n",
+                     sb(at_peak[cat(Category::Activation)] - at_forward_end[cat(Category::Activation)]),
+                     sb(at_peak[cat(Category::Gradient)] - at_forward_end[cat(Category::Gradient)]),
+                     sb(at_peak[cat(Category::Temporary)] - at_forward_end[cat(Category::Temporary)]),
+                     sb(at_peak[cat(Category::Workspace)] - at_forward_end[cat(Category::Workspace)]));
+  out += fmt::format("   - caching: at the peak the allocator reserves {} for {} allocated; {} is cached in free blocks "
+                     "(reserved never shrinks without empty_cache()).\n",
+                     b(static_cast<std::int64_t>(peak_state.reserved)), b(static_cast<std::int64_t>(peak_state.allocated)),
+                     b(static_cast<std::int64_t>(peak_state.reserved - peak_state.allocated)));
+  out += "\n";
+
+  std::int64_t largest_end = 0, free_end = 0;
+  const double fragmentation_end = fragmentation_of(run.final_segments, &largest_end, &free_end);
+  out += "Fragmentation (1 - largest free block / free reserved memory)\n";
+  out += fmt::format("  at step {}'s peak: {:.1f}% (largest free block {}, free reserved {})\n", n, 100.0 * peak_state.fragmentation,
+                     b(static_cast<std::int64_t>(peak_state.largest_free_block)),
+                     b(static_cast<std::int64_t>(peak_state.reserved - peak_state.allocated)));
+  out += fmt::format("  at the end:         {:.1f}% (largest free block {}, free reserved {})\n\n", 100.0 * fragmentation_end,
+                     b(largest_end), b(free_end));
+
+  if (diff) out += "Step " + std::to_string(diff->later) + " against step " + std::to_string(diff->earlier) + "\n" + format_step_diff(*diff) + "\n";
+
+  out += "Overhead of profiling (hooks on every module and the allocation history)\n";
+  const double overhead = run.plain_step_ms > 0 ? 100.0 * (run.profiled_step_ms / run.plain_step_ms - 1.0) : 0.0;
+  out += fmt::format("  profiled step {:.2f} ms (mean of {} steps after the first), unprofiled step {:.2f} ms (mean of {}): {:+.1f}%\n",
+                     run.profiled_step_ms, run.profiled_step_times_ms.size(), run.plain_step_ms, run.plain_step_times_ms.size(), overhead);
+  out += fmt::format("  history: {} events\n\n", run.events.size());
+
+  out += fmt::format("memory_summary() at step {}'s peak (rebuilt by replaying the history; reserved peak {}):\n", n,
+                     b(static_cast<std::int64_t>(peak_state.peak_reserved)));
+  out += peak_state.summary + "\n";
+  out += "memory_summary() at the end of the run:\n" + run.summary_at_end;
+  return out;
+}
+
+}  // namespace sublet::profile
