@@ -7,6 +7,9 @@ namespace sublet::cli {
 void add_demo_command(CLI::App& app);
 void add_bench_alloc_command(CLI::App& app);  // `bench alloc`; other benchmarks join bench_app(app)
 CLI::App* bench_app(CLI::App& app);            // the `bench` parent, created on first use
+void add_bench_step_command(CLI::App& app);   // `bench step`: training-step time and peak memory
 void add_replay_command(CLI::App& app);
+void add_profile_command(CLI::App& app);     // `profile`: the per-layer memory study (profile/)
+void add_train_command(CLI::App& app);        // `train`: the training loop of train/trainer.h
 
 }  // namespace sublet::cli

@@ -11,7 +11,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   sublet::cli::add_demo_command(app);
   sublet::cli::add_bench_alloc_command(app);
+  sublet::cli::add_bench_step_command(app);
   sublet::cli::add_replay_command(app);
+  sublet::cli::add_profile_command(app);
+  sublet::cli::add_train_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

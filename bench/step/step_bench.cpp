@@ -1,0 +1,118 @@
+#include "bench/step/step_bench.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <sstream>
+
+#include "memory/errors.h"
+#include "memory/registry.h"
+#include "models/registry.h"
+#include "runtime/factories.h"
+#include "runtime/nn/functional.h"
+#include "runtime/optim/sgd.h"
+
+namespace sublet::bench {
+
+std::string InputShape::str() const {
+  return std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);
+}
+
+InputShape parse_input_shape(const std::string& text) {
+  const ValueError bad("--input '" + text + "': expected CxHxW with positive integers, e.g. 3x32x32");
+  std::vector<std::int64_t> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, 'x');) {
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 9) throw bad;
+    parts.push_back(std::stoll(part));
+    if (parts.back() <= 0) throw bad;
+  }
+  if (parts.size() != 3 || text.back() == 'x') throw bad;
+  return {parts[0], parts[1], parts[2]};
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+float training_step(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images, const Tensor& labels) {
+  float loss_value = 0;
+  {
+    const Tensor loss = nn::functional::cross_entropy(model(images), labels);
+    loss.backward();
+    optimizer.step();
+    loss_value = loss.item<float>();
+  }
+  optimizer.zero_grad();
+  return loss_value;
+}
+
+namespace {
+
+void check_options(const StepBenchOptions& o) {
+  if (o.batch_size <= 0 || o.num_classes <= 0 || o.steps <= 0 || o.warmup < 0) {
+    throw ValueError("bench step: batch size, classes and steps must be positive and warm-up non-negative, got " +
+                     std::to_string(o.batch_size) + ", " + std::to_string(o.num_classes) + ", " +
+                     std::to_string(o.steps) + ", " + std::to_string(o.warmup));
+  }
+}
+
+// Kernels may still run on a GPU when the host-side step returns; the loss read in
+// training_step waits for them, and this makes sure nothing else is queued either.
+void synchronize(Device device) {
+  if (!device.is_cuda()) return;
+  if (auto* events = memory::allocator_for(device).backend().stream_events()) events->synchronize_device();
+}
+
+}  // namespace
+
+StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* progress) {
+  check_options(options);
+  StepBenchResult result;
+  result.options = options;
+  result.threads = omp_get_max_threads();
+  const Device device = options.device;
+
+  auto model = models::create_model(options.model, {.in_channels = options.input.channels,
+                                                    .num_classes = options.num_classes,
+                                                    .small_input_stem = options.small_input_stem,
+                                                    .seed = options.seed});
+  model->train();
+  if (device != Device::cpu()) model->to(device);
+  optim::SGD optimizer(model->parameters(), optim::SGDOptions(options.lr).momentum(options.momentum));
+
+  Generator generator(options.seed + 1);
+  const Tensor images =
+      randn({options.batch_size, options.input.channels, options.input.height, options.input.width}, generator)
+          .to(device);
+  std::vector<std::int64_t> label_values(static_cast<std::size_t>(options.batch_size));
+  std::uniform_int_distribution<std::int64_t> pick(0, options.num_classes - 1);
+  for (auto& label : label_values) label = pick(generator.engine());
+  const Tensor labels = Tensor::from_vector(label_values, {options.batch_size}).to(device);
+
+  if (progress) *progress << "bench step: " << options.model << " on " << device.str() << ", " << options.warmup
+                          << " warm-up + " << options.steps << " timed steps\n";
+  for (std::int64_t i = 0; i < options.warmup; ++i) training_step(*model, optimizer, images, labels);
+  synchronize(device);
+  reset_peak_memory_stats(device);
+
+  using Clock = std::chrono::steady_clock;
+  for (std::int64_t i = 0; i < options.steps; ++i) {
+    const auto start = Clock::now();
+    training_step(*model, optimizer, images, labels);
+    synchronize(device);
+    result.step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  result.ms_per_step = median(result.step_ms);
+  result.img_per_s = static_cast<double>(options.batch_size) * 1000.0 / result.ms_per_step;
+  result.peak_allocated_bytes = max_memory_allocated(device);
+  result.peak_reserved_bytes = max_memory_reserved(device);
+  return result;
+}
+
+}  // namespace sublet::bench

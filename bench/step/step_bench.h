@@ -1,0 +1,62 @@
+#pragma once
+// The training-step benchmark behind `sublet bench step`: one model, random inputs and labels,
+// SGD with momentum; W warm-up steps, then N timed steps of forward, cross-entropy, backward,
+// optimizer step and zero_grad. Reports the median step time, images per second and the peak
+// allocated/reserved bytes of the timed steps (peaks are reset after the warm-up).
+// bench/pytorch_step.py runs the same step in PyTorch with the same flags.
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "memory/device.h"
+#include "runtime/nn/module.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/tensor.h"
+
+namespace sublet::bench {
+
+struct InputShape {
+  std::int64_t channels = 3, height = 32, width = 32;
+  std::string str() const;  // "3x32x32"
+};
+// "CxHxW" with positive integers; ValueError naming the text otherwise.
+InputShape parse_input_shape(const std::string& text);
+
+struct StepBenchOptions {
+  std::string model = "resnet20";
+  Device device = Device::cpu();
+  InputShape input{};
+  std::int64_t batch_size = 128;
+  std::int64_t num_classes = 10;
+  std::int64_t steps = 20;
+  std::int64_t warmup = 3;
+  double lr = 0.1;
+  double momentum = 0.9;
+  bool small_input_stem = false;
+  std::uint64_t seed = 0;
+};
+
+struct StepBenchResult {
+  StepBenchOptions options;
+  std::vector<double> step_ms;  // each timed step, in order
+  double ms_per_step = 0;       // median of step_ms
+  double img_per_s = 0;         // batch_size / median step time
+  std::size_t peak_allocated_bytes = 0;
+  std::size_t peak_reserved_bytes = 0;
+  int threads = 1;              // OpenMP threads the CPU kernels may use
+};
+
+// One training step: forward, cross-entropy, backward, optimizer step, zero_grad (gradients
+// set to none, freeing them). Returns the loss as a host float, which on a GPU also waits for
+// the step's kernels.
+float training_step(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images, const Tensor& labels);
+
+// Throws ValueError for non-positive sizes or counts and for an unknown model (listing the
+// known ones); DeviceError when the device is not usable. `progress` (if given) gets one line
+// per phase.
+StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* progress = nullptr);
+
+double median(std::vector<double> values);
+
+}  // namespace sublet::bench

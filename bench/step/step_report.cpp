@@ -1,0 +1,46 @@
+#include "bench/step/step_report.h"
+
+#include <fmt/format.h>
+
+#include "memory/format_bytes.h"
+
+namespace sublet::bench {
+
+void print_step_table(const std::vector<StepBenchResult>& results, std::ostream& out) {
+  out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>8} {:>11} {:>10} {:>14} {:>14}\n", "model", "device", "batch",
+                     "input", "threads", "ms/step", "img/s", "peak alloc", "peak reserved");
+  for (const auto& r : results) {
+    out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>8} {:>11.1f} {:>10.1f} {:>14} {:>14}\n", r.options.model,
+                       r.options.device.str(), r.options.batch_size, r.options.input.str(), r.threads, r.ms_per_step,
+                       r.img_per_s, memory::format_bytes(static_cast<std::int64_t>(r.peak_allocated_bytes)),
+                       memory::format_bytes(static_cast<std::int64_t>(r.peak_reserved_bytes)));
+  }
+  out << "ms/step: median over the timed steps (forward, cross-entropy, backward, SGD step, zero_grad); "
+         "peaks: over the timed steps\n";
+}
+
+nlohmann::json step_json(const StepBenchResult& r) {
+  return {{"framework", "sublet"},
+          {"model", r.options.model},
+          {"device", r.options.device.str()},
+          {"batch_size", r.options.batch_size},
+          {"input", r.options.input.str()},
+          {"classes", r.options.num_classes},
+          {"threads", r.threads},
+          {"ms_per_step", r.ms_per_step},
+          {"img_per_s", r.img_per_s},
+          {"peak_allocated_bytes", r.peak_allocated_bytes},
+          {"peak_reserved_bytes", r.peak_reserved_bytes},
+          {"steps", r.options.steps},
+          {"warmup", r.options.warmup},
+          {"step_ms", r.step_ms}};
+}
+
+nlohmann::json step_json(const std::vector<StepBenchResult>& results) {
+  if (results.size() == 1) return step_json(results.front());
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& r : results) list.push_back(step_json(r));
+  return list;
+}
+
+}  // namespace sublet::bench
