@@ -1,0 +1,126 @@
+// sublet profile --model M [--device cpu|cuda] [--batch-size B] [--steps N] [--out DIR]
+//                [--alloc-conf STR] [--input CxHxW] [--classes K] [--optimizer sgd|adam]
+// Runs N training steps of a model with hooks on every module and writes the per-layer memory
+// study (profile/profile_report.h lists the files) into DIR; prints the last step's layer table.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "memory/errors.h"
+#include "memory/format_bytes.h"
+#include "memory/registry.h"
+#include "models/registry.h"
+#include "profile/profile_report.h"
+#include "profile/profile_session.h"
+
+namespace sublet::cli {
+namespace {
+
+struct ProfileArgs {
+  std::string model = "resnet20";
+  std::string device;
+  std::int64_t batch_size = 32;
+  int steps = 3;
+  int timing_steps = 3;
+  std::string out = "profile_out";
+  std::string alloc_conf;
+  std::string input;       // "CxHxW"; default by model family
+  std::int64_t classes = 0;  // 0: by model family
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  bool small_input_stem = false;
+  std::uint64_t seed = 0;
+};
+
+std::vector<std::int64_t> parse_input_shape(const std::string& text) {
+  std::vector<std::int64_t> dims;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, 'x')) {
+    try {
+      std::size_t used = 0;
+      const long long v = std::stoll(part, &used);
+      if (used != part.size() || v < 1) throw std::invalid_argument(part);
+      dims.push_back(v);
+    } catch (const std::exception&) {
+      throw ValueError("--input: expected C x H x W such as 3x32x32, got '" + text + "'");
+    }
+  }
+  if (dims.size() != 3) throw ValueError("--input: expected C x H x W such as 3x32x32, got '" + text + "'");
+  return dims;
+}
+
+// torchvision's ImageNet ResNets default to ImageNet inputs; the CIFAR ones to CIFAR inputs.
+bool imagenet_model(const std::string& name) { return name == "resnet18" || name == "resnet34" || name == "resnet50"; }
+
+void run_profile(const ProfileArgs& args) {
+  profile::ProfileOptions options;
+  options.model_name = args.model;
+  if (args.device.empty()) options.device = memory::default_device();
+  else if (args.device == "cpu") options.device = Device::cpu();
+  else if (args.device == "cuda" || args.device.rfind("cuda:", 0) == 0)
+    options.device = Device::cuda(args.device == "cuda" ? 0 : std::stoi(args.device.substr(5)));
+  else throw ValueError("--device: expected cpu, cuda or cuda:N, got '" + args.device + "'");
+  if (!options.device.is_cpu() && !memory::cuda_available())
+    throw DeviceError("--device " + args.device + ": no CUDA device is available here (use --device cpu)");
+  options.batch_size = args.batch_size;
+  options.steps = args.steps;
+  options.timing_steps = args.timing_steps;
+  options.alloc_conf = args.alloc_conf;
+  options.input_shape = parse_input_shape(!args.input.empty() ? args.input : imagenet_model(args.model) ? "3x224x224" : "3x32x32");
+  options.num_classes = args.classes > 0 ? args.classes : imagenet_model(args.model) ? 1000 : 10;
+  options.optimizer = args.optimizer;
+  options.learning_rate = args.lr;
+  options.seed = args.seed;
+
+  const models::ModelOptions model_options{.in_channels = options.input_shape[0],
+                                           .num_classes = options.num_classes,
+                                           .small_input_stem = args.small_input_stem,
+                                           .seed = args.seed};
+  fmt::print("Profiling {} on {}: batch {}, input {}x{}x{}, {} steps (+{} unprofiled for timing)...\n", args.model,
+             options.device.str(), options.batch_size, options.input_shape[0], options.input_shape[1], options.input_shape[2],
+             options.steps, options.timing_steps);
+  std::fflush(stdout);
+  const profile::ProfileRun run =
+      profile::profile_training([&] { return models::create_model(args.model, model_options); }, options);
+  const profile::ProfileReport report = profile::write_profile(run, args.out);
+
+  fmt::print("\nLayer table, step {} ('*': the span holds the step's peak; entry = allocated at entry; peak+ = highest "
+             "allocated inside minus entry):\n\n{}\n",
+             run.steps.back().step, report.table);
+  // The summary's first block (step peaks) and the overhead line, then where everything is.
+  const std::string& summary = report.summary;
+  fmt::print("{}\n", summary.substr(0, summary.find("Static estimate")));
+  const auto overhead_at = summary.find("Overhead of profiling");
+  if (overhead_at != std::string::npos) fmt::print("{}", summary.substr(overhead_at, summary.find("\n\n", overhead_at) - overhead_at + 1));
+  fmt::print("\nWrote {} files to {}/:", report.files.size(), args.out);
+  for (const auto& file : report.files) fmt::print(" {}", file.substr(file.find_last_of('/') + 1));
+  fmt::print("\nOpen trace.json in Perfetto (ui.perfetto.dev) or chrome://tracing, snapshot.pickle in pytorch.org/memory_viz,"
+             " memory.html in a browser; replay with: sublet replay {}/alloc_trace.json\n", args.out);
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("profile", "Per-layer memory study of a few training steps (tables, trace, snapshot, plots)");
+  auto args = std::make_shared<ProfileArgs>();
+  cmd->add_option("--model", args->model, "model name (" + fmt::format("{}", fmt::join(models::model_names(), ", ")) + ")")
+      ->capture_default_str();
+  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N (default: the GPU when there is one)");
+  cmd->add_option("--batch-size", args->batch_size, "batch size")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--steps", args->steps, "profiled training steps (2 or more for the step diff)")->check(CLI::Range(1, 1000))->capture_default_str();
+  cmd->add_option("--timing-steps", args->timing_steps, "unprofiled steps afterwards, to measure the overhead")->check(CLI::Range(0, 1000))->capture_default_str();
+  cmd->add_option("--out", args->out, "output folder")->capture_default_str();
+  cmd->add_option("--alloc-conf", args->alloc_conf, "SUBLET_ALLOC_CONF string for the profiled allocator (default: the environment's)");
+  cmd->add_option("--input", args->input, "input shape CxHxW (default 3x224x224 for resnet18/34/50, else 3x32x32)");
+  cmd->add_option("--classes", args->classes, "number of classes (default 1000 for resnet18/34/50, else 10)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--optimizer", args->optimizer, "sgd (momentum 0.9) or adam")->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
+  cmd->add_option("--lr", args->lr, "learning rate")->capture_default_str();
+  cmd->add_flag("--small-input-stem", args->small_input_stem, "resnet18/34/50: 3x3 stride-1 stem without max-pool (for 32x32 inputs)");
+  cmd->add_option("--seed", args->seed, "seed of the model's initialisation and the synthetic data")->capture_default_str();
+  cmd->callback([args] { run_profile(*args); });
+}
+
+}  // namespace sublet::cli
