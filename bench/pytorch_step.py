@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""The PyTorch baseline of `sublet bench step`: the same models and the same training step.
+
+    python3 bench/pytorch_step.py [--device cpu|cuda|auto] --model M[,M...] [--input CxHxW]
+        [--batch-size B] [--classes K] [--steps N] [--warmup W] [--small-input-stem] [--seed S]
+        [--threads T] [--json PATH]
+
+Step: forward, cross-entropy, backward, SGD(lr 0.1, momentum 0.9) step, zero_grad(set_to_none).
+resnet18/34/50 are torchvision's; resnet20/32/56 are defined here exactly as sublet's
+models/resnet.h builds them (3x3 stem with 16 channels, basic blocks of 16/32/64 planes, 1x1
+conv + BN projections where the shape changes, global average pool, fc; torchvision's init).
+CUDA: cudnn.benchmark on, peaks from torch.cuda.max_memory_allocated/reserved after warm-up.
+CPU: PyTorch has no allocator statistics there, so the peaks are null; the thread count is set
+with torch.set_num_threads (default: OMP_NUM_THREADS, else every core, like sublet's OpenMP).
+Works with PyTorch 1.13 (Debian 12) and 2.x.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CIFAR_DEPTHS = {"resnet20": 20, "resnet32": 32, "resnet56": 56}
+IMAGENET_MODELS = ("resnet18", "resnet34", "resnet50")
+MODEL_NAMES = ("resnet20", "resnet32", "resnet56") + IMAGENET_MODELS
+
+
+class BasicBlock(nn.Module):
+    """torchvision's BasicBlock (same names), repeated here so the CIFAR nets need no torchvision."""
+
+    def __init__(self, in_planes, planes, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = None
+        if stride != 1 or in_planes != planes:  # option B: 1x1 conv + BN projection
+            self.downsample = nn.Sequential(nn.Conv2d(in_planes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        identity = x if self.downsample is None else self.downsample(x)
+        return self.relu(out + identity)
+
+
+class CifarResNet(nn.Module):
+    """He et al. 2016, section 4.2, with projection shortcuts: depth 6n + 2."""
+
+    def __init__(self, depth, in_channels, num_classes):
+        super().__init__()
+        n = (depth - 2) // 6
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.relu = nn.ReLU()
+        layers, in_planes = [], 16
+        for i, planes in enumerate((16, 32, 64)):
+            blocks = []
+            for b in range(n):
+                blocks.append(BasicBlock(in_planes, planes, 2 if (i > 0 and b == 0) else 1))
+                in_planes = planes
+            layers.append(nn.Sequential(*blocks))
+        self.layer1, self.layer2, self.layer3 = layers
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(64, num_classes)
+        for m in self.modules():  # torchvision's ResNet init, as sublet's models
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        x = self.relu(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def create_model(name, in_channels, num_classes, small_input_stem):
+    if name in CIFAR_DEPTHS:
+        return CifarResNet(CIFAR_DEPTHS[name], in_channels, num_classes)
+    import torchvision
+
+    model = getattr(torchvision.models, name)(num_classes=num_classes)
+    if small_input_stem:
+        model.conv1 = nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False)
+        model.maxpool = nn.Identity()
+    elif in_channels != 3:
+        model.conv1 = nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False)
+    if small_input_stem or in_channels != 3:
+        nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+    return model
+
+
+def parse_input(text):
+    parts = text.split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise SystemExit(f"error: --input '{text}': expected CxHxW with positive integers, e.g. 3x32x32")
+    return tuple(int(p) for p in parts)
+
+
+def format_bytes(n):
+    if n is None:
+        return "n/a"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def run(args, model_name, device, shape):
+    torch.manual_seed(args.seed)
+    model = create_model(model_name, shape[0], args.classes, args.small_input_stem).to(device)
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    images = torch.randn(args.batch_size, *shape).to(device)
+    labels = torch.randint(0, args.classes, (args.batch_size,)).to(device)
+    cuda = device.type == "cuda"
+
+    def step():
+        loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        value = loss.item()
+        optimizer.zero_grad(set_to_none=True)
+        return value
+
+    print(f"pytorch step: {model_name} on {device}, {args.warmup} warm-up + {args.steps} timed steps", file=sys.stderr)
+    for _ in range(args.warmup):
+        step()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    step_ms = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        step()
+        if cuda:
+            torch.cuda.synchronize()
+        step_ms.append((time.perf_counter() - start) * 1000.0)
+    ms = statistics.median(step_ms)
+    return {
+        "framework": f"pytorch {torch.__version__}",
+        "model": model_name,
+        "device": "cuda:0" if cuda else "cpu",
+        "batch_size": args.batch_size,
+        "input": "x".join(str(s) for s in shape),
+        "classes": args.classes,
+        "threads": torch.get_num_threads(),
+        "ms_per_step": ms,
+        "img_per_s": args.batch_size * 1000.0 / ms,
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated() if cuda else None,
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "step_ms": step_ms,
+    }
+
+
+def print_table(results):
+    print(f"{'model':<10} {'device':<7} {'batch':>6} {'input':>10} {'threads':>8} {'ms/step':>11} {'img/s':>10} "
+          f"{'peak alloc':>14} {'peak reserved':>14}")
+    for r in results:
+        print(f"{r['model']:<10} {r['device']:<7} {r['batch_size']:>6} {r['input']:>10} {r['threads']:>8} "
+              f"{r['ms_per_step']:>11.1f} {r['img_per_s']:>10.1f} {format_bytes(r['peak_allocated_bytes']):>14} "
+              f"{format_bytes(r['peak_reserved_bytes']):>14}")
+    print(f"ms/step: median over the timed steps (forward, cross-entropy, backward, SGD step, zero_grad); "
+          f"PyTorch {torch.__version__}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--model", required=True, help="comma-separated: " + ", ".join(MODEL_NAMES))
+    parser.add_argument("--input", default="3x32x32", help="CxHxW")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--classes", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--small-input-stem", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1)),
+                        help="CPU threads (default: OMP_NUM_THREADS, else every core)")
+    parser.add_argument("--json", help="write the result(s) here: one object, or a list for several models")
+    args = parser.parse_args()
+
+    models = args.model.split(",")
+    unknown = [m for m in models if m not in MODEL_NAMES]
+    if unknown:
+        raise SystemExit(f"error: unknown model {unknown[0]!r}: known models are {', '.join(MODEL_NAMES)}")
+    if min(args.batch_size, args.classes, args.steps) <= 0 or args.warmup < 0:
+        raise SystemExit("error: --batch-size, --classes and --steps must be positive, --warmup non-negative")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: --device cuda: this PyTorch has no usable CUDA device")
+    device = torch.device("cuda:0" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+                          else "cpu")
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+    else:
+        torch.set_num_threads(args.threads)
+    shape = parse_input(args.input)
+
+    results = [run(args, m, device, shape) for m in models]
+    print_table(results)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(results[0] if len(results) == 1 else results, out, indent=2)
+            out.write("\n")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
