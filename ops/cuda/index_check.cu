@@ -29,6 +29,12 @@ std::optional<OutOfRange> find_out_of_range(const Context& ctx, const std::int64
   const auto ix = make_indexer<1>(sizes, {&strides});
   DeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
+  // While a CUDA graph is being captured nothing runs, so there is nothing to read back, and the
+  // synchronisation would invalidate the capture. The eager warm-up steps before a capture have
+  // checked the same kind of data; a graph replays without checks, as PyTorch's graphs do.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SUBLET_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return std::nullopt;
   auto flag = ctx.workspace(sizeof(unsigned long long));
   auto* first = static_cast<unsigned long long*>(flag.get());
   SUBLET_CUDA_CHECK(cudaMemsetAsync(first, 0xFF, sizeof(unsigned long long), stream));  // = kNone

@@ -1,0 +1,45 @@
+#include "runtime/graphed_train_step.h"
+
+#include "memory/current_stream.h"
+#include "memory/errors.h"
+#include "runtime/autograd/grad_mode.h"
+
+namespace sublet {
+
+GraphedTrainStep::GraphedTrainStep(StepFunction step, optim::Optimizer& optimizer, const Shape& input_shape,
+                                   const Shape& labels_shape, Device device, int warmup_steps, DType input_dtype)
+    : step_(std::move(step)), optimizer_(optimizer), warmup_steps_(warmup_steps), graph_(device) {
+  if (warmup_steps < 1)
+    throw ValueError("GraphedTrainStep: need at least one eager warm-up step before capture, got " +
+                     std::to_string(warmup_steps));
+  input_ = Tensor::empty(input_shape, TensorOptions().dtype(input_dtype).device(device));
+  labels_ = Tensor::empty(labels_shape, TensorOptions().dtype(DType::Int64).device(device));
+}
+
+Tensor GraphedTrainStep::run(const Tensor& input, const Tensor& labels) {
+  memory::StreamGuard current(graph_.device(), graph_.stream());
+  {
+    NoGradGuard no_grad;  // the static tensors are inputs, not part of any graph
+    input_.copy_(input);
+    labels_.copy_(labels);
+  }
+  if (steps_ < warmup_steps_) {
+    ++steps_;
+    return step_(input_, labels_);
+  }
+  return replay_static();
+}
+
+Tensor GraphedTrainStep::replay_static() {
+  memory::StreamGuard current(graph_.device(), graph_.stream());
+  if (!graph_.captured()) {
+    if (steps_ < warmup_steps_) throw Error("GraphedTrainStep: capture needs the eager warm-up steps first");
+    graph_.capture([&] { loss_ = step_(input_, labels_); });
+  }
+  optimizer_.prepare_replay();
+  graph_.replay();
+  ++steps_;
+  return loss_;
+}
+
+}  // namespace sublet
