@@ -3,7 +3,7 @@
 // Tolerances (float32): loss within 1e-4 relative; every parameter gradient within
 // 2e-3 * max|grad of that parameter| elementwise (cuDNN's convolution and batch-norm kernels sum
 // in other orders than the CPU's im2col GEMMs, over 19 layers of backward); parameters after
-// the update within 1e-5 absolute (lr 0.05 times the gradient error).
+// the update within lr * that gradient bound + 1e-6 (the first momentum step moves by lr * g).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,7 +56,7 @@ TEST(ResNet20GpuStep, MatchesCpuLossAndGradients) {
     float worst_param = 0.0f;
     for (std::size_t k = 0; k < cpu.params[i].size(); ++k)
       worst_param = std::max(worst_param, std::abs(gpu.params[i][k] - cpu.params[i][k]));
-    EXPECT_LE(worst_param, 1e-5f) << "parameter " << i << " after the update";
+    EXPECT_LE(worst_param, 0.05f * 2e-3f * scale + 1e-6f) << "parameter " << i << " after the update";
   }
 }
 
