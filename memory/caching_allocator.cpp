@@ -685,6 +685,11 @@ void CachingAllocator::free(Block* block) {
   s.return_block(block);
 }
 
+void CachingAllocator::set_category(Block* block, BlockCategory category) {
+  std::lock_guard lock(impl_->mutex);
+  block->category = category;
+}
+
 void CachingAllocator::record_stream(Block* block, StreamHandle stream) {
   std::lock_guard lock(impl_->mutex);
   if (stream == block->stream) return;

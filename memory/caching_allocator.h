@@ -86,6 +86,9 @@ class CachingAllocator {
   Block* allocate(std::size_t bytes, StreamHandle stream = nullptr,
                   BlockCategory category = BlockCategory::Unknown);
   void free(Block* block);
+  // Re-tags a live block (e.g. a tensor saved for backward becomes an Activation). Under the
+  // allocator's lock, so snapshots taken concurrently never read a half-written tag.
+  void set_category(Block* block, BlockCategory category);
   // The block will also be used on `stream`: it is reused only after that stream's work
   // enqueued before the free has completed.
   void record_stream(Block* block, StreamHandle stream);

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "memory/errors.h"
 
 namespace sublet::memory {
@@ -177,7 +179,8 @@ std::string AllocatorConfig::to_string() const {
     sep = ",";
   }
   if (expandable_segments) { out << sep << "expandable_segments:True"; sep = ","; }
-  if (garbage_collection_threshold > 0) out << sep << "garbage_collection_threshold:" << garbage_collection_threshold;
+  if (garbage_collection_threshold > 0)  // shortest text that parses back to the same double
+    out << sep << "garbage_collection_threshold:" << fmt::format("{}", garbage_collection_threshold);
   return out.str();
 }
 

@@ -1,6 +1,7 @@
 #include "memory/registry.h"
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -18,10 +19,12 @@ constexpr int kMaxCudaDevices = 16;
 
 // Allocators live for the whole process and are never destroyed: tensors in static storage may
 // be released after main() returns, and must still find their allocator.
+// Lookups are lock-free (every tensor allocation makes one); creating or replacing an
+// allocator takes the mutex.
 struct Registry {
   std::mutex mutex;
-  CachingAllocator* host = nullptr;
-  std::array<CachingAllocator*, kMaxCudaDevices> cuda{};
+  std::atomic<CachingAllocator*> host{nullptr};
+  std::array<std::atomic<CachingAllocator*>, kMaxCudaDevices> cuda{};
 };
 
 Registry& registry() {
@@ -63,7 +66,7 @@ void check_device(Device device) {
                       " CUDA device(s) are available");
 }
 
-CachingAllocator*& slot_for(Registry& r, Device device) {
+std::atomic<CachingAllocator*>& slot_for(Registry& r, Device device) {
   return device.is_cpu() ? r.host : r.cuda[static_cast<std::size_t>(device.index)];
 }
 
@@ -104,24 +107,28 @@ std::unique_ptr<CachingAllocator> make_allocator(Device device, AllocatorKind ki
 }
 
 CachingAllocator& allocator_for(Device device) {
-  check_device(device);
   Registry& r = registry();
+  const bool indexable = device.is_cpu() || (device.index >= 0 && device.index < kMaxCudaDevices);
+  if (indexable)
+    if (CachingAllocator* existing = slot_for(r, device).load(std::memory_order_acquire)) return *existing;
+  check_device(device);
   std::lock_guard lock(r.mutex);
-  CachingAllocator*& slot = slot_for(r, device);
-  if (!slot) slot = make_allocator(device, AllocatorKind::Caching).release();
-  return *slot;
+  std::atomic<CachingAllocator*>& slot = slot_for(r, device);
+  if (!slot.load()) slot.store(make_allocator(device, AllocatorKind::Caching).release(), std::memory_order_release);
+  return *slot.load();
 }
 
 void replace_allocator(Device device, std::unique_ptr<CachingAllocator> allocator) {
   check_device(device);
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  CachingAllocator*& slot = slot_for(r, device);
-  if (slot && slot->memory_allocated() != 0)
-    throw Error("replace_allocator: " + device.str() + " still has " + std::to_string(slot->memory_allocated()) +
+  std::atomic<CachingAllocator*>& slot = slot_for(r, device);
+  CachingAllocator* old = slot.load();
+  if (old && old->memory_allocated() != 0)
+    throw Error("replace_allocator: " + device.str() + " still has " + std::to_string(old->memory_allocated()) +
                 " bytes allocated; release every tensor first");
-  delete slot;  // nothing is allocated from it any more
-  slot = allocator.release();
+  slot.store(allocator.release(), std::memory_order_release);
+  delete old;  // nothing is allocated from it any more
 }
 
 }  // namespace sublet::memory

@@ -26,7 +26,7 @@ memory::BlockCategory Storage::category() const {
 }
 
 void Storage::set_category(memory::BlockCategory category) const {
-  if (impl_) impl_->block->category = category;
+  if (impl_) impl_->allocator->set_category(impl_->block, category);
 }
 
 }  // namespace sublet
