@@ -45,13 +45,16 @@ def ratio(a, b):
 sublet, torch = load(sys.argv[1]), load(sys.argv[2])
 print()
 print(f"{'model':<10} {'device':<7} {'batch':>5} {'input':>9} | {'sublet ms':>10} {'torch ms':>10} {'ratio':>6} |"
-      f" {'sublet MiB':>10} {'torch MiB':>10} {'ratio':>6}")
+      f" {'sublet cpu':>10} {'torch cpu':>10} {'ratio':>6} | {'sublet MiB':>10} {'torch MiB':>10} {'ratio':>6}")
 for s, t in zip(sublet, torch):
     print(f"{s['model']:<10} {s['device']:<7} {s['batch_size']:>5} {s['input']:>9} |"
           f" {s['ms_per_step']:>10.1f} {t['ms_per_step']:>10.1f} {ratio(s['ms_per_step'], t['ms_per_step']):>6} |"
+          f" {s['cpu_ms_per_step']:>10.1f} {t['cpu_ms_per_step']:>10.1f}"
+          f" {ratio(s['cpu_ms_per_step'], t['cpu_ms_per_step']):>6} |"
           f" {mib(s['peak_allocated_bytes']):>10} {mib(t['peak_allocated_bytes']):>10}"
           f" {ratio(s['peak_allocated_bytes'], t['peak_allocated_bytes']):>6}")
-print(f"ratio = sublet / {torch[0]['framework']} (ms: median step; MiB: peak allocated, n/a where PyTorch has no "
+print(f"ratio = sublet / {torch[0]['framework']} (ms: median step wall time; cpu: median process CPU ms per step, '
+      f'less sensitive to other jobs on the machine; MiB: peak allocated, n/a where PyTorch has no "
       f"CPU allocator statistics)")
 PY
 echo "JSON: $out/sublet.json $out/pytorch.json"

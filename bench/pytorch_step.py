@@ -135,13 +135,14 @@ def run(args, model_name, device, shape):
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    step_ms = []
+    step_ms, cpu_ms = [], []
     for _ in range(args.steps):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         step()
         if cuda:
             torch.cuda.synchronize()
         step_ms.append((time.perf_counter() - start) * 1000.0)
+        cpu_ms.append((time.process_time() - cpu_start) * 1000.0)
     ms = statistics.median(step_ms)
     return {
         "framework": f"pytorch {torch.__version__}",
@@ -152,6 +153,7 @@ def run(args, model_name, device, shape):
         "classes": args.classes,
         "threads": torch.get_num_threads(),
         "ms_per_step": ms,
+        "cpu_ms_per_step": statistics.median(cpu_ms),
         "img_per_s": args.batch_size * 1000.0 / ms,
         "peak_allocated_bytes": torch.cuda.max_memory_allocated() if cuda else None,
         "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
@@ -162,14 +164,15 @@ def run(args, model_name, device, shape):
 
 
 def print_table(results):
-    print(f"{'model':<10} {'device':<7} {'batch':>6} {'input':>10} {'threads':>8} {'ms/step':>11} {'img/s':>10} "
+    print(f"{'model':<10} {'device':<7} {'batch':>6} {'input':>10} {'threads':>8} {'ms/step':>11} {'cpu ms/step':>11} "
+          f"{'img/s':>10} "
           f"{'peak alloc':>14} {'peak reserved':>14}")
     for r in results:
         print(f"{r['model']:<10} {r['device']:<7} {r['batch_size']:>6} {r['input']:>10} {r['threads']:>8} "
-              f"{r['ms_per_step']:>11.1f} {r['img_per_s']:>10.1f} {format_bytes(r['peak_allocated_bytes']):>14} "
+              f"{r['ms_per_step']:>11.1f} {r['cpu_ms_per_step']:>11.1f} {r['img_per_s']:>10.1f} {format_bytes(r['peak_allocated_bytes']):>14} "
               f"{format_bytes(r['peak_reserved_bytes']):>14}")
     print(f"ms/step: median over the timed steps (forward, cross-entropy, backward, SGD step, zero_grad); "
-          f"PyTorch {torch.__version__}")
+          f"cpu ms/step: process CPU time of a step, all threads; PyTorch {torch.__version__}")
 
 
 def main():

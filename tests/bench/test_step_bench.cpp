@@ -1,0 +1,75 @@
+// bench/step: the training-step benchmark behind `sublet bench step`, on tiny CPU runs.
+#include <gtest/gtest.h>
+
+#include "bench/step/step_bench.h"
+#include "bench/step/step_report.h"
+#include "memory/errors.h"
+#include "memory/registry.h"
+
+namespace sublet {
+namespace {
+
+bench::StepBenchOptions tiny(const std::string& model) {
+  bench::StepBenchOptions o;
+  o.model = model;
+  o.input = {1, 8, 8};
+  o.batch_size = 4;
+  o.num_classes = 3;
+  o.steps = 3;
+  o.warmup = 1;
+  return o;
+}
+
+TEST(StepBench, ParsesInputShapes) {
+  const bench::InputShape s = bench::parse_input_shape("1x28x28");
+  EXPECT_EQ(s.channels, 1);
+  EXPECT_EQ(s.height, 28);
+  EXPECT_EQ(s.width, 28);
+  EXPECT_EQ(s.str(), "1x28x28");
+  for (const char* bad : {"3x32", "3x32x32x1", "3x0x32", "3x-2x32", "ax32x32", "3x32x", "", "3xx32"}) {
+    EXPECT_THROW(bench::parse_input_shape(bad), ValueError) << bad;
+  }
+}
+
+TEST(StepBench, MedianOfOddAndEvenCounts) {
+  EXPECT_DOUBLE_EQ(bench::median({5, 1, 3}), 3);
+  EXPECT_DOUBLE_EQ(bench::median({4, 1, 3, 2}), 2.5);
+}
+
+TEST(StepBench, TimesStepsAndReportsPeaksOfTheTimedSteps) {
+  const bench::StepBenchResult r = bench::run_step_bench(tiny("resnet20"));
+  ASSERT_EQ(r.step_ms.size(), 3u);
+  for (double ms : r.step_ms) EXPECT_GT(ms, 0);
+  EXPECT_GE(r.ms_per_step, *std::min_element(r.step_ms.begin(), r.step_ms.end()));
+  EXPECT_LE(r.ms_per_step, *std::max_element(r.step_ms.begin(), r.step_ms.end()));
+  EXPECT_NEAR(r.img_per_s, 4 * 1000.0 / r.ms_per_step, 1e-9);
+  // The peak covers at least the ResNet-20 parameters (about 1 MiB of float32) and their gradients.
+  EXPECT_GT(r.peak_allocated_bytes, 2u * 270'000u * 4u);
+  EXPECT_LE(r.peak_allocated_bytes, r.peak_reserved_bytes);
+
+  const nlohmann::json j = bench::step_json(r);
+  for (const char* key : {"model", "device", "batch_size", "input", "ms_per_step", "img_per_s", "peak_allocated_bytes",
+                          "peak_reserved_bytes", "steps"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["input"], "1x8x8");
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_TRUE(bench::step_json(std::vector<bench::StepBenchResult>{r, r}).is_array());
+  EXPECT_TRUE(bench::step_json(std::vector<bench::StepBenchResult>{r}).is_object());
+}
+
+TEST(StepBench, TheBenchmarkLeavesNoTensorBehind) {
+  const std::size_t before = memory_allocated(Device::cpu());
+  bench::run_step_bench(tiny("resnet20"));
+  EXPECT_EQ(memory_allocated(Device::cpu()), before);
+}
+
+TEST(StepBench, RejectsUnknownModelsAndBadCounts) {
+  EXPECT_THROW(bench::run_step_bench(tiny("resnet7")), ValueError);
+  auto o = tiny("resnet20");
+  o.steps = 0;
+  EXPECT_THROW(bench::run_step_bench(o), ValueError);
+}
+
+}  // namespace
+}  // namespace sublet
