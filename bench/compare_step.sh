@@ -39,6 +39,9 @@ def load(path):
 def mib(n):
     return "n/a" if n is None else f"{n / 2**20:.1f}"
 
+def ms(n):
+    return "n/a" if n is None else f"{n:.1f}"
+
 def ratio(a, b):
     return "n/a" if a is None or b in (None, 0) else f"{a / b:.2f}"
 
@@ -49,8 +52,8 @@ print(f"{'model':<10} {'device':<7} {'batch':>5} {'input':>9} | {'sublet ms':>10
 for s, t in zip(sublet, torch):
     print(f"{s['model']:<10} {s['device']:<7} {s['batch_size']:>5} {s['input']:>9} |"
           f" {s['ms_per_step']:>10.1f} {t['ms_per_step']:>10.1f} {ratio(s['ms_per_step'], t['ms_per_step']):>6} |"
-          f" {s['cpu_ms_per_step']:>10.1f} {t['cpu_ms_per_step']:>10.1f}"
-          f" {ratio(s['cpu_ms_per_step'], t['cpu_ms_per_step']):>6} |"
+          f" {ms(s.get('cpu_ms_per_step')):>10} {ms(t.get('cpu_ms_per_step')):>10}"
+          f" {ratio(s.get('cpu_ms_per_step'), t.get('cpu_ms_per_step')):>6} |"
           f" {mib(s['peak_allocated_bytes']):>10} {mib(t['peak_allocated_bytes']):>10}"
           f" {ratio(s['peak_allocated_bytes'], t['peak_allocated_bytes']):>6}")
 print(f"ratio = sublet / {torch[0]['framework']} (ms: median step wall time; cpu: median process CPU ms per step, '
