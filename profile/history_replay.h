@@ -1,11 +1,13 @@
 #pragma once
 // The allocator's state at any moment of the profiled run, rebuilt by replaying the history up to
-// that moment through a fresh allocator with the same configuration on a SimulatedBackend of the
-// device's capacity. The segment rules do not depend on the backend, so the rebuilt state has the
-// live run's sizes, splits and statistics (addresses differ): this is how summary.txt gets a
+// that moment through a fresh allocator with the same configuration on a backend that hands out
+// the live run's segment addresses again (never touching memory). The segment rules do not depend
+// on the backend, and with the same addresses best fit breaks ties between equal free blocks the
+// same way, so the rebuilt state is the live run's block for block: this is how summary.txt gets a
 // memory_summary() and segments.svg a segment map *at the peak*, which no hook could read without
 // stopping inside an allocation. Exact when recording began on an empty allocator
-// (Baseline::allocated == 0 and reserved == 0), which profile_training() arranges.
+// (Baseline::allocated == 0 and reserved == 0), which profile_training() arranges, and when no
+// block waited on another stream (the replay frees at once).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -119,6 +119,12 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
       model->train();
       optimizer = make_optimizer(options, model->parameters(), &run.optimizer_state_per_parameter);
     }
+    // Buffers (BatchNorm's running statistics) are model state that lives as long as the
+    // parameters; nobody else tags them, and untagged memory would read as temporary.
+    for (const auto& buffer : model->buffers()) {
+      run.buffer_bytes += buffer.nbytes();
+      if (buffer.storage().category() == memory::BlockCategory::Unknown) buffer.storage().set_category(memory::BlockCategory::Parameter);
+    }
     for (const auto& p : model->parameters()) {
       ++run.parameter_count;
       run.parameter_bytes += p.nbytes();

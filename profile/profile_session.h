@@ -63,6 +63,7 @@ struct ProfileRun {
   std::size_t parameter_count = 0;      // tensors
   std::size_t parameter_bytes = 0;      // numel * element size, before rounding
   std::size_t parameter_block_bytes = 0;  // the same tensors' rounded allocator blocks
+  std::size_t buffer_bytes = 0;         // buffers (running statistics), counted with the parameters
   int optimizer_state_per_parameter = 0;  // SGD with momentum: 1, Adam: 2
   // Timing: profiled steps after the first, and unprofiled steps.
   double profiled_step_ms = 0;

@@ -113,6 +113,9 @@ std::string summary_report(const ProfileRun& run, const std::vector<LayerRow>& r
   out += fmt::format("   - rounding: every block is a multiple of 512 B; the {} parameter tensors take {} in blocks for {} of data "
                      "({} of padding), and the same for each gradient and state tensor.\n",
                      run.parameter_count, b(static_cast<std::int64_t>(run.parameter_block_bytes)), b(e.parameters), b(rounding));
+  if (run.buffer_bytes > 0)
+    out += fmt::format("   - buffers: the model's buffers (BatchNorm running statistics, {}) are counted as parameters.\n",
+                       b(static_cast<std::int64_t>(run.buffer_bytes)));
   out += fmt::format("   - at the end of forward, besides parameters, state, input and saved activations: temporaries {}, "
                      "workspaces {}, gradients {} (zero_grad runs at the start of a step, so none should be left).\n",
                      b(at_forward_end[cat(Category::Temporary)]), b(at_forward_end[cat(Category::Workspace)]),
