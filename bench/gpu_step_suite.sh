@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The GPU training-step suite of issue 4 in one command: for ResNet-18 32x32 batch 128 and 512
+# (10 classes) and ResNet-50 224x224 batch 64 (1000 classes), fp32, torchvision's architectures,
+# random data, median of 30 steps after 5 warm-up steps:
+#   sublet eager, sublet with the step captured in a CUDA graph, PyTorch (bench/pytorch_step.py,
+#   cudnn.benchmark on), and `--allocator all` (caching | raw | async side by side) for
+#   ResNet-18 batch 128 and ResNet-50 batch 64.
+# Every run writes JSON into OUT_DIR; bench/gpu_step_table.py then prints one table with ratios.
+#
+#   bench/gpu_step_suite.sh OUT_DIR
+#
+# SUBLET: the sublet binary (default: build-gpu/sublet, else build/sublet). PYTHON: a Python with
+# torch (default: the first of python3, /usr/bin/python3 that imports it). STEPS/WARMUP override
+# 30/5. A failing run is reported and the suite goes on (its JSON is then missing from the table).
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+[[ $# -eq 1 ]] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
+out="$1"
+mkdir -p "$out" || exit 1
+sublet="${SUBLET:-}"
+if [[ -z "$sublet" ]]; then
+  for candidate in "$here/../build-gpu/sublet" "$here/../build/sublet"; do
+    [[ -x "$candidate" ]] && { sublet="$candidate"; break; }
+  done
+fi
+[[ -x "$sublet" ]] || { echo "error: no sublet binary (set SUBLET=path/to/sublet)" >&2; exit 1; }
+python="${PYTHON:-}"
+if [[ -z "$python" ]]; then
+  for candidate in python3 /usr/bin/python3; do
+    if "$candidate" -c "import torch" 2>/dev/null; then python="$candidate"; break; fi
+  done
+fi
+steps="${STEPS:-30}"
+warmup="${WARMUP:-5}"
+failures=0
+
+run() {  # run NAME COMMAND...
+  local name="$1"; shift
+  echo "=== $name: $*" >&2
+  if ! "$@" > "$out/$name.log" 2>&1; then
+    echo "!!! $name failed (see $out/$name.log):" >&2
+    tail -5 "$out/$name.log" >&2
+    failures=$((failures + 1))
+  fi
+}
+
+configs=(
+  "r18_b128 resnet18 3x32x32 128 10"
+  "r18_b512 resnet18 3x32x32 512 10"
+  "r50_b64 resnet50 3x224x224 64 1000"
+)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>/dev/null || true
+for config in "${configs[@]}"; do
+  read -r tag model input batch classes <<< "$config"
+  common=(--device cuda --model "$model" --input "$input" --batch-size "$batch" --classes "$classes"
+          --steps "$steps" --warmup "$warmup")
+  run "${tag}_sublet_eager" "$sublet" bench step "${common[@]}" --json "$out/${tag}_sublet_eager.json"
+  run "${tag}_sublet_graph" "$sublet" bench step "${common[@]}" --cuda-graph --json "$out/${tag}_sublet_graph.json"
+  if [[ -n "$python" ]]; then
+    run "${tag}_pytorch" "$python" "$here/pytorch_step.py" "${common[@]}" --json "$out/${tag}_pytorch.json"
+  else
+    echo "!!! no python3 with torch: PyTorch runs skipped (set PYTHON=...)" >&2
+  fi
+  if [[ "$tag" != r18_b512 ]]; then
+    run "${tag}_sublet_allocators" "$sublet" bench step "${common[@]}" --allocator all \
+        --json "$out/${tag}_sublet_allocators.json"
+  fi
+done
+python3 "$here/gpu_step_table.py" "$out" | tee "$out/table.txt"
+echo "JSON, logs and table.txt in $out; $failures run(s) failed" >&2
+exit $((failures > 0))

@@ -1,0 +1,56 @@
+#include "bench/step/graph_step.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "memory/errors.h"
+#include "memory/registry.h"
+#include "runtime/nn/functional.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "runtime/graphed_train_step.h"
+#endif
+
+namespace sublet::bench {
+
+void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images, const Tensor& labels,
+                        StepBenchResult& result) {
+  const StepBenchOptions& options = result.options;
+  if (!options.device.is_cuda()) throw DeviceError("bench step --cuda-graph: needs --device cuda");
+  if (options.allocator != memory::AllocatorKind::Caching)
+    throw ValueError(std::string("bench step --cuda-graph: needs the caching allocator, got ") +
+                     memory::allocator_kind_name(options.allocator) +
+                     " (raw frees with cudaFree inside the capture; async allocations would be captured)");
+#ifdef SUBLET_HAVE_CUDA
+  GraphedTrainStep graphed(
+      [&](const Tensor& x, const Tensor& y) {
+        optimizer.zero_grad();  // first, so the gradients live in the graph's pool
+        Tensor loss = nn::functional::cross_entropy(model(x), y);
+        loss.backward();
+        optimizer.step();
+        return loss;
+      },
+      optimizer, images.sizes(), labels.sizes(), options.device,
+      static_cast<int>(std::max<std::int64_t>(options.warmup, 1)), images.dtype());
+  for (std::int64_t i = 0; i < std::max<std::int64_t>(options.warmup, 1); ++i) graphed.run(images, labels).item<float>();
+  graphed.graph().synchronize();
+  reset_peak_memory_stats(options.device);
+  graphed.replay_static().item<float>();  // capture + first replay (untimed)
+  using Clock = std::chrono::steady_clock;
+  const auto timed_start = memory::allocator_for(options.device).stats();
+  for (std::int64_t i = 0; i < options.steps; ++i) {
+    const auto start = Clock::now();
+    graphed.replay_static().item<float>();  // waits for the replay
+    result.step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  const auto after = memory::allocator_for(options.device).stats();
+  result.device_allocs_per_step =
+      static_cast<double>(after.num_device_alloc - timed_start.num_device_alloc) / static_cast<double>(options.steps);
+  result.peak_allocated_bytes = max_memory_allocated(options.device);
+  result.peak_reserved_bytes = max_memory_reserved(options.device);
+#else
+  (void)model, (void)optimizer, (void)images, (void)labels;
+  throw DeviceError("bench step --cuda-graph: this sublet was built without CUDA");
+#endif
+}
+
+}  // namespace sublet::bench
