@@ -21,7 +21,7 @@ struct Entry {
   Bar forward, backward;  // backward also holds the optimizer phase
 };
 
-constexpr double kRowHeight = 14, kTop = 64, kLabelWidth = 210, kPanelWidth = 440, kGap = 30, kBottom = 60;
+constexpr double kRowHeight = 14, kTop = 64, kLabelWidth = 210, kPanelWidth = 440, kGap = 60, kBottom = 60;
 
 void add(Bar& bar, const LayerRow& r) {
   for (std::size_t c = 0; c < kNumCategories; ++c) bar.net[c] += r.net_by_category[c];
@@ -51,6 +51,9 @@ std::string layers_svg(const ProfileRun& run, const std::vector<LayerRow>& rows,
       low = std::min(low, neg);
     }
   }
+  // Round both ends to axis values, so the ticks read 0, 1.5 MiB, 3 MiB rather than odd figures.
+  high = nice_axis_max(high);
+  if (low < 0) low = -nice_axis_max(-low);
   const double span = high - low;
   const double height = kTop + kRowHeight * static_cast<double>(entries.size()) + kBottom;
   const double width = kLabelWidth + 2 * kPanelWidth + kGap + 20;

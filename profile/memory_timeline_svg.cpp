@@ -10,8 +10,8 @@
 namespace sublet::profile {
 namespace {
 
-constexpr double kWidth = 1200, kHeight = 560;
-constexpr double kLeft = 80, kRight = 190, kTop = 110, kBottom = 50;
+constexpr double kWidth = 1200, kHeight = 600;
+constexpr double kLeft = 80, kRight = 190, kTop = 150, kBottom = 50;
 
 const char* band_color(Phase phase, bool odd) {
   switch (phase) {
@@ -33,7 +33,18 @@ std::string memory_timeline_svg(const ProfileRun& run, const std::vector<LayerRo
   const std::uint64_t first = record.begin_event, last = std::max(record.end_event, first + 1);
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
   const double y_max = nice_axis_max(static_cast<double>(std::max<std::int64_t>(peak.peak_reserved, peak.peak_allocated)));
-  const auto x_of = [&](std::uint64_t event) { return kLeft + plot_w * static_cast<double>(event - first) / static_cast<double>(last - first); };
+  // x: the number of allocations and frees before the event (segment and free_completed events
+  // take no width), so every tensor's arrival or departure is one step to the right.
+  std::vector<std::uint64_t> ordinal(last - first + 1, 0);
+  for (std::uint64_t i = first; i < last; ++i) {
+    const bool counted = i < record.end_event && (run.events[i].kind == memory::AllocatorEventKind::Alloc ||
+                                                  run.events[i].kind == memory::AllocatorEventKind::FreeRequested);
+    ordinal[i - first + 1] = ordinal[i - first] + (counted ? 1 : 0);
+  }
+  const double total = static_cast<double>(std::max<std::uint64_t>(ordinal.back(), 1));
+  const auto x_of = [&](std::uint64_t event) {
+    return kLeft + plot_w * static_cast<double>(ordinal[std::min(event, last) - first]) / total;
+  };
   const auto y_of = [&](double bytes) { return kTop + plot_h * (1.0 - bytes / y_max); };
 
   SvgDocument svg(kWidth, kHeight);
@@ -49,7 +60,7 @@ std::string memory_timeline_svg(const ProfileRun& run, const std::vector<LayerRo
     svg.rect(x0, kTop, x1 - x0, plot_h, band_color(r.phase, band++ % 2 == 1),
              fmt::format("{} {}: net {}, peak +{}", r.module, phase_name(r.phase), memory::format_bytes(r.net),
                          memory::format_bytes(r.peak_above_entry)));
-    if (x1 - x0 >= 7) svg.text((x0 + x1) / 2, kTop - 6, r.module + " " + phase_name(r.phase), 9, "start", "", -60);
+    if (x1 - x0 >= 7) svg.text((x0 + x1) / 2, kTop - 6, r.module + " " + phase_name(r.phase), 9, "start", "", -50);
   }
 
   // Allocated bytes stacked by category, as step functions over the events.
@@ -100,8 +111,8 @@ std::string memory_timeline_svg(const ProfileRun& run, const std::vector<LayerRo
     svg.text(kLeft - 7, y_of(bytes) + 4, axis_label(bytes), 10, "end");
   }
   svg.text(kLeft + plot_w / 2, kHeight - 14,
-           fmt::format("allocator events of step {} in order ({} events; bands: blue forward, orange backward, green optimizer)",
-                       step, record.end_event - record.begin_event), 11, "middle");
+           fmt::format("allocations and frees of step {} in order ({} of them; bands: blue forward, orange backward, green optimizer)",
+                       step, ordinal.back()), 11, "middle");
 
   // The peak and the innermost span that holds it.
   const LayerRow* holder = nullptr;

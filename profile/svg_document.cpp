@@ -84,16 +84,16 @@ const char* category_color(Category category) {
 double nice_axis_max(double bytes) {
   const double mib = std::max(bytes / (1024.0 * 1024.0), 1e-3);
   const double power = std::pow(10.0, std::floor(std::log10(mib)));
-  for (double step : {1.0, 2.0, 2.5, 5.0, 10.0})
+  for (double step : {1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0})
     if (step * power >= mib) return step * power * 1024.0 * 1024.0;
   return 10 * power * 1024.0 * 1024.0;
 }
 
 std::string axis_label(double bytes) {
   const double mib = bytes / (1024.0 * 1024.0);
-  if (mib >= 1024) return fmt::format("{:g} GiB", mib / 1024.0);
-  if (mib >= 1 || mib == 0) return fmt::format("{:g} MiB", mib);
-  return fmt::format("{:g} KiB", mib * 1024.0);
+  if (mib >= 1024) return fmt::format("{:.3g} GiB", mib / 1024.0);
+  if (mib >= 1 || mib == 0) return fmt::format("{:.3g} MiB", mib);
+  return fmt::format("{:.3g} KiB", mib * 1024.0);
 }
 
 }  // namespace sublet::profile
