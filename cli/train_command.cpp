@@ -1,0 +1,106 @@
+// sublet train [--model NAME] [--data mnist|cifar10|synthetic] [--data-dir DIR] [--device auto|cpu|cuda]
+//              [--epochs N] [--batch-size B] [--lr X] [--optimizer sgd|adam|adamw] [--schedule none|step|cosine]
+//              [--limit-train N] [--limit-test N] [--seed S] [--checkpoint PATH] [--resume PATH]
+//              [--metrics-json PATH] [--cuda-graph] [--no-oom-retry]
+// A thin layer over train::Trainer (train/trainer.h): flags to TrainOptions, a progress printer,
+// and every problem reported as one line by main() through the sublet::Error family.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "memory/errors.h"
+#include "models/registry.h"
+#include "train/progress.h"
+#include "train/trainer.h"
+
+namespace sublet::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Training can take hours: refuse an output that cannot be written before, not after.
+void check_output_path(const std::string& flag, const fs::path& path) {
+  if (path.empty()) return;
+  const fs::path parent = fs::absolute(path).parent_path();
+  if (!fs::is_directory(parent)) {
+    throw IoError(flag + " " + path.string() + ": the directory " + parent.string() + " does not exist");
+  }
+}
+
+// "3x32x32" -> channels, height, width.
+void parse_synthetic_shape(const std::string& text, train::TrainOptions& options) {
+  std::int64_t c = 0, h = 0, w = 0;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%ldx%ldx%ld%c", &c, &h, &w, &tail) != 3 || c <= 0 || h <= 0 || w <= 0) {
+    throw ValueError("--synthetic-shape: expected CxHxW with positive sizes, e.g. 3x32x32, got '" + text + "'");
+  }
+  options.synthetic_channels = c;
+  options.synthetic_height = h;
+  options.synthetic_width = w;
+}
+
+void run_train(train::TrainOptions options, const std::string& synthetic_shape) {
+  parse_synthetic_shape(synthetic_shape, options);
+  train::validate(options);
+  check_output_path("--checkpoint", options.checkpoint);
+  check_output_path("--metrics-json", options.metrics_json);
+  if (!options.resume.empty() && !fs::is_regular_file(options.resume)) {
+    throw IoError("--resume " + options.resume.string() + ": no such file");
+  }
+  train::Trainer trainer(options);
+  train::ProgressPrinter printer(stdout, ::isatty(::fileno(stdout)) == 1);
+  trainer.set_observer(&printer);
+  printer.note(trainer.describe());
+  if (!options.resume.empty()) trainer.resume_from(options.resume);
+  const auto& history = trainer.fit();
+  if (history.empty()) return;
+  double seconds = 0;
+  for (const auto& m : history) seconds += m.seconds;
+  printer.note(fmt::format("final test accuracy {:.2f}% after {} epoch{} ({:.1f} s{})", 100.0 * history.back().test_acc,
+                           history.size(), history.size() == 1 ? "" : "s", seconds,
+                           trainer.oom_retries() > 0 ? fmt::format(", {} out-of-memory retries", trainer.oom_retries())
+                                                     : std::string()));
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("train", "Train a model (ResNet family) on MNIST, CIFAR-10 or synthetic images");
+  auto options = std::make_shared<train::TrainOptions>();
+  auto synthetic_shape = std::make_shared<std::string>("3x32x32");
+  std::string models;
+  for (const std::string& name : models::model_names()) models += (models.empty() ? "" : ", ") + name;
+  // Values are checked by train::validate (one message format for CLI and library), not CLI11.
+  cmd->add_option("--model", options->model, "model: " + models)->capture_default_str();
+  cmd->add_option("--data", options->data, "mnist, cifar10 or synthetic")->capture_default_str();
+  cmd->add_option("--data-dir", options->data_dir, "dataset folder (default data/mnist, data/cifar-10-batches-bin)");
+  cmd->add_option("--device", options->device, "auto (CUDA when present), cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--epochs", options->epochs, "epochs to train (in total, counting resumed ones)")->capture_default_str();
+  cmd->add_option("--batch-size", options->batch_size, "images per step")->capture_default_str();
+  cmd->add_option("--lr", options->lr, "learning rate (default: 0.1 for sgd, 0.001 for adam/adamw)");
+  cmd->add_option("--optimizer", options->optimizer, "sgd (momentum 0.9), adam or adamw")->capture_default_str();
+  cmd->add_option("--schedule", options->schedule, "none, step (x0.1 every third of the run) or cosine")
+      ->capture_default_str();
+  cmd->add_option("--momentum", options->momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", options->weight_decay, "weight decay")->capture_default_str();
+  cmd->add_option("--limit-train", options->limit_train, "use the first N training images (0: all)");
+  cmd->add_option("--limit-test", options->limit_test, "use the first N test images (0: all)");
+  cmd->add_option("--seed", options->seed, "seed of initialisation, order and augmentation")->capture_default_str();
+  cmd->add_option("--checkpoint", options->checkpoint, "write a checkpoint here after every epoch");
+  cmd->add_option("--resume", options->resume, "continue from this checkpoint");
+  cmd->add_option("--metrics-json", options->metrics_json, "write per-epoch metrics here (JSON)");
+  cmd->add_option("--synthetic-shape", *synthetic_shape, "image shape CxHxW of --data synthetic")
+      ->capture_default_str();
+  cmd->add_flag("--cuda-graph", options->cuda_graph, "capture the training step in a CUDA graph");
+  cmd->add_flag("--oom-retry,!--no-oom-retry", options->oom_retry,
+                "on out of memory, halve the batch size and continue (default on)");
+  cmd->callback([options, synthetic_shape] { run_train(*options, *synthetic_shape); });
+}
+
+}  // namespace sublet::cli
