@@ -52,8 +52,11 @@ TEST(LayerRows, PerLayerPeaksStayBelowTheStepPeakAndTheMarkedRowsReachIt) {
         EXPECT_TRUE(r.begin_event <= p.peak_event && p.peak_event < r.end_event) << r.module;
       } else {
         // Not marked: no allocation inside reaches the peak.
-        for (std::uint64_t i = r.begin_event; i < r.end_event; ++i)
-          if (run.events[i].kind == memory::AllocatorEventKind::Alloc) ASSERT_LT(run.accounting.allocated[i], p.peak_allocated) << r.module;
+        for (std::uint64_t i = r.begin_event; i < r.end_event; ++i) {
+          if (run.events[i].kind == memory::AllocatorEventKind::Alloc) {
+            ASSERT_LT(run.accounting.allocated[i], p.peak_allocated) << r.module;
+          }
+        }
       }
     }
     // The peak happens in one leaf span (a layer, or the loss/input/optimizer) and the spans around it.
@@ -94,7 +97,9 @@ TEST(LayerRows, RowFiguresAgreeWithTheAllocatorAndAddUp) {
   std::int64_t first_step_device_allocs = 0;
   for (const LayerRow& r : rows) {
     if (r.step == 1 && r.depth == 0) first_step_device_allocs += r.device_allocs;
-    if (r.step >= 3) EXPECT_EQ(r.device_allocs, 0) << r.module << " step " << r.step;
+    if (r.step >= 3) {
+      EXPECT_EQ(r.device_allocs, 0) << r.module << " step " << r.step;
+    }
   }
   EXPECT_GT(first_step_device_allocs, 0);
 }
