@@ -1,6 +1,7 @@
 // SUBLET_ALLOC_CONF parsing and the size-rounding rules it controls.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "memory/caching_allocator.h"
@@ -60,11 +61,16 @@ TEST(AllocatorConfig, ListFormFollowsPyTorchDocs) {
 TEST(AllocatorConfig, TextFormRoundTrips) {
   for (const std::string text : {"max_split_size_mb:128", "roundup_power2_divisions:[256:1,512:2,>:8]",
                                  "expandable_segments:True,garbage_collection_threshold:0.5",
-                                 "roundup_power2_divisions:4"}) {
+                                 "roundup_power2_divisions:4",
+                                 // found by fuzzing: more digits than the default stream precision keeps
+                                 "garbage_collection_threshold:0.65555555555555555555555555555555",
+                                 // found by fuzzing: intervals with 0 divisions print as 1 (the same rounding)
+                                 "roundup_power2_divisions:[256:8]"}) {
     const AllocatorConfig a = AllocatorConfig::parse(text);
     const AllocatorConfig b = AllocatorConfig::parse(a.to_string());
     EXPECT_EQ(a.max_split_size, b.max_split_size) << text;
-    EXPECT_EQ(a.roundup_power2_divisions, b.roundup_power2_divisions) << text;
+    for (std::size_t i = 0; i < AllocatorConfig::kRoundupIntervals; ++i)
+      EXPECT_EQ(std::max<std::size_t>(a.roundup_power2_divisions[i], 1), std::max<std::size_t>(b.roundup_power2_divisions[i], 1)) << text;
     EXPECT_EQ(a.expandable_segments, b.expandable_segments) << text;
     EXPECT_EQ(a.garbage_collection_threshold, b.garbage_collection_threshold) << text;
   }
