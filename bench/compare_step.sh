@@ -56,8 +56,8 @@ for s, t in zip(sublet, torch):
           f" {ratio(s.get('cpu_ms_per_step'), t.get('cpu_ms_per_step')):>6} |"
           f" {mib(s['peak_allocated_bytes']):>10} {mib(t['peak_allocated_bytes']):>10}"
           f" {ratio(s['peak_allocated_bytes'], t['peak_allocated_bytes']):>6}")
-print(f"ratio = sublet / {torch[0]['framework']} (ms: median step wall time; cpu: median process CPU ms per step, '
-      f'less sensitive to other jobs on the machine; MiB: peak allocated, n/a where PyTorch has no "
+print(f"ratio = sublet / {torch[0]['framework']} (ms: median step wall time; cpu: median process CPU ms per step, "
+      f"less sensitive to other jobs on the machine; MiB: peak allocated, n/a where PyTorch has no "
       f"CPU allocator statistics)")
 PY
 echo "JSON: $out/sublet.json $out/pytorch.json"
