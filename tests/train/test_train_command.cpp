@@ -1,0 +1,112 @@
+// `sublet train` as a user runs it: bad flags, unknown models, a bad device, missing data each
+// give one "error: ..." line and a non-zero exit, never a crash; a small synthetic run writes its
+// metrics and checkpoint, and a second run resumes from that checkpoint.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "memory/registry.h"
+#include "train_test_support.h"
+
+namespace sublet::train {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+RunResult run_sublet(const std::string& arguments) {
+  const std::string command = std::string(SUBLET_BINARY) + " " + arguments + " 2>&1";
+  RunResult result;
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return result;
+  std::array<char, 4096> buffer{};
+  while (std::fgets(buffer.data(), buffer.size(), pipe)) result.output += buffer.data();
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+// One clear error: non-zero exit (not a signal), an "error" line naming `part`, no internal trace.
+void expect_clear_error(const std::string& arguments, const std::string& part) {
+  const RunResult r = run_sublet(arguments);
+  EXPECT_GE(r.exit_code, 1) << arguments << "\n" << r.output;
+  EXPECT_LT(r.exit_code, 128) << "crashed: " << arguments << "\n" << r.output;
+  EXPECT_NE(r.output.find(part), std::string::npos) << arguments << "\n" << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+}
+
+TEST(TrainCommand, UnknownModelNamesTheKnownOnes) {
+  expect_clear_error("train --model resnet99 --device cpu", "resnet99");
+  expect_clear_error("train --model resnet99 --device cpu", "resnet20");
+}
+
+TEST(TrainCommand, BadDeviceNegativeEpochsAndBadNumbers) {
+  expect_clear_error("train --device gpu", "--device: unknown value 'gpu'");
+  expect_clear_error("train --device cpu --epochs -1", "--epochs must be >= 1, got -1");
+  expect_clear_error("train --device cpu --batch-size 0", "--batch-size must be >= 1");
+  expect_clear_error("train --device cpu --epochs many", "--epochs");
+  expect_clear_error("train --device cpu --no-such-flag", "--no-such-flag");
+  expect_clear_error("train --device cpu --cuda-graph", "not available yet");
+}
+
+TEST(TrainCommand, CudaWithoutAGpuIsOneClearLine) {
+  if (memory::cuda_available()) GTEST_SKIP() << "a CUDA device is present: this checks the message without one";
+  expect_clear_error("train --device cuda --data synthetic", "--device cuda");
+}
+
+TEST(TrainCommand, MissingDataSaysToRunTheFetchScript) {
+  testing::ScratchDir dir;
+  expect_clear_error("train --device cpu --data-dir " + (dir / "nothing").string(), "scripts/fetch_mnist.sh");
+  expect_clear_error("train --device cpu --data cifar10 --data-dir " + (dir / "nothing").string(), "CIFAR-10 not found");
+}
+
+TEST(TrainCommand, SyntheticRunWritesMetricsAndCheckpointAndResumes) {
+  testing::ScratchDir dir;
+  const std::string common = "train --device cpu --data synthetic --synthetic-shape 1x8x8 --limit-train 64 "
+                             "--limit-test 32 --batch-size 32 --seed 3 --checkpoint " +
+                             (dir / "ck.safetensors").string() + " --metrics-json " + (dir / "m.json").string();
+  const RunResult first = run_sublet(common + " --epochs 1");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("epoch 1/1: train loss"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("peak reserved"), std::string::npos) << first.output;
+
+  const RunResult second = run_sublet(common + " --epochs 2 --resume " + (dir / "ck.safetensors").string());
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
+  EXPECT_EQ(second.output.find("epoch 1/2: train loss"), std::string::npos) << "epoch 1 was trained again";
+  EXPECT_NE(second.output.find("epoch 2/2: train loss"), std::string::npos) << second.output;
+
+  std::ifstream in(dir / "m.json");
+  const nlohmann::json metrics = nlohmann::json::parse(in);
+  EXPECT_EQ(metrics.at("model"), "resnet20");
+  EXPECT_EQ(metrics.at("device"), "cpu");
+  ASSERT_EQ(metrics.at("epochs").size(), 2u);  // the resumed run keeps the first run's epoch
+  for (const char* key : {"epoch", "train_loss", "train_acc", "test_acc", "img_per_s", "peak_allocated_bytes",
+                          "peak_reserved_bytes"}) {
+    EXPECT_TRUE(metrics.at("epochs")[1].contains(key)) << key;
+  }
+  EXPECT_EQ(metrics.at("epochs")[1].at("epoch"), 2);
+  EXPECT_EQ(metrics.at("final_test_acc"), metrics.at("epochs")[1].at("test_acc"));
+  EXPECT_GT(metrics.at("epochs")[1].at("peak_allocated_bytes").get<std::int64_t>(), 0);
+}
+
+TEST(TrainCommand, ResumingWithAnotherModelIsRefused) {
+  testing::ScratchDir dir;
+  const std::string data = "--device cpu --data synthetic --synthetic-shape 1x8x8 --limit-train 32 --limit-test 16 "
+                           "--batch-size 32 --epochs 1 ";
+  const std::string checkpoint = (dir / "ck.safetensors").string();
+  ASSERT_EQ(run_sublet("train " + data + "--checkpoint " + checkpoint).exit_code, 0);
+  expect_clear_error("train " + data + "--model resnet32 --resume " + checkpoint, "was written for resnet20");
+  expect_clear_error("train " + data + "--resume " + (dir / "absent.safetensors").string(), "no such file");
+}
+
+}  // namespace
+}  // namespace sublet::train

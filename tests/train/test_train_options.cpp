@@ -1,0 +1,132 @@
+// The checks behind `sublet train`'s flags: each bad value is one ValueError naming the flag and
+// what is allowed; missing data says how to get it; a CUDA request without CUDA is a DeviceError.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "memory/errors.h"
+#include "memory/registry.h"
+#include "train/data_setup.h"
+#include "train/train_options.h"
+#include "train_test_support.h"
+
+namespace sublet::train {
+namespace {
+
+// The message of the ValueError validate() throws for `options`, or a failure.
+std::string validation_message(const TrainOptions& options) {
+  try {
+    validate(options);
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "validate() accepted the options";
+  return {};
+}
+
+void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
+}
+
+TEST(TrainOptions, DefaultsAreValid) {
+  EXPECT_NO_THROW(validate(TrainOptions{}));
+  EXPECT_EQ(TrainOptions{}.model, "resnet20");
+  EXPECT_EQ(TrainOptions{}.data, "mnist");
+  EXPECT_EQ(default_data_dir("mnist"), "data/mnist");
+  EXPECT_DOUBLE_EQ(default_lr("sgd"), 0.1);
+  EXPECT_DOUBLE_EQ(default_lr("adamw"), 1e-3);
+}
+
+TEST(TrainOptions, UnknownNamesListTheKnownOnes) {
+  TrainOptions o;
+  o.model = "resnet99";
+  const std::string model = validation_message(o);
+  expect_contains(model, "--model");
+  expect_contains(model, "resnet99");
+  expect_contains(model, "resnet56");
+
+  o = {};
+  o.data = "imagenet";
+  expect_contains(validation_message(o), "mnist, cifar10, synthetic");
+  o = {};
+  o.optimizer = "rmsprop";
+  expect_contains(validation_message(o), "sgd, adam, adamw");
+  o = {};
+  o.schedule = "linear";
+  expect_contains(validation_message(o), "none, step, cosine");
+  o = {};
+  o.device = "gpu";
+  const std::string device = validation_message(o);
+  expect_contains(device, "--device");
+  expect_contains(device, "'gpu'");
+}
+
+TEST(TrainOptions, OutOfRangeNumbersNameTheFlagAndTheValue) {
+  TrainOptions o;
+  o.epochs = -1;
+  const std::string epochs = validation_message(o);
+  expect_contains(epochs, "--epochs must be >= 1");
+  expect_contains(epochs, "-1");
+  o = {};
+  o.batch_size = 0;
+  expect_contains(validation_message(o), "--batch-size must be >= 1, got 0");
+  o = {};
+  o.limit_train = -5;
+  expect_contains(validation_message(o), "--limit-train");
+  o = {};
+  o.lr = -0.1;
+  expect_contains(validation_message(o), "--lr");
+}
+
+TEST(TrainOptions, CudaGraphSaysItIsNotAvailableYet) {
+  TrainOptions o;
+  o.cuda_graph = true;
+  expect_contains(validation_message(o), "not available yet");
+}
+
+TEST(TrainOptions, CudaWithoutAGpuIsADeviceError) {
+  if (memory::cuda_available()) GTEST_SKIP() << "a CUDA device is present: this checks the message without one";
+  EXPECT_THROW(resolve_device("cuda"), DeviceError);
+  EXPECT_EQ(resolve_device("auto"), Device::cpu());
+  EXPECT_EQ(resolve_device("cpu"), Device::cpu());
+}
+
+TEST(TrainOptions, MissingMnistSaysToRunTheFetchScript) {
+  testing::ScratchDir dir;
+  TrainOptions o;
+  o.data_dir = dir / "no-mnist-here";
+  try {
+    load_training_data(o);
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    expect_contains(e.what(), "scripts/fetch_mnist.sh");
+    expect_contains(e.what(), "no-mnist-here");
+  }
+}
+
+TEST(TrainOptions, LimitsKeepTheFirstImagesAndSyntheticNormalisationIsTheDataset) {
+  TrainOptions o = testing::small_synthetic_options(100);
+  o.limit_test = 30;
+  const TrainingData data = load_training_data(o);
+  EXPECT_EQ(data.train->size(), 100);
+  EXPECT_EQ(data.test->size(), 30);
+  ASSERT_EQ(data.normalization.mean.size(), 3u);
+  // Normalised with its own statistics: the training pixels have mean 0 and std 1 afterwards.
+  const data::Normalization& n = data.normalization;
+  double sum = 0, sum_sq = 0;
+  const std::int64_t plane = data.train->height * data.train->width;
+  for (std::int64_t i = 0; i < data.train->size(); ++i) {
+    const auto pixels = data.train->sample_pixels(i);
+    for (std::int64_t p = 0; p < plane; ++p) {  // channel 0
+      const double v = (pixels[static_cast<std::size_t>(p)] / 255.0 - n.mean[0]) / n.stddev[0];
+      sum += v;
+      sum_sq += v * v;
+    }
+  }
+  const double count = static_cast<double>(data.train->size() * plane);
+  EXPECT_NEAR(sum / count, 0.0, 1e-4);
+  EXPECT_NEAR(sum_sq / count, 1.0, 1e-3);
+}
+
+}  // namespace
+}  // namespace sublet::train

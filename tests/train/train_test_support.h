@@ -1,0 +1,69 @@
+#pragma once
+// Helpers of the train tests: a scratch directory, small synthetic training options, and a
+// step loop that crosses epoch boundaries.
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "train/trainer.h"
+
+namespace sublet::train::testing {
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("sublet-train-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// ResNet-20 on a small synthetic task: 3x16x16 images, `train_images` of them, batch 32; fast
+// enough to run several trainers per test on two cores.
+inline TrainOptions small_synthetic_options(std::int64_t train_images = 256) {
+  TrainOptions o;
+  o.model = "resnet20";
+  o.data = "synthetic";
+  o.device = "cpu";
+  o.synthetic_channels = 3;
+  o.synthetic_height = 16;
+  o.synthetic_width = 16;
+  o.limit_train = train_images;
+  o.limit_test = 64;
+  o.batch_size = 32;
+  o.epochs = 2;
+  o.seed = 11;
+  o.lr = 0.05;
+  return o;
+}
+
+// `steps` optimizer steps, finishing epochs (evaluation included) whenever one runs out.
+inline std::vector<float> run_steps(Trainer& trainer, int steps) {
+  std::vector<float> losses;
+  while (static_cast<int>(losses.size()) < steps) {
+    if (std::optional<float> loss = trainer.train_step()) {
+      losses.push_back(*loss);
+    } else {
+      trainer.finish_epoch();
+    }
+  }
+  return losses;
+}
+
+}  // namespace sublet::train::testing
