@@ -1,6 +1,7 @@
 #pragma once
 // The datasets a training run uses, read once, with the preprocessing that suits them:
-//   mnist      the IDX files of scripts/fetch_mnist.sh; MNIST's customary normalisation
+//   mnist      the IDX files of scripts/fetch_mnist.sh; MNIST's customary normalisation,
+//              random shifts of up to 2 pixels
 //   cifar10    the binary batches; CIFAR normalisation, random crop (4 px) + horizontal flip
 //   synthetic  runtime/data/synthetic.h's learnable task; normalised with the training set's
 //              own per-channel statistics (there are no customary ones)
