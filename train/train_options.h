@@ -29,7 +29,7 @@ struct TrainOptions {
   std::filesystem::path checkpoint;     // written after every epoch when set
   std::filesystem::path resume;         // checkpoint to continue from when set
   std::filesystem::path metrics_json;   // written after every epoch when set
-  bool cuda_graph = false;              // capture the training step in a CUDA graph
+  bool cuda_graph = false;              // replay the training step from a CUDA graph (CUDA only)
   bool oom_retry = true;                // halve the batch size on OutOfMemoryError
   std::int64_t prefetch_batches = 2;    // batches the loader thread prepares ahead
 
@@ -59,7 +59,8 @@ std::filesystem::path default_data_dir(const std::string& data);
 
 // Throws ValueError naming the flag and the allowed values for the first bad option (unknown
 // model/data/optimizer/schedule/device text, non-positive epochs or batch size, negative
-// limits or lr, --cuda-graph while that is not available). Does not touch files or devices.
+// limits or lr). Does not touch files or devices (--cuda-graph without a GPU is the Trainer's
+// DeviceError).
 void validate(const TrainOptions& options);
 
 // The device the options ask for: auto is cuda:0 when a GPU is present, else the CPU. Throws

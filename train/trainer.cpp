@@ -16,6 +16,9 @@
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
 #include "train/metrics_json.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "runtime/graphed_train_step.h"
+#endif
 
 namespace sublet::train {
 namespace {
@@ -78,6 +81,10 @@ std::pair<Tensor, Tensor> batch_tensors(const data::Batch& batch, Device device)
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   validate(options_);
   device_ = resolve_device(options_.device);
+  if (options_.cuda_graph && !device_.is_cuda()) {
+    throw DeviceError("--cuda-graph needs a CUDA device (CUDA graphs exist only on the GPU); this run is on " +
+                      device_.str() + (memory::cuda_built() ? "" : ", and this sublet was built without CUDA"));
+  }
   data_ = load_training_data(options_);
   batch_size_ = options_.batch_size;
   manual_seed(options_.seed);  // the default generator (dropout, if a model has it) starts from the seed too
@@ -96,7 +103,11 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   apply_schedule();
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  // The graph (and its private pool) goes before the model and optimizer whose memory it uses.
+  graphed_.reset();
+  graphed_logits_ = Tensor();
+}
 
 ModelIdentity Trainer::identity() const {
   const data::ImageDataset& train = *data_.train;
@@ -138,6 +149,7 @@ void Trainer::rebuild_loader() {
   data::LoaderOptions loader_options;
   loader_options.batch_size = batch_size_;
   loader_options.shuffle = true;
+  loader_options.drop_last = options_.cuda_graph;
   loader_options.seed = options_.seed;
   loader_options.normalization = data_.normalization;
   loader_options.augmentation = data_.augmentation;
@@ -172,10 +184,44 @@ Trainer::StepOutcome Trainer::forward_backward(const data::Batch& batch) {
   return {.loss = loss.item<float>(), .correct = count_correct(logits.detach(), batch.labels), .images = batch.batch_size};
 }
 
+std::int64_t Trainer::images_per_epoch() const {
+  const std::int64_t size = data_.train->size();
+  return options_.cuda_graph ? size / batch_size_ * batch_size_ : size;
+}
+
+Trainer::StepOutcome Trainer::graphed_step(const data::Batch& batch) {
+#ifdef SUBLET_HAVE_CUDA
+  auto [images, labels] = batch_tensors(batch, device_);
+  if (!graphed_) {
+    graphed_ = std::make_shared<GraphedTrainStep>(
+        [this](const Tensor& x, const Tensor& y) {
+          optimizer_->zero_grad();  // first, so that the gradients live in the graph's pool
+          const Tensor logits = (*model_)(x);
+          graphed_logits_ = logits.detach();  // a view: kept for the accuracy, rewritten by each replay
+          Tensor loss = nn::functional::cross_entropy(logits, y);
+          loss.backward();
+          optimizer_->step();
+          return loss;
+        },
+        *optimizer_, images.sizes(), labels.sizes(), device_);
+  }
+  const Tensor loss = graphed_->run(images, labels);
+  // item() waits for the graph's stream (a blocking stream), before `images` can be freed.
+  const float value = loss.item<float>();
+  return {.loss = value, .correct = count_correct(graphed_logits_, batch.labels), .images = batch.batch_size};
+#else
+  (void)batch;
+  throw DeviceError("--cuda-graph: this sublet was built without CUDA");
+#endif
+}
+
 std::int64_t Trainer::halve_after_oom(const OutOfMemoryError& error, std::int64_t batch_size, const std::string& what) {
-  // The failed step's tensors died with the exception; gradients of a half-done backward and the
-  // cache they leave behind go now, so that the smaller batch starts from a clean device.
+  // The failed step's tensors died with the exception; gradients of a half-done backward, a graph
+  // captured for the old shape and the cache they leave behind go now, so that the smaller batch
+  // starts from a clean device.
   optimizer_->zero_grad();
+  graphed_.reset();
+  graphed_logits_ = Tensor();
   empty_cache(device_);
   if (!options_.oom_retry) {
     throw OutOfMemoryError(fmt::format("out of memory in the {} at batch size {} on {} (--oom-retry is off): {}", what,
@@ -200,20 +246,22 @@ std::optional<float> Trainer::train_step() {
     if (!batch) return std::nullopt;
     StepOutcome outcome;
     try {
-      outcome = forward_backward(*batch);
+      outcome = options_.cuda_graph ? graphed_step(*batch) : forward_backward(*batch);
     } catch (const OutOfMemoryError& error) {
       batch.reset();
       batch_size_ = halve_after_oom(error, batch_size_, "training step");
       rebuild_loader();  // the same epoch, from the first image of the failed batch
       continue;
     }
-    try {
-      optimizer_->step();
-    } catch (const OutOfMemoryError& error) {
-      throw OutOfMemoryError(fmt::format(
-          "out of memory in the optimizer update at batch size {} (not retried: the parameters may be partly "
-          "updated; resume from the last checkpoint with a smaller --batch-size): {}",
-          batch_size_, error.what()));
+    if (!options_.cuda_graph) {
+      try {
+        optimizer_->step();
+      } catch (const OutOfMemoryError& error) {
+        throw OutOfMemoryError(fmt::format(
+            "out of memory in the optimizer update at batch size {} (not retried: the parameters may be partly "
+            "updated; resume from the last checkpoint with a smaller --batch-size): {}",
+            batch_size_, error.what()));
+      }
     }
     ++global_step_;
     samples_in_epoch_ += outcome.images;
@@ -231,7 +279,7 @@ std::optional<float> Trainer::train_step() {
 void Trainer::report_step() {
   if (!observer_) return;
   // Counted at the current batch size: after an out-of-memory halving the total grows.
-  const std::int64_t remaining = data_.train->size() - samples_in_epoch_;
+  const std::int64_t remaining = std::max<std::int64_t>(images_per_epoch() - samples_in_epoch_, 0);
   StepProgress p;
   p.epoch = epoch_ + 1;
   p.epochs = options_.epochs;
@@ -277,10 +325,10 @@ double Trainer::evaluate() {
 
 EpochMetrics Trainer::finish_epoch() {
   open_epoch();  // a resumed run may finish an epoch it has no step left in
-  if (samples_in_epoch_ < data_.train->size()) {
+  if (samples_in_epoch_ < images_per_epoch()) {
     throw ValueError(fmt::format("finish_epoch: epoch {} has used {} of {} training images; call train_step() until "
                                  "it returns nullopt first",
-                                 epoch_ + 1, samples_in_epoch_, data_.train->size()));
+                                 epoch_ + 1, samples_in_epoch_, images_per_epoch()));
   }
   EpochMetrics m;
   m.epoch = epoch_ + 1;

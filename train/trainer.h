@@ -19,6 +19,11 @@
 // restarts at the same image of the same epoch, and the step is tried again; at batch size 1
 // the error is final. An OutOfMemoryError inside the optimizer update is not retried: the
 // parameters may be half updated then.
+//
+// --cuda-graph (CUDA only): the step (zero_grad, forward, loss, backward, optimizer step) runs
+// through runtime/graphed_train_step.h: three eager warm-up steps, then one capture, then
+// replays. A graph has fixed shapes, so the training loader drops each epoch's short last batch
+// in that mode, and an out-of-memory retry captures a new graph at the halved batch size.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -37,6 +42,10 @@
 #include "train/epoch_metrics.h"
 #include "train/train_options.h"
 #include "train/training_observer.h"
+
+namespace sublet {
+class GraphedTrainStep;  // runtime/graphed_train_step.h, compiled with CUDA only
+}
 
 namespace sublet::train {
 
@@ -98,7 +107,12 @@ class Trainer {
   void open_epoch();
   void rebuild_loader();
   void apply_schedule();
+  // Forward and backward (eager mode; the optimizer step follows), or the whole step (graph mode).
   StepOutcome forward_backward(const data::Batch& batch);
+  StepOutcome graphed_step(const data::Batch& batch);
+  // Images of the epoch a loader serves at the current batch size (graph mode drops a short
+  // last batch).
+  std::int64_t images_per_epoch() const;
   // Releases what the failed step left, halves batch_size_ (or throws when it cannot); `what`
   // says where ("training step", "evaluation") for the messages.
   std::int64_t halve_after_oom(const OutOfMemoryError& error, std::int64_t batch_size, const std::string& what);
@@ -113,6 +127,10 @@ class Trainer {
   std::unique_ptr<optim::LRScheduler> schedule_;
   std::unique_ptr<data::DataLoader> loader_;
   TrainingObserver* observer_ = nullptr;
+  // shared_ptr: its deleter is bound where the step is made (CUDA builds only), so CPU builds can
+  // hold and reset it without the complete type.
+  std::shared_ptr<GraphedTrainStep> graphed_;  // graph mode, created at the first step
+  Tensor graphed_logits_;                      // the step's logits (static in the graph's pool)
 
   // Position (what a checkpoint saves).
   std::int64_t epoch_ = 0;

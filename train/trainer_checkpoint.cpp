@@ -40,6 +40,9 @@ void Trainer::resume_from(const std::filesystem::path& path) {
                                  "--data and --limit-train of the run that wrote it",
                                  path.string(), pos.train_images, data_.train->size()));
   }
+  // Values are copied into the existing tensors, so a captured graph would stay valid; dropping
+  // it anyway keeps the resumed run's first steps eager, as in the run that wrote the checkpoint.
+  graphed_.reset();
   // Errors of the state dicts name the entry; prefix the file so the user knows which input is wrong.
   try {
     model_->load_state_dict(checkpoint.model_state, /*strict=*/true);

@@ -54,7 +54,7 @@ TEST(TrainCommand, BadDeviceNegativeEpochsAndBadNumbers) {
   expect_clear_error("train --device cpu --batch-size 0", "--batch-size must be >= 1");
   expect_clear_error("train --device cpu --epochs many", "--epochs");
   expect_clear_error("train --device cpu --no-such-flag", "--no-such-flag");
-  expect_clear_error("train --device cpu --cuda-graph", "not available yet");
+  expect_clear_error("train --device cpu --data synthetic --cuda-graph", "--cuda-graph needs a CUDA device");
 }
 
 TEST(TrainCommand, CudaWithoutAGpuIsOneClearLine) {

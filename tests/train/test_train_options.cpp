@@ -78,10 +78,16 @@ TEST(TrainOptions, OutOfRangeNumbersNameTheFlagAndTheValue) {
   expect_contains(validation_message(o), "--lr");
 }
 
-TEST(TrainOptions, CudaGraphSaysItIsNotAvailableYet) {
-  TrainOptions o;
+TEST(TrainOptions, CudaGraphNeedsACudaDevice) {
+  TrainOptions o = testing::small_synthetic_options(32);  // device cpu
   o.cuda_graph = true;
-  expect_contains(validation_message(o), "not available yet");
+  EXPECT_NO_THROW(validate(o));
+  try {
+    Trainer trainer(o);
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    expect_contains(e.what(), "--cuda-graph needs a CUDA device");
+  }
 }
 
 TEST(TrainOptions, CudaWithoutAGpuIsADeviceError) {
