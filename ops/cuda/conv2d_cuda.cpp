@@ -2,9 +2,12 @@
 // - Algorithms: asked once per (device, dtype, shape, pass) from cudnnGet*Algorithm_v7 (the
 //   heuristics: nothing runs, no memory is taken) and cached; the ranked list is kept so that a
 //   workspace the allocator cannot supply falls through to the next algorithm.
-// - Precision: float32 uses CUDNN_FMA_MATH only. On A100/H100 the default math mode lets cuDNN
-//   round inputs to TF32 (10-bit mantissa), which would put GPU results ~1e-3 away from the CPU.
-// - Deterministic algorithms are preferred, so two runs of a step give the same bits.
+// - Precision: float32 uses CUDNN_FMA_MATH only, unless ops::conv_algorithm_settings().allow_tf32
+//   (PyTorch's default). TF32 rounds inputs to a 10-bit mantissa, which would put GPU results
+//   ~1e-3 away from the CPU's.
+// - With the heuristics, deterministic algorithms are preferred, so two runs of a step give the
+//   same bits. With settings.benchmark, every algorithm is timed once per shape (cudnnFind*Ex)
+//   and the fastest is used, as PyTorch's cudnn.benchmark.
 // - Workspaces come from ctx.workspace() and go back right after the call (stream-ordered).
 #include "ops/cuda/conv2d_cuda.h"
 
@@ -18,6 +21,7 @@
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/cudnn_descriptors.h"
 #include "ops/cuda/device_guard.h"
+#include "ops/conv_settings.h"
 #include "ops/cuda/handles.h"
 
 namespace sublet::ops::cuda {
@@ -49,8 +53,8 @@ struct ConvDescriptors {
         cudnn_int(s.dilation_h, "conv2d", "dilation"), cudnn_int(s.dilation_w, "conv2d", "dilation"),
         CUDNN_CROSS_CORRELATION, cudnn_type(dtype)));
     SUBLET_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv.get(), cudnn_int(s.groups, "conv2d", "groups")));
-    SUBLET_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.get(), dtype == DType::Float32 ? CUDNN_FMA_MATH
-                                                                                       : CUDNN_DEFAULT_MATH));
+    const bool exact_float32 = dtype == DType::Float32 && !conv_algorithm_settings().allow_tf32;
+    SUBLET_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.get(), exact_float32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
     // cuDNN and ops/conv2d.h must agree on the output size, or the buffers do not fit.
     int n = 0, c = 0, h = 0, w = 0;
     SUBLET_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv.get(), input.get(), weight.get(), &n, &c, &h, &w));
@@ -72,14 +76,37 @@ struct AlgorithmChoice {
 using CacheKey = std::array<std::int64_t, 18>;
 
 CacheKey cache_key(const Context& ctx, const Conv2dShape& s, DType dtype, ConvPass pass) {
+  const ConvAlgorithmSettings settings = conv_algorithm_settings();
   return {ctx.device.index, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(pass), s.batch,
           s.in_channels, s.in_height, s.in_width, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w,
-          s.pad_h, s.pad_w, s.dilation_h, s.dilation_w, s.groups, 0};
+          s.pad_h, s.pad_w, s.dilation_h, s.dilation_w, s.groups,
+          (settings.benchmark ? 1 : 0) + (settings.allow_tf32 ? 2 : 0)};
+}
+
+// Measured results (cudnnFind*Ex) come fastest first: keep that order, dropping failures and,
+// for exact float32, anything but FMA math.
+template <typename Perf>
+std::vector<AlgorithmChoice> fastest_first(const Perf* results, int count, DType dtype) {
+  const bool exact_float32 = dtype == DType::Float32 && !conv_algorithm_settings().allow_tf32;
+  std::vector<AlgorithmChoice> ranked;
+  for (int i = 0; i < count; ++i) {
+    const Perf& p = results[i];
+    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    if (exact_float32 && p.mathType != CUDNN_FMA_MATH) continue;
+    ranked.push_back({static_cast<int>(p.algo), p.mathType});
+  }
+  return ranked;
 }
 
 // Keeps the usable results in cuDNN's ranking, deterministic ones first.
 template <typename Perf>
 std::vector<AlgorithmChoice> usable(const Perf* results, int count, DType dtype) {
+  if (dtype == DType::Float32 && conv_algorithm_settings().allow_tf32) {
+    // TF32 allowed: cuDNN's own ranking, math modes as it proposes them.
+    std::vector<AlgorithmChoice> ranked = fastest_first(results, count, dtype);
+    if (ranked.empty()) throw CudaError("conv2d: cuDNN offers no algorithm for this shape");
+    return ranked;
+  }
   std::vector<AlgorithmChoice> fma, any;
   std::vector<bool> fma_deterministic, any_deterministic;
   for (int i = 0; i < count; ++i) {
@@ -142,9 +169,65 @@ std::vector<AlgorithmChoice> query_algorithms(cudnnHandle_t handle, const ConvDe
   return {};
 }
 
+// The operands of one call, for timing algorithms on real data (cudnnFind*Ex writes only the
+// pass's output, which the call overwrites right after).
+struct ConvOperands {
+  const void* x = nullptr;   // forward / backward-filter input
+  const void* w = nullptr;   // forward / backward-data weight
+  const void* dy = nullptr;  // backward gradient of the output
+  void* out = nullptr;       // y, dx or dw
+};
+
+std::size_t workspace_size(cudnnHandle_t handle, const ConvDescriptors& d, ConvPass pass, int algorithm);
+
+// Times every algorithm on this shape with the largest workspace the allocator can give (at most
+// what the heuristics' candidates ask for, capped at 1 GiB), fastest first.
+std::vector<AlgorithmChoice> measure_algorithms(const Context& ctx, cudnnHandle_t handle, const ConvDescriptors& d,
+                                                DType dtype, ConvPass pass, const ConvOperands& io) {
+  std::size_t wanted = 0;
+  for (const AlgorithmChoice& c : query_algorithms(handle, d, dtype, pass))
+    wanted = std::max(wanted, workspace_size(handle, d, pass, c.algorithm));
+  wanted = std::min<std::size_t>(wanted, std::size_t{1} << 30);
+  memory::ScopedBlock workspace;
+  while (wanted > 0) {
+    try {
+      workspace = ctx.workspace(wanted);
+      break;
+    } catch (const OutOfMemoryError&) {
+      wanted /= 2;
+    }
+  }
+  int count = 0;
+  switch (pass) {
+    case ConvPass::Forward: {
+      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> results{};
+      SUBLET_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+          handle, d.input.get(), io.x, d.weight.get(), io.w, d.conv.get(), d.output.get(), io.out,
+          static_cast<int>(results.size()), &count, results.data(), workspace.get(), wanted));
+      return fastest_first(results.data(), count, dtype);
+    }
+    case ConvPass::BackwardData: {
+      std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> results{};
+      SUBLET_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+          handle, d.weight.get(), io.w, d.output.get(), io.dy, d.conv.get(), d.input.get(), io.out,
+          static_cast<int>(results.size()), &count, results.data(), workspace.get(), wanted));
+      return fastest_first(results.data(), count, dtype);
+    }
+    case ConvPass::BackwardFilter: {
+      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> results{};
+      SUBLET_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+          handle, d.input.get(), io.x, d.output.get(), io.dy, d.conv.get(), d.weight.get(), io.out,
+          static_cast<int>(results.size()), &count, results.data(), workspace.get(), wanted));
+      return fastest_first(results.data(), count, dtype);
+    }
+  }
+  return {};
+}
+
 // The ranked algorithms for this shape, computed on the first call only.
 std::vector<AlgorithmChoice> algorithms_for(const Context& ctx, cudnnHandle_t handle, const ConvDescriptors& d,
-                                            const Conv2dShape& s, DType dtype, ConvPass pass) {
+                                            const Conv2dShape& s, DType dtype, ConvPass pass,
+                                            const ConvOperands& io) {
   static std::mutex mutex;
   static std::map<CacheKey, std::vector<AlgorithmChoice>> cache;
   const CacheKey key = cache_key(ctx, s, dtype, pass);
@@ -153,7 +236,10 @@ std::vector<AlgorithmChoice> algorithms_for(const Context& ctx, cudnnHandle_t ha
     auto found = cache.find(key);
     if (found != cache.end()) return found->second;
   }
-  auto ranked = query_algorithms(handle, d, dtype, pass);  // outside the lock: it may take a while
+  // Outside the lock: it may take a while. Measured choices fall back to the heuristics' list.
+  std::vector<AlgorithmChoice> ranked;
+  if (conv_algorithm_settings().benchmark) ranked = measure_algorithms(ctx, handle, d, dtype, pass, io);
+  if (ranked.empty()) ranked = query_algorithms(handle, d, dtype, pass);
   std::lock_guard<std::mutex> lock(mutex);
   return cache.emplace(key, std::move(ranked)).first->second;
 }
@@ -185,8 +271,8 @@ std::size_t workspace_size(cudnnHandle_t handle, const ConvDescriptors& d, ConvP
 // allocator can supply. The workspace is released as soon as the call is enqueued.
 template <typename Run>
 void with_algorithm(const Context& ctx, cudnnHandle_t handle, const ConvDescriptors& d, const Conv2dShape& s,
-                    DType dtype, ConvPass pass, Run&& run) {
-  const auto ranked = algorithms_for(ctx, handle, d, s, dtype, pass);
+                    DType dtype, ConvPass pass, const ConvOperands& io, Run&& run) {
+  const auto ranked = algorithms_for(ctx, handle, d, s, dtype, pass, io);
   for (std::size_t i = 0; i < ranked.size(); ++i) {
     const AlgorithmChoice& choice = ranked[i];
     SUBLET_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), choice.math));
@@ -212,7 +298,8 @@ void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const T* inp
   cudnnHandle_t handle = cudnn_for(ctx);
   ConvDescriptors d(s, dtype);
   const T one = 1, zero = 0;
-  with_algorithm(ctx, handle, d, s, dtype, ConvPass::Forward, [&](int algorithm, void* workspace, std::size_t bytes) {
+  with_algorithm(ctx, handle, d, s, dtype, ConvPass::Forward, ConvOperands{input, weight, nullptr, output},
+                 [&](int algorithm, void* workspace, std::size_t bytes) {
     SUBLET_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, d.input.get(), input, d.weight.get(), weight,
                                                d.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algorithm),
                                                workspace, bytes, &zero, d.output.get(), output));
@@ -230,7 +317,7 @@ void backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const
   ConvDescriptors d(s, dtype);
   const T one = 1, zero = 0;
   with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardData,
-                 [&](int algorithm, void* workspace, std::size_t bytes) {
+                 ConvOperands{nullptr, weight, grad_output, grad_input}, [&](int algorithm, void* workspace, std::size_t bytes) {
                    SUBLET_CUDNN_CHECK(cudnnConvolutionBackwardData(
                        handle, &one, d.weight.get(), weight, d.output.get(), grad_output, d.conv.get(),
                        static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), workspace, bytes, &zero, d.input.get(),
@@ -246,7 +333,7 @@ void backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, cons
   ConvDescriptors d(s, dtype);
   const T one = 1, zero = 0;
   with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardFilter,
-                 [&](int algorithm, void* workspace, std::size_t bytes) {
+                 ConvOperands{input, nullptr, grad_output, grad_weight}, [&](int algorithm, void* workspace, std::size_t bytes) {
                    SUBLET_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
                        handle, &one, d.input.get(), input, d.output.get(), grad_output, d.conv.get(),
                        static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), workspace, bytes, &zero,

@@ -7,6 +7,7 @@
 
 #include "cuda_test_support.h"
 #include "ops/conv2d.h"
+#include "ops/conv_settings.h"
 
 using namespace sublet;
 using namespace sublet::ops;
@@ -79,4 +80,27 @@ TEST(CudaConv2d, StrideDilationAndGroupsMatchCpu) {
   check<float>(shape_with(2, 1, 2, 2), "float stride 2, dilation 2, groups 2");
   check<float>(shape_with(1, 0, 1, 2), "float groups 2, no padding");
   check<double>(shape_with(2, 1, 2, 2), "double stride 2, dilation 2, groups 2");
+}
+
+// Timed algorithm choice (cudnnFind*Ex, PyTorch's cudnn.benchmark) keeps float32 exactness
+// unless TF32 is allowed; with TF32 (PyTorch's default for cuDNN) inputs are rounded to a 10-bit
+// mantissa, so the tolerance widens to rtol 1e-2 with atol 1e-3 per term.
+TEST(CudaConv2d, BenchmarkedAlgorithmsMatchCpuAndTf32StaysClose) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: timed cuDNN algorithm choice";
+  const ConvAlgorithmSettings saved = conv_algorithm_settings();
+  Conv2dShape s = shape_with(1, 1, 1, 1);
+  s.batch = 8, s.in_channels = 16, s.in_height = 16, s.in_width = 16, s.out_channels = 32, s.kernel_w = 3;
+  set_conv_algorithm_settings({.benchmark = true, .allow_tf32 = false});
+  check<float>(s, "float, timed algorithms");
+  check<double>(s, "double, timed algorithms");
+  set_conv_algorithm_settings({.benchmark = true, .allow_tf32 = true});
+  const auto input = random_values<float>(s.input_numel(), 71);
+  const auto weight = random_values<float>(s.weight_numel(), 72);
+  std::vector<float> cpu_output(s.output_numel());
+  conv2d_forward(Context::for_device(Device::cpu()), s, DType::Float32, input.data(), weight.data(), nullptr,
+                 cpu_output.data());
+  DeviceBuffer<float> d_input(input), d_weight(weight), d_output(s.output_numel());
+  conv2d_forward(gpu_context(), s, DType::Float32, d_input.get(), d_weight.get(), nullptr, d_output.get());
+  expect_close(d_output.download(), cpu_output, 1e-2, 1e-3 * 9 * 16, "float, TF32 allowed");
+  set_conv_algorithm_settings(saved);
 }

@@ -1,0 +1,20 @@
+#pragma once
+// How the CUDA conv2d picks cuDNN algorithms; the CPU path ignores these.
+//  - benchmark: time every algorithm on the first call of each shape (cudnnFind*Ex, with a
+//    workspace from the caching allocator) instead of trusting the heuristics, as PyTorch's
+//    torch.backends.cudnn.benchmark = True.
+//  - allow_tf32: let float32 convolutions run on tensor cores with TF32 inputs (10-bit
+//    mantissa), as PyTorch's default torch.backends.cudnn.allow_tf32 = True. Off by default here
+//    so that GPU results stay within float32 rounding of the CPU's.
+// Set these before the first convolution of a shape: choices are cached per shape and setting.
+namespace sublet::ops {
+
+struct ConvAlgorithmSettings {
+  bool benchmark = false;
+  bool allow_tf32 = false;
+};
+
+ConvAlgorithmSettings conv_algorithm_settings();
+void set_conv_algorithm_settings(const ConvAlgorithmSettings& settings);
+
+}  // namespace sublet::ops
