@@ -1,5 +1,6 @@
 // sublet bench step [--device cpu|cuda|auto] --model M[,M...] [--input CxHxW] [--batch-size B]
 //                   [--classes K] [--steps N] [--warmup W] [--small-input-stem] [--seed S] [--json PATH]
+//                   [--cuda-graph] [--allocator caching|raw|async|all]
 // Times training steps of a model (bench/step); bench/pytorch_step.py takes the same flags.
 #include <filesystem>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "bench/step/step_bench.h"
 #include "bench/step/step_report.h"
 #include "cli/commands.h"
+#include "ops/conv_settings.h"
 #include "memory/errors.h"
 #include "memory/registry.h"
 #include "models/registry.h"
@@ -29,7 +31,21 @@ struct StepFlags {
   bool small_input_stem = false;
   std::uint64_t seed = 0;
   std::string json_path;
+  bool cuda_graph = false;
+  std::string allocator = "caching";
+  // PyTorch's defaults for the comparison script: cudnn.benchmark on (set there), TF32 allowed
+  // for cuDNN convolutions (torch.backends.cudnn.allow_tf32 defaults to True).
+  bool cudnn_benchmark = true;
+  bool tf32 = true;
 };
+
+// "all": every allocator the device supports (the driver's async pool exists only on CUDA).
+std::vector<memory::AllocatorKind> allocator_kinds(const std::string& text, Device device) {
+  using memory::AllocatorKind;
+  if (text != "all") return {memory::parse_allocator_kind(text)};
+  if (device.is_cuda()) return {AllocatorKind::Caching, AllocatorKind::Raw, AllocatorKind::Async};
+  return {AllocatorKind::Caching, AllocatorKind::Raw};
+}
 
 // One clear message instead of a failure deep inside the first allocation.
 Device resolve_device(const std::string& name) {
@@ -58,10 +74,24 @@ void run_bench_step(const StepFlags& flags) {
   options.warmup = flags.warmup;
   options.small_input_stem = flags.small_input_stem;
   options.seed = flags.seed;
+  options.cuda_graph = flags.cuda_graph;
+  ops::set_conv_algorithm_settings({.benchmark = flags.cudnn_benchmark, .allow_tf32 = flags.tf32});
+  if (options.device.is_cuda())
+    std::cerr << "bench step: cuDNN algorithms " << (flags.cudnn_benchmark ? "timed per shape" : "from heuristics")
+              << ", TF32 " << (flags.tf32 ? "allowed" : "off") << " for convolutions\n";
+  const auto kinds = allocator_kinds(flags.allocator, options.device);
   std::vector<bench::StepBenchResult> results;
   for (const auto& model : flags.models) {
     options.model = model;
-    results.push_back(bench::run_step_bench(options, &std::cerr));
+    for (memory::AllocatorKind kind : kinds) {
+      options.allocator = kind;
+      // Every tensor of the previous run is gone by now (replace_allocator refuses otherwise);
+      // a fresh allocator also starts with empty statistics and cache.
+      memory::replace_allocator(options.device, memory::make_allocator(options.device, kind));
+      std::cerr << "bench step: allocator " << memory::allocator_kind_name(kind)
+                << (flags.cuda_graph ? ", CUDA graph\n" : "\n");
+      results.push_back(bench::run_step_bench(options, &std::cerr));
+    }
   }
   bench::print_step_table(results, std::cout);
   if (!flags.json_path.empty()) {
@@ -94,6 +124,17 @@ void add_bench_step_command(CLI::App& app) {
                  "resnet18/34/50: 3x3 stride-1 stem without max-pool (for 32x32 inputs)");
   step->add_option("--seed", flags->seed, "seed of the parameters and the random batch")->capture_default_str();
   step->add_option("--json", flags->json_path, "write the result(s) as JSON to this file (a list for several models)");
+  step->add_flag("--cuda-graph", flags->cuda_graph,
+                 "capture the step into a CUDA graph after the warm-up and time its replays (--device cuda)");
+  step->add_option("--allocator", flags->allocator,
+                   "tensor memory: caching (sublet's cache), raw (cudaMalloc/cudaFree per tensor), async "
+                   "(cudaMallocAsync), or all of them one after the other")
+      ->check(CLI::IsMember({"caching", "raw", "async", "all"}))
+      ->capture_default_str();
+  step->add_flag("--cudnn-benchmark,!--no-cudnn-benchmark", flags->cudnn_benchmark,
+                 "time every cuDNN algorithm once per shape, as torch.backends.cudnn.benchmark (default on)");
+  step->add_flag("--tf32,!--no-tf32", flags->tf32,
+                 "allow TF32 tensor-core math in float32 convolutions, PyTorch's default (default on)");
   step->callback([flags] { run_bench_step(*flags); });
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <random>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"
 #include "runtime/optim/sgd.h"
+#include "bench/step/graph_step.h"
 
 namespace sublet::bench {
 
@@ -69,6 +71,12 @@ void synchronize(Device device) {
   if (auto* events = memory::allocator_for(device).backend().stream_events()) events->synchronize_device();
 }
 
+double process_cpu_ms() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) * 1e-6;
+}
+
 }  // namespace
 
 StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* progress) {
@@ -97,18 +105,32 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
 
   if (progress) *progress << "bench step: " << options.model << " on " << device.str() << ", " << options.warmup
                           << " warm-up + " << options.steps << " timed steps\n";
+  if (options.cuda_graph) {
+    time_graphed_steps(*model, optimizer, images, labels, result);
+    result.ms_per_step = median(result.step_ms);
+    result.img_per_s = static_cast<double>(options.batch_size) * 1000.0 / result.ms_per_step;
+    return result;
+  }
   for (std::int64_t i = 0; i < options.warmup; ++i) training_step(*model, optimizer, images, labels);
   synchronize(device);
   reset_peak_memory_stats(device);
+  const std::int64_t device_allocs_before = memory::allocator_for(device).stats().num_device_alloc;
 
   using Clock = std::chrono::steady_clock;
+  std::vector<double> cpu_ms;
   for (std::int64_t i = 0; i < options.steps; ++i) {
     const auto start = Clock::now();
+    const double cpu_start = process_cpu_ms();
     training_step(*model, optimizer, images, labels);
     synchronize(device);
     result.step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    cpu_ms.push_back(process_cpu_ms() - cpu_start);
   }
+  result.device_allocs_per_step =
+      static_cast<double>(memory::allocator_for(device).stats().num_device_alloc - device_allocs_before) /
+      static_cast<double>(options.steps);
   result.ms_per_step = median(result.step_ms);
+  result.cpu_ms_per_step = median(cpu_ms);
   result.img_per_s = static_cast<double>(options.batch_size) * 1000.0 / result.ms_per_step;
   result.peak_allocated_bytes = max_memory_allocated(device);
   result.peak_reserved_bytes = max_memory_reserved(device);

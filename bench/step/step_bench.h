@@ -2,7 +2,8 @@
 // The training-step benchmark behind `sublet bench step`: one model, random inputs and labels,
 // SGD with momentum; W warm-up steps, then N timed steps of forward, cross-entropy, backward,
 // optimizer step and zero_grad. Reports the median step time, images per second and the peak
-// allocated/reserved bytes of the timed steps (peaks are reset after the warm-up).
+// allocated/reserved bytes of the timed steps (peaks are reset after the warm-up), and the
+// process CPU time per step.
 // bench/pytorch_step.py runs the same step in PyTorch with the same flags.
 #include <cstdint>
 #include <ostream>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "memory/device.h"
+#include "memory/registry.h"
 #include "runtime/nn/module.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/tensor.h"
@@ -35,16 +37,25 @@ struct StepBenchOptions {
   double momentum = 0.9;
   bool small_input_stem = false;
   std::uint64_t seed = 0;
+  // GPU work: replay the step from a CUDA graph (bench/step/graph_step.h), and which allocator
+  // serves the tensors (the CLI installs it with memory::replace_allocator; this is the label).
+  bool cuda_graph = false;
+  memory::AllocatorKind allocator = memory::AllocatorKind::Caching;
 };
 
 struct StepBenchResult {
   StepBenchOptions options;
   std::vector<double> step_ms;  // each timed step, in order
   double ms_per_step = 0;       // median of step_ms
+  // Median process CPU time per step (all threads). On a machine shared with other jobs the
+  // wall time depends on how much of the cores the run got; CPU time much less so (with
+  // OMP_WAIT_POLICY=passive: spinning threads count as busy otherwise).
+  double cpu_ms_per_step = 0;
   double img_per_s = 0;         // batch_size / median step time
   std::size_t peak_allocated_bytes = 0;
   std::size_t peak_reserved_bytes = 0;
   int threads = 1;              // OpenMP threads the CPU kernels may use
+  double device_allocs_per_step = 0;  // backend (driver) allocation calls per timed step
 };
 
 // One training step: forward, cross-entropy, backward, optimizer step, zero_grad (gradients

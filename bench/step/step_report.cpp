@@ -7,16 +7,21 @@
 namespace sublet::bench {
 
 void print_step_table(const std::vector<StepBenchResult>& results, std::ostream& out) {
-  out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>8} {:>11} {:>10} {:>14} {:>14}\n", "model", "device", "batch",
-                     "input", "threads", "ms/step", "img/s", "peak alloc", "peak reserved");
+  out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>8} {:>11} {:>10} {:>14} {:>14} {:>8} {:>6} {:>12}\n", "model",
+                     "device", "batch", "input", "threads", "ms/step", "img/s", "peak alloc", "peak reserved",
+                     "alloc", "graph", "driver/step");
   for (const auto& r : results) {
-    out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>8} {:>11.1f} {:>10.1f} {:>14} {:>14}\n", r.options.model,
-                       r.options.device.str(), r.options.batch_size, r.options.input.str(), r.threads, r.ms_per_step,
-                       r.img_per_s, memory::format_bytes(static_cast<std::int64_t>(r.peak_allocated_bytes)),
-                       memory::format_bytes(static_cast<std::int64_t>(r.peak_reserved_bytes)));
+    out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>8} {:>11.2f} {:>10.1f} {:>14} {:>14} {:>8} {:>6} {:>12.1f}\n",
+                       r.options.model, r.options.device.str(), r.options.batch_size, r.options.input.str(),
+                       r.threads, r.ms_per_step, r.img_per_s,
+                       memory::format_bytes(static_cast<std::int64_t>(r.peak_allocated_bytes)),
+                       memory::format_bytes(static_cast<std::int64_t>(r.peak_reserved_bytes)),
+                       memory::allocator_kind_name(r.options.allocator), r.options.cuda_graph ? "yes" : "no",
+                       r.device_allocs_per_step);
   }
   out << "ms/step: median over the timed steps (forward, cross-entropy, backward, SGD step, zero_grad); "
-         "peaks: over the timed steps\n";
+         "peaks: over the timed steps (with a graph: from the capture on); driver/step: backend allocation "
+         "calls per timed step\n";
 }
 
 nlohmann::json step_json(const StepBenchResult& r) {
@@ -28,12 +33,16 @@ nlohmann::json step_json(const StepBenchResult& r) {
           {"classes", r.options.num_classes},
           {"threads", r.threads},
           {"ms_per_step", r.ms_per_step},
+          {"cpu_ms_per_step", r.cpu_ms_per_step},
           {"img_per_s", r.img_per_s},
           {"peak_allocated_bytes", r.peak_allocated_bytes},
           {"peak_reserved_bytes", r.peak_reserved_bytes},
           {"steps", r.options.steps},
           {"warmup", r.options.warmup},
-          {"step_ms", r.step_ms}};
+          {"step_ms", r.step_ms},
+          {"allocator", memory::allocator_kind_name(r.options.allocator)},
+          {"cuda_graph", r.options.cuda_graph},
+          {"device_allocs_per_step", r.device_allocs_per_step}};
 }
 
 nlohmann::json step_json(const std::vector<StepBenchResult>& results) {

@@ -12,7 +12,7 @@ namespace sublet::bench {
 
 void print_step_table(const std::vector<StepBenchResult>& results, std::ostream& out);
 // {"framework", "model", "device", "batch_size", "input", "classes", "threads", "ms_per_step",
-//  "img_per_s", "peak_allocated_bytes", "peak_reserved_bytes", "steps", "warmup", "step_ms"}
+//  "cpu_ms_per_step", "img_per_s", "peak_allocated_bytes", "peak_reserved_bytes", "steps", "warmup", "step_ms"}
 nlohmann::json step_json(const StepBenchResult& result);
 // One object for one run, a list for several.
 nlohmann::json step_json(const std::vector<StepBenchResult>& results);
