@@ -238,7 +238,12 @@ std::vector<AlgorithmChoice> algorithms_for(const Context& ctx, cudnnHandle_t ha
   }
   // Outside the lock: it may take a while. Measured choices fall back to the heuristics' list.
   std::vector<AlgorithmChoice> ranked;
-  if (conv_algorithm_settings().benchmark) ranked = measure_algorithms(ctx, handle, d, dtype, pass, io);
+  if (conv_algorithm_settings().benchmark) {
+    ranked = measure_algorithms(ctx, handle, d, dtype, pass, io);
+    // Timing used a workspace far larger than any step needs: give its segment back now, as
+    // PyTorch does after cudnnFind, so it does not stay in the reserved memory for good.
+    ctx.allocator->empty_cache();
+  }
   if (ranked.empty()) ranked = query_algorithms(handle, d, dtype, pass);
   std::lock_guard<std::mutex> lock(mutex);
   return cache.emplace(key, std::move(ranked)).first->second;
