@@ -1,6 +1,8 @@
 #pragma once
 // Shared by the profile tests: a two-layer perceptron whose every tensor size is known, a
 // temporary folder, and running python3 (Debian's /usr/bin/python3) on a file.
+#include <unistd.h>
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -29,7 +31,9 @@ class Mlp : public nn::Module {
 };
 
 inline std::filesystem::path fresh_directory(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("sublet_profile_test_" + name);
+  // ctest runs each test case in its own process, possibly in parallel: one folder per process.
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("sublet_profile_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
