@@ -89,6 +89,8 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--momentum", options->momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", options->weight_decay, "weight decay")->capture_default_str();
+  cmd->add_option("--label-smoothing", options->label_smoothing, "cross-entropy label smoothing in [0, 1)")
+      ->capture_default_str();
   cmd->add_option("--limit-train", options->limit_train, "use the first N training images (0: all)");
   cmd->add_option("--limit-test", options->limit_test, "use the first N test images (0: all)");
   cmd->add_option("--seed", options->seed, "seed of initialisation, order and augmentation")->capture_default_str();

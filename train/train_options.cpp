@@ -71,6 +71,9 @@ void validate(const TrainOptions& options) {
   if (!(options.momentum >= 0.0 && options.momentum < 1.0)) {
     throw ValueError("momentum must be in [0, 1), got " + std::to_string(options.momentum));
   }
+  if (!(options.label_smoothing >= 0.0 && options.label_smoothing < 1.0)) {
+    throw ValueError("--label-smoothing must be in [0, 1), got " + std::to_string(options.label_smoothing));
+  }
   if (!(options.weight_decay >= 0.0)) {
     throw ValueError("weight decay must be >= 0, got " + std::to_string(options.weight_decay));
   }

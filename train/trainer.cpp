@@ -124,10 +124,11 @@ std::string Trainer::describe() const {
   for (const Tensor& p : model_->parameters()) parameters += static_cast<std::size_t>(p.numel());
   return fmt::format(
       "training {} ({:.2f} M parameters) on {} ({} train / {} test images of {}x{}x{}, {} classes) on {}: {} lr {} "
-      "({} schedule), batch size {}, {} epoch{}, seed {}",
+      "({} schedule), label smoothing {}, batch size {}, {} epoch{}, seed {}",
       options_.model, static_cast<double>(parameters) / 1e6, options_.data, train.size(), data_.test->size(),
       train.channels, train.height, train.width, train.num_classes, device_.str(), options_.optimizer,
-      schedule_ ? schedule_->base_lr() : optimizer_->lr(), options_.schedule, batch_size_, options_.epochs,
+      schedule_ ? schedule_->base_lr() : optimizer_->lr(), options_.schedule, options_.label_smoothing, batch_size_,
+      options_.epochs,
       options_.epochs == 1 ? "" : "s", options_.seed);
 }
 
@@ -179,7 +180,7 @@ Trainer::StepOutcome Trainer::forward_backward(const data::Batch& batch) {
   auto [images, labels] = batch_tensors(batch, device_);
   optimizer_->zero_grad();
   const Tensor logits = (*model_)(images);
-  const Tensor loss = nn::functional::cross_entropy(logits, labels);
+  const Tensor loss = nn::functional::cross_entropy(logits, labels, options_.label_smoothing);
   loss.backward();
   return {.loss = loss.item<float>(), .correct = count_correct(logits.detach(), batch.labels), .images = batch.batch_size};
 }
@@ -198,7 +199,7 @@ Trainer::StepOutcome Trainer::graphed_step(const data::Batch& batch) {
           optimizer_->zero_grad();  // first, so that the gradients live in the graph's pool
           const Tensor logits = (*model_)(x);
           graphed_logits_ = logits.detach();  // a view: kept for the accuracy, rewritten by each replay
-          Tensor loss = nn::functional::cross_entropy(logits, y);
+          Tensor loss = nn::functional::cross_entropy(logits, y, options_.label_smoothing);
           loss.backward();
           optimizer_->step();
           return loss;

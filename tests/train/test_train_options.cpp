@@ -76,6 +76,9 @@ TEST(TrainOptions, OutOfRangeNumbersNameTheFlagAndTheValue) {
   o = {};
   o.lr = -0.1;
   expect_contains(validation_message(o), "--lr");
+  o = {};
+  o.label_smoothing = 1.0;
+  expect_contains(validation_message(o), "--label-smoothing must be in [0, 1), got 1");
 }
 
 TEST(TrainOptions, CudaGraphNeedsACudaDevice) {
