@@ -16,7 +16,7 @@ struct TrainOptions {
   std::string data = "mnist";           // mnist | cifar10 | synthetic
   std::filesystem::path data_dir;       // empty: default_data_dir(data)
   std::string device = "auto";          // auto (CUDA when present) | cpu | cuda | cuda:N
-  std::int64_t epochs = 5;
+  std::int64_t epochs = 10;
   std::int64_t batch_size = 64;
   double lr = 0.0;                      // 0: default_lr(optimizer)
   std::string optimizer = "sgd";        // sgd | adam | adamw
