@@ -1,38 +1,18 @@
 #pragma once
 // Helpers of the train tests: a scratch directory, small synthetic training options, and a
 // step loop that crosses epoch boundaries.
-#include <unistd.h>
-
-#include <atomic>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "../data/test_support.h"
 #include "train/trainer.h"
 
 namespace sublet::train::testing {
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("sublet-train-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
+// One temporary folder per test, removed afterwards (shared with the data tests).
+using ScratchDir = sublet::testing::ScratchDir;
 
 // ResNet-20 on a small synthetic task: 3x16x16 images, `train_images` of them, batch 32; fast
 // enough to run several trainers per test on two cores.
