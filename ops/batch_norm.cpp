@@ -13,17 +13,6 @@ namespace sublet::ops {
 
 namespace {
 
-// The one device switch of batch_norm: CUDA (cuDNN) kernels plug in here.
-template <typename CpuKernel>
-void dispatch(const Context& ctx, DType dtype, CpuKernel&& cpu_kernel) {
-  detail::dispatch_float_kernel("batch_norm", ctx, dtype, std::forward<CpuKernel>(cpu_kernel));
-}
-
-template <typename T>
-const T* typed(const void* p) { return static_cast<const T*>(p); }
-template <typename T>
-T* typed(void* p) { return static_cast<T*>(p); }
-
 void check_eps(double eps) {
   if (!(eps > 0)) throw ValueError("batch_norm: eps must be > 0, got " + std::to_string(eps));
 }
@@ -59,12 +48,12 @@ void batch_norm_forward_training(const Context& ctx, const BatchNormShape& shape
                                              save_invstd);
   }
 #endif
-  dispatch(ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("batch_norm", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
-    cpu::batch_norm_forward_training<T>(shape, typed<T>(input), typed<T>(weight), typed<T>(bias),
-                                        typed<T>(running_mean), typed<T>(running_var), momentum,
-                                        eps, typed<T>(output), typed<T>(save_mean),
-                                        typed<T>(save_invstd));
+    cpu::batch_norm_forward_training<T>(shape, detail::typed<T>(input), detail::typed<T>(weight), detail::typed<T>(bias),
+                                        detail::typed<T>(running_mean), detail::typed<T>(running_var), momentum,
+                                        eps, detail::typed<T>(output), detail::typed<T>(save_mean),
+                                        detail::typed<T>(save_invstd));
   });
 }
 
@@ -80,11 +69,11 @@ void batch_norm_forward_eval(const Context& ctx, const BatchNormShape& shape, DT
                                          running_var, eps, output);
   }
 #endif
-  dispatch(ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("batch_norm", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
-    cpu::batch_norm_forward_eval<T>(shape, typed<T>(input), typed<T>(weight), typed<T>(bias),
-                                    typed<T>(running_mean), typed<T>(running_var), eps,
-                                    typed<T>(output));
+    cpu::batch_norm_forward_eval<T>(shape, detail::typed<T>(input), detail::typed<T>(weight), detail::typed<T>(bias),
+                                    detail::typed<T>(running_mean), detail::typed<T>(running_var), eps,
+                                    detail::typed<T>(output));
   });
 }
 
@@ -100,12 +89,12 @@ void batch_norm_backward_training(const Context& ctx, const BatchNormShape& shap
                                               grad_bias);
   }
 #endif
-  dispatch(ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("batch_norm", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
-    cpu::batch_norm_backward_training<T>(shape, typed<T>(grad_output), typed<T>(input),
-                                         typed<T>(weight), typed<T>(save_mean),
-                                         typed<T>(save_invstd), typed<T>(grad_input),
-                                         typed<T>(grad_weight), typed<T>(grad_bias));
+    cpu::batch_norm_backward_training<T>(shape, detail::typed<T>(grad_output), detail::typed<T>(input),
+                                         detail::typed<T>(weight), detail::typed<T>(save_mean),
+                                         detail::typed<T>(save_invstd), detail::typed<T>(grad_input),
+                                         detail::typed<T>(grad_weight), detail::typed<T>(grad_bias));
   });
 }
 
@@ -122,12 +111,12 @@ void batch_norm_backward_eval(const Context& ctx, const BatchNormShape& shape, D
                                           grad_bias);
   }
 #endif
-  dispatch(ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("batch_norm", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
-    cpu::batch_norm_backward_eval<T>(shape, typed<T>(grad_output), typed<T>(input),
-                                     typed<T>(weight), typed<T>(running_mean),
-                                     typed<T>(running_var), eps, typed<T>(grad_input),
-                                     typed<T>(grad_weight), typed<T>(grad_bias));
+    cpu::batch_norm_backward_eval<T>(shape, detail::typed<T>(grad_output), detail::typed<T>(input),
+                                     detail::typed<T>(weight), detail::typed<T>(running_mean),
+                                     detail::typed<T>(running_var), eps, detail::typed<T>(grad_input),
+                                     detail::typed<T>(grad_weight), detail::typed<T>(grad_bias));
   });
 }
 

@@ -17,12 +17,6 @@ std::int64_t dilated_extent(std::int64_t kernel, std::int64_t dilation) {
   return dilation * (kernel - 1) + 1;
 }
 
-// The one device switch of conv2d: CUDA (cuDNN) kernels plug in here.
-template <typename CpuKernel>
-void dispatch(const Context& ctx, DType dtype, CpuKernel&& cpu_kernel) {
-  detail::dispatch_float_kernel("conv2d", ctx, dtype, std::forward<CpuKernel>(cpu_kernel));
-}
-
 }  // namespace
 
 std::int64_t Conv2dShape::out_height() const {
@@ -76,7 +70,7 @@ void conv2d_forward(const Context& ctx, const Conv2dShape& shape, DType dtype, c
     return cuda::conv2d_forward(ctx, shape, dtype, input, weight, bias, output);
   }
 #endif
-  dispatch(ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("conv2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::conv2d_forward<T>(ctx, shape, static_cast<const T*>(input), static_cast<const T*>(weight),
                            static_cast<const T*>(bias), static_cast<T*>(output));
@@ -91,7 +85,7 @@ void conv2d_backward_input(const Context& ctx, const Conv2dShape& shape, DType d
     return cuda::conv2d_backward_input(ctx, shape, dtype, grad_output, weight, grad_input);
   }
 #endif
-  dispatch(ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("conv2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::conv2d_backward_input<T>(ctx, shape, static_cast<const T*>(grad_output),
                                   static_cast<const T*>(weight), static_cast<T*>(grad_input));
@@ -108,7 +102,7 @@ void conv2d_backward_weight(const Context& ctx, const Conv2dShape& shape, DType 
                                         grad_bias);
   }
 #endif
-  dispatch(ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("conv2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::conv2d_backward_weight<T>(ctx, shape, static_cast<const T*>(grad_output),
                                    static_cast<const T*>(input), static_cast<T*>(grad_weight),

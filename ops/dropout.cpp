@@ -13,12 +13,6 @@ namespace sublet::ops {
 
 namespace {
 
-// The one device switch of dropout: the CUDA kernel plugs in here.
-template <typename CpuKernel>
-void dispatch(const Context& ctx, DType dtype, CpuKernel&& cpu_kernel) {
-  detail::dispatch_float_kernel("dropout", ctx, dtype, std::forward<CpuKernel>(cpu_kernel));
-}
-
 void check_arguments(std::int64_t numel, double p) {
   if (numel < 0) throw ShapeError("dropout: numel must be >= 0, got " + std::to_string(numel));
   if (!(p >= 0 && p <= 1)) throw ValueError("dropout: p must be in [0, 1], got " + std::to_string(p));
@@ -34,7 +28,7 @@ void dropout_forward(const Context& ctx, std::int64_t numel, DType dtype, const 
     return cuda::dropout_apply(ctx, numel, dtype, input, p, seed, offset, output);
   }
 #endif
-  dispatch(ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("dropout", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::dropout_apply<T>(numel, static_cast<const T*>(input), p, seed, offset, static_cast<T*>(output));
   });
@@ -48,7 +42,7 @@ void dropout_backward(const Context& ctx, std::int64_t numel, DType dtype, const
     return cuda::dropout_apply(ctx, numel, dtype, grad_output, p, seed, offset, grad_input);
   }
 #endif
-  dispatch(ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("dropout", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     // The gradient of a masked scaling is the same masked scaling.
     cpu::dropout_apply<T>(numel, static_cast<const T*>(grad_output), p, seed, offset,

@@ -13,16 +13,6 @@ namespace sublet::ops {
 
 namespace {
 
-// The one device switch of the loss ops: CUDA kernels plug in here.
-template <typename CpuKernel>
-void dispatch(const char* op, const Context& ctx, DType dtype, CpuKernel&& cpu_kernel) {
-  detail::dispatch_float_kernel(op, ctx, dtype, std::forward<CpuKernel>(cpu_kernel));
-}
-
-template <typename T>
-const T* typed(const void* p) { return static_cast<const T*>(p); }
-template <typename T>
-T* typed(void* p) { return static_cast<T*>(p); }
 
 void check_label_smoothing(double label_smoothing) {
   if (!(label_smoothing >= 0 && label_smoothing <= 1)) {
@@ -46,9 +36,9 @@ void log_softmax_forward(const Context& ctx, const ClassScoresShape& shape, DTyp
 #ifdef SUBLET_HAVE_CUDA
   if (ctx.device.is_cuda()) return cuda::log_softmax_forward(ctx, shape, dtype, input, output);
 #endif
-  dispatch("log_softmax", ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("log_softmax", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
-    cpu::log_softmax_forward<T>(shape, typed<T>(input), typed<T>(output));
+    cpu::log_softmax_forward<T>(shape, detail::typed<T>(input), detail::typed<T>(output));
   });
 }
 
@@ -60,9 +50,9 @@ void log_softmax_backward(const Context& ctx, const ClassScoresShape& shape, DTy
     return cuda::log_softmax_backward(ctx, shape, dtype, grad_output, output, grad_input);
   }
 #endif
-  dispatch("log_softmax", ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("log_softmax", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
-    cpu::log_softmax_backward<T>(shape, typed<T>(grad_output), typed<T>(output), typed<T>(grad_input));
+    cpu::log_softmax_backward<T>(shape, detail::typed<T>(grad_output), detail::typed<T>(output), detail::typed<T>(grad_input));
   });
 }
 
@@ -74,9 +64,9 @@ void nll_loss_forward(const Context& ctx, const ClassScoresShape& shape, DType d
     return cuda::nll_loss_forward(ctx, shape, dtype, log_probs, targets, loss);
   }
 #endif
-  dispatch("nll_loss", ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("nll_loss", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
-    cpu::nll_loss_forward<T>(shape, typed<T>(log_probs), targets, typed<T>(loss));
+    cpu::nll_loss_forward<T>(shape, detail::typed<T>(log_probs), targets, detail::typed<T>(loss));
   });
 }
 
@@ -88,9 +78,9 @@ void nll_loss_backward(const Context& ctx, const ClassScoresShape& shape, DType 
     return cuda::nll_loss_backward(ctx, shape, dtype, grad_loss, targets, grad_log_probs);
   }
 #endif
-  dispatch("nll_loss", ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("nll_loss", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
-    cpu::nll_loss_backward<T>(shape, typed<T>(grad_loss), targets, typed<T>(grad_log_probs));
+    cpu::nll_loss_backward<T>(shape, detail::typed<T>(grad_loss), targets, detail::typed<T>(grad_log_probs));
   });
 }
 
@@ -104,9 +94,9 @@ void cross_entropy_forward(const Context& ctx, const ClassScoresShape& shape, DT
     return cuda::cross_entropy_forward(ctx, shape, dtype, logits, targets, label_smoothing, loss);
   }
 #endif
-  dispatch("cross_entropy", ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("cross_entropy", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
-    cpu::cross_entropy_forward<T>(shape, typed<T>(logits), targets, label_smoothing, typed<T>(loss));
+    cpu::cross_entropy_forward<T>(shape, detail::typed<T>(logits), targets, label_smoothing, detail::typed<T>(loss));
   });
 }
 
@@ -122,10 +112,10 @@ void cross_entropy_backward(const Context& ctx, const ClassScoresShape& shape, D
                                         label_smoothing, grad_logits);
   }
 #endif
-  dispatch("cross_entropy", ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("cross_entropy", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
-    cpu::cross_entropy_backward<T>(shape, typed<T>(grad_loss), typed<T>(logits), targets,
-                                   label_smoothing, typed<T>(grad_logits));
+    cpu::cross_entropy_backward<T>(shape, detail::typed<T>(grad_loss), detail::typed<T>(logits), targets,
+                                   label_smoothing, detail::typed<T>(grad_logits));
   });
 }
 

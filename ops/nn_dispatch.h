@@ -1,7 +1,7 @@
 #pragma once
 // Shared by the NN ops (conv2d, batch_norm, pooling, loss, dropout): the dtype check and the
-// device switch. Each op's .cpp wraps `dispatch_float_kernel` in its own one-line dispatcher so
-// that a CUDA kernel for that op plugs in at a single place.
+// CPU dispatch by element type. Each op function takes its CUDA branch first (under
+// SUBLET_HAVE_CUDA), then calls dispatch_float_kernel for the CPU.
 #include <string>
 #include <utility>
 
@@ -32,5 +32,11 @@ void dispatch_float_kernel(const char* op, const Context& ctx, DType dtype, CpuK
     std::forward<CpuKernel>(cpu_kernel)(double{});
   }
 }
+
+// The operands arrive type-erased; the CPU kernels take typed pointers.
+template <typename T>
+const T* typed(const void* p) { return static_cast<const T*>(p); }
+template <typename T>
+T* typed(void* p) { return static_cast<T*>(p); }
 
 }  // namespace sublet::ops::detail

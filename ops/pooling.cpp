@@ -13,12 +13,6 @@ namespace sublet::ops {
 
 namespace {
 
-// The one device switch of the pooling ops: CUDA kernels plug in here.
-template <typename CpuKernel>
-void dispatch(const char* op, const Context& ctx, DType dtype, CpuKernel&& cpu_kernel) {
-  detail::dispatch_float_kernel(op, ctx, dtype, std::forward<CpuKernel>(cpu_kernel));
-}
-
 std::string dims(std::int64_t a, std::int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
 std::string input_dims(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
@@ -88,7 +82,7 @@ void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtyp
     return cuda::max_pool2d_forward(ctx, shape, dtype, input, output, indices);
   }
 #endif
-  dispatch("max_pool2d", ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("max_pool2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::max_pool2d_forward<T>(shape, static_cast<const T*>(input), static_cast<T*>(output), indices);
   });
@@ -102,7 +96,7 @@ void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dty
     return cuda::max_pool2d_backward(ctx, shape, dtype, grad_output, indices, grad_input);
   }
 #endif
-  dispatch("max_pool2d", ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("max_pool2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::max_pool2d_backward<T>(shape, static_cast<const T*>(grad_output), indices,
                                 static_cast<T*>(grad_input));
@@ -118,7 +112,7 @@ void avg_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtyp
     return cuda::avg_pool2d_forward(ctx, shape, dtype, input, output, count_include_pad);
   }
 #endif
-  dispatch("avg_pool2d", ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("avg_pool2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::avg_pool2d_forward<T>(shape, static_cast<const T*>(input), static_cast<T*>(output),
                                count_include_pad);
@@ -134,7 +128,7 @@ void avg_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dty
     return cuda::avg_pool2d_backward(ctx, shape, dtype, grad_output, grad_input, count_include_pad);
   }
 #endif
-  dispatch("avg_pool2d", ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("avg_pool2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::avg_pool2d_backward<T>(shape, static_cast<const T*>(grad_output),
                                 static_cast<T*>(grad_input), count_include_pad);
@@ -149,7 +143,7 @@ void adaptive_avg_pool2d_forward(const Context& ctx, const AdaptivePool2dShape& 
     return cuda::adaptive_avg_pool2d_forward(ctx, shape, dtype, input, output);
   }
 #endif
-  dispatch("adaptive_avg_pool2d", ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("adaptive_avg_pool2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::adaptive_avg_pool2d_forward<T>(shape, static_cast<const T*>(input), static_cast<T*>(output));
   });
@@ -163,7 +157,7 @@ void adaptive_avg_pool2d_backward(const Context& ctx, const AdaptivePool2dShape&
     return cuda::adaptive_avg_pool2d_backward(ctx, shape, dtype, grad_output, grad_input);
   }
 #endif
-  dispatch("adaptive_avg_pool2d", ctx, dtype, [&](auto tag) {
+  detail::dispatch_float_kernel("adaptive_avg_pool2d", ctx, dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::adaptive_avg_pool2d_backward<T>(shape, static_cast<const T*>(grad_output),
                                          static_cast<T*>(grad_input));
