@@ -136,6 +136,8 @@ def run(args, model_name, device, shape):
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     step_ms, cpu_ms = [], []
+    if cuda and args.profile_range:
+        torch.cuda.cudart().cudaProfilerStart()
     for _ in range(args.steps):
         start, cpu_start = time.perf_counter(), time.process_time()
         step()
@@ -143,6 +145,8 @@ def run(args, model_name, device, shape):
             torch.cuda.synchronize()
         step_ms.append((time.perf_counter() - start) * 1000.0)
         cpu_ms.append((time.process_time() - cpu_start) * 1000.0)
+    if cuda and args.profile_range:
+        torch.cuda.cudart().cudaProfilerStop()
     ms = statistics.median(step_ms)
     return {
         "framework": f"pytorch {torch.__version__}",
@@ -188,6 +192,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1)),
                         help="CPU threads (default: OMP_NUM_THREADS, else every core)")
+    parser.add_argument("--profile-range", action="store_true",
+                        help="mark the timed steps for `ncu --profile-from-start off` (cudaProfilerStart/Stop)")
     parser.add_argument("--json", help="write the result(s) here: one object, or a list for several models")
     args = parser.parse_args()
 

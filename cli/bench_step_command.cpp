@@ -37,6 +37,7 @@ struct StepFlags {
   // for cuDNN convolutions (torch.backends.cudnn.allow_tf32 defaults to True).
   bool cudnn_benchmark = true;
   bool tf32 = true;
+  bool profile_range = false;
 };
 
 // "all": every allocator the device supports (the driver's async pool exists only on CUDA).
@@ -75,6 +76,7 @@ void run_bench_step(const StepFlags& flags) {
   options.small_input_stem = flags.small_input_stem;
   options.seed = flags.seed;
   options.cuda_graph = flags.cuda_graph;
+  options.profile_range = flags.profile_range;
   ops::set_conv_algorithm_settings({.benchmark = flags.cudnn_benchmark, .allow_tf32 = flags.tf32});
   if (options.device.is_cuda())
     std::cerr << "bench step: cuDNN algorithms " << (flags.cudnn_benchmark ? "timed per shape" : "from heuristics")
@@ -135,6 +137,8 @@ void add_bench_step_command(CLI::App& app) {
                  "time every cuDNN algorithm once per shape, as torch.backends.cudnn.benchmark (default on)");
   step->add_flag("--tf32,!--no-tf32", flags->tf32,
                  "allow TF32 tensor-core math in float32 convolutions, PyTorch's default (default on)");
+  step->add_flag("--profile-range", flags->profile_range,
+                 "mark the timed steps for `ncu --profile-from-start off` (cudaProfilerStart/Stop)");
   step->callback([flags] { run_bench_step(*flags); });
 }
 

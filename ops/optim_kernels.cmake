@@ -1,7 +1,8 @@
-# Fused (multi-tensor) optimizer updates and the stream-capture query.
+# Fused (multi-tensor) optimizer updates, the stream-capture query and the profiler range.
 list(APPEND SUBLET_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/optim_update.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stream_capture.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/profiler_range.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/optim_update_cpu.cpp
 )
 list(APPEND SUBLET_OPS_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda/optim_update.cu)

@@ -5,6 +5,7 @@
 
 #include "memory/errors.h"
 #include "memory/registry.h"
+#include "ops/profiler_range.h"
 #include "runtime/nn/functional.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "runtime/graphed_train_step.h"
@@ -37,11 +38,13 @@ void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, const Te
   graphed.replay_static().item<float>();  // capture + first replay (untimed)
   using Clock = std::chrono::steady_clock;
   const auto timed_start = memory::allocator_for(options.device).stats();
+  if (options.profile_range) ops::profiler_range_start();
   for (std::int64_t i = 0; i < options.steps; ++i) {
     const auto start = Clock::now();
     graphed.replay_static().item<float>();  // waits for the replay
     result.step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
+  if (options.profile_range) ops::profiler_range_stop();
   const auto after = memory::allocator_for(options.device).stats();
   result.device_allocs_per_step =
       static_cast<double>(after.num_device_alloc - timed_start.num_device_alloc) / static_cast<double>(options.steps);

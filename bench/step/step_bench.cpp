@@ -11,6 +11,7 @@
 #include "memory/errors.h"
 #include "memory/registry.h"
 #include "models/registry.h"
+#include "ops/profiler_range.h"
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"
 #include "runtime/optim/sgd.h"
@@ -118,6 +119,7 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
 
   using Clock = std::chrono::steady_clock;
   std::vector<double> cpu_ms;
+  if (options.profile_range) ops::profiler_range_start();
   for (std::int64_t i = 0; i < options.steps; ++i) {
     const auto start = Clock::now();
     const double cpu_start = process_cpu_ms();
@@ -126,6 +128,7 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
     result.step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     cpu_ms.push_back(process_cpu_ms() - cpu_start);
   }
+  if (options.profile_range) ops::profiler_range_stop();
   result.device_allocs_per_step =
       static_cast<double>(memory::allocator_for(device).stats().num_device_alloc - device_allocs_before) /
       static_cast<double>(options.steps);

@@ -41,6 +41,9 @@ struct StepBenchOptions {
   // serves the tensors (the CLI installs it with memory::replace_allocator; this is the label).
   bool cuda_graph = false;
   memory::AllocatorKind allocator = memory::AllocatorKind::Caching;
+  // Wrap the timed steps (eager or graph replays) in ops::profiler_range_start/stop, so that
+  // `ncu --profile-from-start off` records only them.
+  bool profile_range = false;
 };
 
 struct StepBenchResult {
