@@ -1,4 +1,6 @@
-// conv2d on cuDNN's legacy convolution API (present in cuDNN 9.x).
+// conv2d on cuDNN: the graph API first (ops/cuda/conv2d_graph.h: the engines PyTorch gets), the
+// legacy convolution API below for what the graph API has no engine for (e.g. some float64
+// shapes) and for the bias terms.
 // - Algorithms: asked once per (device, dtype, shape, pass) from cudnnGet*Algorithm_v7 (the
 //   heuristics: nothing runs, no memory is taken) and cached; the ranked list is kept so that a
 //   workspace the allocator cannot supply falls through to the next algorithm.
@@ -10,6 +12,7 @@
 //   and the fastest is used, as PyTorch's cudnn.benchmark.
 // - Workspaces come from ctx.workspace() and go back right after the call (stream-ordered).
 #include "ops/cuda/conv2d_cuda.h"
+#include "ops/cuda/conv2d_graph.h"
 
 #include <algorithm>
 #include <array>
@@ -26,8 +29,6 @@
 
 namespace sublet::ops::cuda {
 namespace {
-
-enum class ConvPass : int { Forward, BackwardData, BackwardFilter };
 
 struct ConvDescriptors {
   TensorDescriptor input, output, bias;
@@ -301,14 +302,19 @@ void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const T* inp
              T* output) {
   DeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
+  const bool done = conv2d_graph_run(ctx, handle, s, dtype, ConvPass::Forward,
+                                     {const_cast<T*>(input), const_cast<T*>(weight), output});
+  if (done && bias == nullptr) return;
   ConvDescriptors d(s, dtype);
   const T one = 1, zero = 0;
-  with_algorithm(ctx, handle, d, s, dtype, ConvPass::Forward, ConvOperands{input, weight, nullptr, output},
-                 [&](int algorithm, void* workspace, std::size_t bytes) {
-    SUBLET_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, d.input.get(), input, d.weight.get(), weight,
-                                               d.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algorithm),
-                                               workspace, bytes, &zero, d.output.get(), output));
-  });
+  if (!done) {
+    with_algorithm(ctx, handle, d, s, dtype, ConvPass::Forward, ConvOperands{input, weight, nullptr, output},
+                   [&](int algorithm, void* workspace, std::size_t bytes) {
+      SUBLET_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, d.input.get(), input, d.weight.get(), weight,
+                                                 d.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algorithm),
+                                                 workspace, bytes, &zero, d.output.get(), output));
+    });
+  }
   if (bias != nullptr) {
     SUBLET_CUDNN_CHECK(cudnnAddTensor(handle, &one, d.bias.get(), bias, &one, d.output.get(), output));
   }
@@ -319,6 +325,10 @@ void backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const
                     T* grad_input) {
   DeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
+  if (conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardData,
+                       {grad_input, const_cast<T*>(weight), const_cast<T*>(grad_output)})) {
+    return;
+  }
   ConvDescriptors d(s, dtype);
   const T one = 1, zero = 0;
   with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardData,
@@ -335,15 +345,21 @@ void backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, cons
                      T* grad_weight, T* grad_bias) {
   DeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
+  const bool done = conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardFilter,
+                                     {const_cast<T*>(input), grad_weight, const_cast<T*>(grad_output)});
+  if (done && grad_bias == nullptr) return;
   ConvDescriptors d(s, dtype);
   const T one = 1, zero = 0;
-  with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardFilter,
-                 ConvOperands{input, nullptr, grad_output, grad_weight}, [&](int algorithm, void* workspace, std::size_t bytes) {
-                   SUBLET_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-                       handle, &one, d.input.get(), input, d.output.get(), grad_output, d.conv.get(),
-                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), workspace, bytes, &zero,
-                       d.weight.get(), grad_weight));
-                 });
+  if (!done) {
+    with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardFilter,
+                   ConvOperands{input, nullptr, grad_output, grad_weight},
+                   [&](int algorithm, void* workspace, std::size_t bytes) {
+                     SUBLET_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+                         handle, &one, d.input.get(), input, d.output.get(), grad_output, d.conv.get(),
+                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), workspace, bytes, &zero,
+                         d.weight.get(), grad_weight));
+                   });
+  }
   if (grad_bias != nullptr) {
     SUBLET_CUDNN_CHECK(
         cudnnConvolutionBackwardBias(handle, &one, d.output.get(), grad_output, &zero, d.bias.get(), grad_bias));

@@ -1,0 +1,43 @@
+#pragma once
+// conv2d through cuDNN's graph (backend) API: the descriptors PyTorch's cuDNN v8 path builds
+// with cudnn_frontend. One operation graph per (thread, device, dtype, shape, pass, pointer
+// alignment); its engine configurations come from the heuristics (mode A, then the fallback
+// list), filtered as PyTorch filters them (no down-converted inputs; no tensor-core math for
+// float32 unless ops::conv_algorithm_settings().allow_tf32; deterministic engines only unless
+// the settings ask for benchmarking), and - with settings.benchmark - each of the first ten is
+// timed once on the real operands, fastest first, as torch.backends.cudnn.benchmark (whose
+// benchmark_limit is also 10).
+//
+// Why not only the legacy API (cudnnFind*Ex): it reaches a fixed set of older kernels. On the
+// H200 its fastest picks ran ResNet-50's convolutions (batch 64, 224x224) in 22 ms per step
+// against 12 ms for the engines PyTorch's graph-API path gets (Nsight Compute kernel times).
+//
+// Plans are cached per thread, because each thread has its own cuDNN handle (ops/cuda/handles.h)
+// and a plan is built for one handle. Workspaces come from ctx.workspace() and go back right
+// after the call is enqueued.
+#include <cudnn.h>
+
+#include "ops/context.h"
+#include "ops/conv2d.h"
+#include "ops/dtype.h"
+
+namespace sublet::ops::cuda {
+
+enum class ConvPass : int { Forward, BackwardData, BackwardFilter };
+
+// The three operands of a pass, in cuDNN's naming: x (input), w (weight), y (output). The pass
+// writes one of them: y for Forward, x (dx) for BackwardData, w (dw) for BackwardFilter.
+struct ConvGraphOperands {
+  void* x = nullptr;
+  void* w = nullptr;
+  void* y = nullptr;
+};
+
+// Enqueues the pass on ctx.stream and returns true; returns false, having enqueued nothing,
+// when the graph API has no usable engine for this shape and dtype (the caller then uses the
+// legacy API). Throws OutOfMemoryError when no engine's workspace can be allocated, and
+// CudaError for any other cuDNN failure. Call with ctx.device current.
+bool conv2d_graph_run(const Context& ctx, cudnnHandle_t handle, const Conv2dShape& shape, DType dtype,
+                      ConvPass pass, const ConvGraphOperands& operands);
+
+}  // namespace sublet::ops::cuda
