@@ -37,6 +37,7 @@ struct StepFlags {
   // for cuDNN convolutions (torch.backends.cudnn.allow_tf32 defaults to True).
   bool cudnn_benchmark = true;
   bool tf32 = true;
+  int cudnn_benchmark_limit = 10;
   bool profile_range = false;
 };
 
@@ -77,7 +78,8 @@ void run_bench_step(const StepFlags& flags) {
   options.seed = flags.seed;
   options.cuda_graph = flags.cuda_graph;
   options.profile_range = flags.profile_range;
-  ops::set_conv_algorithm_settings({.benchmark = flags.cudnn_benchmark, .allow_tf32 = flags.tf32});
+  ops::set_conv_algorithm_settings(
+      {.benchmark = flags.cudnn_benchmark, .allow_tf32 = flags.tf32, .benchmark_limit = flags.cudnn_benchmark_limit});
   if (options.device.is_cuda())
     std::cerr << "bench step: cuDNN algorithms " << (flags.cudnn_benchmark ? "timed per shape" : "from heuristics")
               << ", TF32 " << (flags.tf32 ? "allowed" : "off") << " for convolutions\n";
@@ -137,6 +139,11 @@ void add_bench_step_command(CLI::App& app) {
                  "time every cuDNN algorithm once per shape, as torch.backends.cudnn.benchmark (default on)");
   step->add_flag("--tf32,!--no-tf32", flags->tf32,
                  "allow TF32 tensor-core math in float32 convolutions, PyTorch's default (default on)");
+  step->add_option("--cudnn-benchmark-limit", flags->cudnn_benchmark_limit,
+                   "engine configurations timed per convolution shape with --cudnn-benchmark (0: all), as "
+                   "torch.backends.cudnn.benchmark_limit")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   step->add_flag("--profile-range", flags->profile_range,
                  "mark the timed steps for `ncu --profile-from-start off` (cudaProfilerStart/Stop)");
   step->callback([flags] { run_bench_step(*flags); });

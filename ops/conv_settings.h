@@ -6,12 +6,17 @@
 //  - allow_tf32: let float32 convolutions run on tensor cores with TF32 inputs (10-bit
 //    mantissa), as PyTorch's default torch.backends.cudnn.allow_tf32 = True. Off by default here
 //    so that GPU results stay within float32 rounding of the CPU's.
+//  - benchmark_limit: with benchmark, how many of cuDNN's engine configurations to time per
+//    shape (0 = all), as torch.backends.cudnn.benchmark_limit (default 10 there and here).
+// Setting the environment variable SUBLET_LOG_CONV_PLANS=1 prints, for each new shape, the
+// engines considered and their times to stderr.
 // Set these before the first convolution of a shape: choices are cached per shape and setting.
 namespace sublet::ops {
 
 struct ConvAlgorithmSettings {
   bool benchmark = false;
   bool allow_tf32 = false;
+  int benchmark_limit = 10;
 };
 
 ConvAlgorithmSettings conv_algorithm_settings();

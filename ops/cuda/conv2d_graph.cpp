@@ -1,13 +1,17 @@
 #include "ops/cuda/conv2d_graph.h"
 
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -150,15 +154,30 @@ BackendDescriptor conv_operation(const Conv2dShape& s, DType dtype, ConvPass pas
 struct ExecutionPlan {
   BackendDescriptor plan{CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR};
   std::int64_t workspace_bytes = 0;
+  std::int64_t engine = -1;  // cuDNN's global engine index, for the log
 };
 
-// An engine configuration's numerical notes allowed under the current settings?
-bool acceptable(cudnnBackendDescriptor_t config, DType dtype, const ConvAlgorithmSettings& settings) {
+// The engine an engine configuration runs.
+BackendDescriptor engine_of(cudnnBackendDescriptor_t config) {
   BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t raw_engine = engine.get();
   std::int64_t count = 0;
   SUBLET_CUDNN_CHECK(
       cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw_engine));
+  return engine;
+}
+
+std::int64_t engine_index(const BackendDescriptor& engine) {
+  std::int64_t index = -1, count = 0;
+  SUBLET_CUDNN_CHECK(
+      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index));
+  return index;
+}
+
+// Are the engine's numerical and behaviour notes allowed under the current settings?
+bool acceptable(const BackendDescriptor& engine, DType dtype, const ConvAlgorithmSettings& settings) {
+  cudnnBackendDescriptor_t raw_engine = engine.get();
+  std::int64_t count = 0;
   std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
   SUBLET_CUDNN_CHECK(cudnnBackendGetAttribute(raw_engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                               static_cast<std::int64_t>(notes.size()), &count, notes.data()));
@@ -224,8 +243,10 @@ std::vector<ExecutionPlan> candidate_plans(cudnnHandle_t handle, const Conv2dSha
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     for (BackendDescriptor& config : engine_configs(graph, mode)) {
       if (plans.size() >= limit) return plans;
-      if (!acceptable(config.get(), dtype, settings)) continue;
+      const BackendDescriptor engine = engine_of(config.get());
+      if (!acceptable(engine, dtype, settings)) continue;
       ExecutionPlan candidate;
+      candidate.engine = engine_index(engine);
       candidate.plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1);
       candidate.plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
       if (candidate.plan.try_finalize() != CUDNN_STATUS_SUCCESS) continue;  // this engine can't run the shape
@@ -285,15 +306,39 @@ float time_plan(const Context& ctx, cudnnHandle_t handle, const ExecutionPlan& p
 // Plans for one shape, in the order to try them.
 using RankedPlans = std::vector<ExecutionPlan>;
 
+// SUBLET_LOG_CONV_PLANS=1: which engines a new shape considered, and (benchmarking) their times.
+void log_plans(const Conv2dShape& s, ConvPass pass, const RankedPlans& plans,
+               const std::vector<std::pair<float, std::size_t>>& timed) {
+  static const char* const kPassNames[] = {"forward", "backward-data", "backward-filter"};
+  std::string line = fmt::format("conv2d {} N{} C{} {}x{} -> K{} k{}x{} s{} p{} g{}:", kPassNames[static_cast<int>(pass)],
+                                 s.batch, s.in_channels, s.in_height, s.in_width, s.out_channels, s.kernel_h,
+                                 s.kernel_w, s.stride_h, s.pad_h, s.groups);
+  if (plans.empty()) line += " no engine (legacy API)";
+  if (timed.empty()) {
+    for (const ExecutionPlan& p : plans) line += fmt::format(" engine {} ({} B)", p.engine, p.workspace_bytes);
+  } else {
+    for (const auto& [ms, index] : timed)
+      line += fmt::format(" engine {} {:.3f} ms ({} B);", plans[index].engine, ms, plans[index].workspace_bytes);
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
 RankedPlans rank_plans(const Context& ctx, cudnnHandle_t handle, const Conv2dShape& s, DType dtype, ConvPass pass,
                        std::int64_t alignment, const ConvGraphOperands& io) {
-  const bool benchmark = conv_algorithm_settings().benchmark;
-  // PyTorch's torch.backends.cudnn.benchmark_limit: time at most 10 configurations.
-  RankedPlans plans = candidate_plans(handle, s, dtype, pass, alignment, benchmark ? 10 : 4);
-  if (!benchmark || plans.size() < 2) return plans;
+  const ConvAlgorithmSettings settings = conv_algorithm_settings();
+  const std::size_t limit = !settings.benchmark             ? 4  // the first that builds, and fallbacks for OOM
+                            : settings.benchmark_limit <= 0 ? std::numeric_limits<std::size_t>::max()
+                                                            : static_cast<std::size_t>(settings.benchmark_limit);
+  RankedPlans plans = candidate_plans(handle, s, dtype, pass, alignment, limit);
+  const bool log = std::getenv("SUBLET_LOG_CONV_PLANS") != nullptr;
+  if (!settings.benchmark || plans.size() < 2) {
+    if (log) log_plans(s, pass, plans, {});
+    return plans;
+  }
   std::vector<std::pair<float, std::size_t>> timed;
   for (std::size_t i = 0; i < plans.size(); ++i) timed.emplace_back(time_plan(ctx, handle, plans[i], io), i);
   std::stable_sort(timed.begin(), timed.end());
+  if (log) log_plans(s, pass, plans, timed);
   RankedPlans ranked;
   for (const auto& [ms, index] : timed) {
     if (ms != std::numeric_limits<float>::infinity()) ranked.push_back(std::move(plans[index]));
@@ -312,14 +357,14 @@ std::int64_t common_alignment(const ConvGraphOperands& io, DType dtype) {
                                 static_cast<std::int64_t>(element_size(dtype)));
 }
 
-using PlanKey = std::array<std::int64_t, 19>;
+using PlanKey = std::array<std::int64_t, 20>;
 
 PlanKey plan_key(const Context& ctx, const Conv2dShape& s, DType dtype, ConvPass pass, std::int64_t alignment) {
   const ConvAlgorithmSettings settings = conv_algorithm_settings();
   return {ctx.device.index, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(pass), s.batch,
           s.in_channels, s.in_height, s.in_width, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w,
           s.pad_h, s.pad_w, s.dilation_h, s.dilation_w, s.groups,
-          (settings.benchmark ? 1 : 0) + (settings.allow_tf32 ? 2 : 0), alignment};
+          (settings.benchmark ? 1 : 0) + (settings.allow_tf32 ? 2 : 0), settings.benchmark_limit, alignment};
 }
 
 }  // namespace

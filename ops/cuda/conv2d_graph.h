@@ -4,9 +4,9 @@
 // alignment); its engine configurations come from the heuristics (mode A, then the fallback
 // list), filtered as PyTorch filters them (no down-converted inputs; no tensor-core math for
 // float32 unless ops::conv_algorithm_settings().allow_tf32; deterministic engines only unless
-// the settings ask for benchmarking), and - with settings.benchmark - each of the first ten is
-// timed once on the real operands, fastest first, as torch.backends.cudnn.benchmark (whose
-// benchmark_limit is also 10).
+// the settings ask for benchmarking), and - with settings.benchmark - each of the first
+// settings.benchmark_limit is timed once on the real operands, fastest first, as
+// torch.backends.cudnn.benchmark with its benchmark_limit.
 //
 // Why not only the legacy API (cudnnFind*Ex): it reaches a fixed set of older kernels. On the
 // H200 its fastest picks ran ResNet-50's convolutions (batch 64, 224x224) in 22 ms per step
