@@ -45,6 +45,8 @@ enum class BinaryOp {
   Maximum,
   Minimum,
   Equal,    // 1 where a == b else 0, in the operands' dtype
+  ReluBackward,  // a where b > 0 else 0: relu's gradient in one pass (a = grad, b = relu's output),
+                 // PyTorch's threshold_backward; 0, not NaN, where b <= 0 even if a is inf or NaN
 };
 
 void binary(const Context& ctx, BinaryOp op, DType dtype, const Shape& sizes, StridedRef out,

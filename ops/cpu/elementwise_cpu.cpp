@@ -108,6 +108,7 @@ void binary_typed(BinaryOp op, const Shape& sizes, StridedRef out, ConstStridedR
     case BinaryOp::Maximum: return map2<T>(sizes, out, a, b, [](T x, T y) { return std::max(x, y); });
     case BinaryOp::Minimum: return map2<T>(sizes, out, a, b, [](T x, T y) { return std::min(x, y); });
     case BinaryOp::Equal: return map2<T>(sizes, out, a, b, [](T x, T y) { return x == y ? T(1) : T(0); });
+    case BinaryOp::ReluBackward: return map2<T>(sizes, out, a, b, [](T g, T y) { return y > T(0) ? g : T(0); });
   }
 }
 

@@ -23,18 +23,21 @@ struct StridedIndexer {
   std::int64_t sizes[kMaxIndexerDims] = {};
   std::int64_t strides[kMaxIndexerDims][N] = {};
 
+  // linear must be below the product of the sizes (every caller loops to numel): then what is
+  // left of it after the inner dimensions is the outermost index, which needs no division.
   __host__ __device__ void offsets(std::int64_t linear, std::int64_t (&offset)[N]) const {
     if (unit_stride) {
       for (int k = 0; k < N; ++k) offset[k] = linear;
       return;
     }
     for (int k = 0; k < N; ++k) offset[k] = 0;
-    for (int d = ndim - 1; d >= 0; --d) {
+    for (int d = ndim - 1; d > 0; --d) {
       const std::int64_t size = sizes[d];
       const std::int64_t index = linear % size;
       linear /= size;
       for (int k = 0; k < N; ++k) offset[k] += index * strides[d][k];
     }
+    for (int k = 0; k < N; ++k) offset[k] += linear * strides[0][k];
   }
   // The single-operand form, for readability at call sites.
   __host__ __device__ std::int64_t offset(std::int64_t linear) const {

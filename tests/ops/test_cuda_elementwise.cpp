@@ -3,8 +3,13 @@
 // FMA and its expf/logf/powf/tanhf are within 2 ulp), float64 1e-14, int64 exact.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <limits>
+#include <random>
+
 #include "cuda_test_support.h"
 #include "memory/errors.h"
+#include "ops/cuda/elementwise_plan.h"
 #include "ops/elementwise.h"
 
 using namespace sublet;
@@ -127,4 +132,371 @@ TEST(CudaElementwise, InPlaceBinaryAndTernaryMatchCpu) {
   DeviceBuffer<float> a(big_a), b(big_b);
   binary(gpu_context(), BinaryOp::Add, DType::Float32, {n}, {a.get(), {1}}, {a.get(), {1}}, {b.get(), {1}}, 0.5);
   expect_close(a.download(), cpu_out, 1e-6, 1e-7, "large in-place add");
+}
+
+// ---- dense (vectorised) kernel and its fallbacks ---------------------------------------------
+// The GPU picks the dense kernel (16-byte vector loads, no index arithmetic, a scalar tail) when
+// every operand is dense in the output's layout or one broadcast element, and every dense
+// operand is 16-byte aligned; everything else takes the strided kernel (ops/cuda/
+// elementwise_plan.h). Each case below first asserts which of the two it exercises, then
+// compares the GPU with the CPU kernel on the same layout. Tolerances as above, plus an
+// absolute 1e-6 (float) / 1e-14 (double) for x + alpha * y with alpha = -2.5, where the device's
+// FMA and the CPU's rounded product differ by half an ulp of alpha * y, which is not small
+// relative to a result near 0.
+
+namespace {
+
+template <typename T>
+double atol_for() {
+  if constexpr (std::is_same_v<T, float>) return 1e-6;
+  if constexpr (std::is_same_v<T, double>) return 1e-14;
+  return 0.0;
+}
+
+// One operand: the strides over the op's shape, how many elements of storage they span, and
+// how many elements its first one sits after the 16-byte aligned start of the device buffer
+// (1 = a view with an offset, as x[1:]).
+struct Layout {
+  Shape strides;
+  std::size_t span = 0;
+  std::size_t shift = 0;
+};
+
+Layout contiguous(const Shape& sizes, std::size_t shift = 0) {
+  Shape strides(sizes.size());
+  std::int64_t stride = 1;
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= sizes[d];
+  }
+  return {strides, static_cast<std::size_t>(stride), shift};
+}
+
+Layout broadcast_scalar(const Shape& sizes, std::size_t shift = 0) { return {Shape(sizes.size(), 0), 1, shift}; }
+
+template <typename T>
+std::vector<T> with_shift(const std::vector<T>& values, std::size_t shift) {
+  std::vector<T> out(shift, T(77));
+  out.insert(out.end(), values.begin(), values.end());
+  return out;
+}
+
+template <typename T>
+std::vector<T> without_shift(std::vector<T> values, std::size_t shift) {
+  values.erase(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(shift));
+  return values;
+}
+
+// The kernel a layout should take, asserted before the comparison so that a case cannot drift
+// to the other path unnoticed.
+template <int N>
+bool takes_dense_kernel(const Shape& sizes, const std::array<const Layout*, N>& layouts, std::size_t element_size) {
+  std::array<const Shape*, N> strides;
+  std::array<const void*, N> addresses;
+  alignas(16) static const char base[16] = {};
+  for (int k = 0; k < N; ++k) {
+    strides[k] = &layouts[k]->strides;
+    addresses[k] = base + layouts[k]->shift * element_size;  // the device buffers start 512-byte aligned
+  }
+  return cuda::plan_dense<N>(sizes, strides, addresses, element_size).dense;
+}
+
+// Operands for a binary op: values that exercise it (signs both ways for ReluBackward, repeats
+// for Equal, divisors away from 0).
+template <typename T>
+std::vector<T> binary_values(BinaryOp op, std::size_t count, std::uint64_t seed, bool second) {
+  if (op == BinaryOp::Equal) {
+    std::mt19937_64 engine(seed);
+    std::vector<T> v(count);
+    for (auto& x : v) x = static_cast<T>(engine() % 4);
+    return v;
+  }
+  if (second && op == BinaryOp::ReluBackward) {
+    auto v = values_for<T>(count, seed, -2, 2);
+    for (std::size_t i = 0; i < v.size(); i += 5) v[i] = T(0);  // relu's output is exactly 0 where it clipped
+    return v;
+  }
+  return second ? values_for<T>(count, seed, 0.5, 2) : values_for<T>(count, seed, -2, 2);
+}
+
+const char* binary_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: return "add";
+    case BinaryOp::Sub: return "sub";
+    case BinaryOp::Mul: return "mul";
+    case BinaryOp::Div: return "div";
+    case BinaryOp::Maximum: return "maximum";
+    case BinaryOp::Minimum: return "minimum";
+    case BinaryOp::Equal: return "equal";
+    case BinaryOp::ReluBackward: return "relu_backward";
+  }
+  return "?";
+}
+
+constexpr BinaryOp kAllBinaryOps[] = {BinaryOp::Add,     BinaryOp::Sub,     BinaryOp::Mul,   BinaryOp::Div,
+                                      BinaryOp::Maximum, BinaryOp::Minimum, BinaryOp::Equal, BinaryOp::ReluBackward};
+
+template <typename T>
+void compare_binary(BinaryOp op, double alpha, const Shape& sizes, const Layout& out, const Layout& a,
+                    const Layout& b, bool expect_dense, const std::string& what) {
+  const std::string label = what + " " + binary_name(op) + " alpha " + std::to_string(alpha) + " " +
+                            dtype_name(DTypeOf<T>::value);
+  ASSERT_EQ((takes_dense_kernel<3>(sizes, {&out, &a, &b}, sizeof(T))), expect_dense) << label;
+  const auto a_values = binary_values<T>(op, a.span, 41, false), b_values = binary_values<T>(op, b.span, 42, true);
+  std::vector<T> cpu_out(out.span, T(-5));  // elements the op does not cover keep this value on both sides
+  binary(Context::for_device(Device::cpu()), op, DTypeOf<T>::value, sizes, {cpu_out.data(), out.strides},
+         {a_values.data(), a.strides}, {b_values.data(), b.strides}, alpha);
+  DeviceBuffer<T> d_a(with_shift(a_values, a.shift)), d_b(with_shift(b_values, b.shift));
+  DeviceBuffer<T> d_out(with_shift(std::vector<T>(out.span, T(-5)), out.shift));
+  binary(gpu_context(), op, DTypeOf<T>::value, sizes, {d_out.get() + out.shift, out.strides},
+         {d_a.get() + a.shift, a.strides}, {d_b.get() + b.shift, b.strides}, alpha);
+  expect_close(without_shift(d_out.download(), out.shift), cpu_out, 2 * rtol_for<T>(), atol_for<T>(), label);
+}
+
+template <typename T>
+void compare_all_binary(const Shape& sizes, const Layout& out, const Layout& a, const Layout& b, bool expect_dense,
+                        const std::string& what) {
+  for (BinaryOp op : kAllBinaryOps) {
+    for (double alpha : {1.0, -2.5}) {
+      if (alpha != 1.0 && op != BinaryOp::Add && op != BinaryOp::Sub) continue;  // alpha only scales add/sub
+      compare_binary<T>(op, alpha, sizes, out, a, b, expect_dense, what);
+    }
+  }
+}
+
+struct UnaryCase {
+  UnaryOp op;
+  UnaryParams params;
+  double low, high;
+  const char* name;
+};
+
+const UnaryCase kUnaryCases[] = {
+    {UnaryOp::Neg, {}, -2, 2, "neg"},
+    {UnaryOp::Relu, {}, -2, 2, "relu"},
+    {UnaryOp::AddScalar, {0.75, 0}, -2, 2, "add"},
+    {UnaryOp::MulScalar, {0.75, 0}, -2, 2, "mul"},
+    {UnaryOp::DivScalar, {0.75, 0}, -2, 2, "div"},
+    {UnaryOp::Clamp, {-0.3, 0.4}, -1, 1, "clamp"},
+    {UnaryOp::Positive, {}, -2, 2, "positive"},
+    {UnaryOp::InRange, {-0.3, 0.4}, -1, 1, "in_range"},
+    {UnaryOp::Exp, {}, -3, 3, "exp"},
+    {UnaryOp::Log, {}, 0.1, 4, "log"},
+    {UnaryOp::Sqrt, {}, 0.1, 4, "sqrt"},
+    {UnaryOp::Pow, {2.0, 0}, -2, 2, "pow2"},
+    {UnaryOp::Pow, {3.0, 0}, 0.1, 2, "pow3"},
+    {UnaryOp::Sigmoid, {}, -4, 4, "sigmoid"},
+    {UnaryOp::Tanh, {}, -3, 3, "tanh"},
+};
+
+template <typename T>
+void compare_unary(const UnaryCase& c, const Shape& sizes, const Layout& out, const Layout& in, bool expect_dense,
+                   const std::string& what) {
+  const std::string label = what + " " + c.name + " " + dtype_name(DTypeOf<T>::value);
+  ASSERT_EQ((takes_dense_kernel<2>(sizes, {&out, &in}, sizeof(T))), expect_dense) << label;
+  // Integers: the CPU test's parameters (3, 9), as in UnaryOpsMatchCpuOnTransposedInput.
+  const UnaryParams params = std::is_integral_v<T> ? UnaryParams{3, 9} : c.params;
+  const auto values = values_for<T>(in.span, 43, c.low, c.high);
+  std::vector<T> cpu_out(out.span, T(-5));
+  unary(Context::for_device(Device::cpu()), c.op, DTypeOf<T>::value, sizes, {cpu_out.data(), out.strides},
+        {values.data(), in.strides}, params);
+  DeviceBuffer<T> d_in(with_shift(values, in.shift));
+  DeviceBuffer<T> d_out(with_shift(std::vector<T>(out.span, T(-5)), out.shift));
+  unary(gpu_context(), c.op, DTypeOf<T>::value, sizes, {d_out.get() + out.shift, out.strides},
+        {d_in.get() + in.shift, in.strides}, params);
+  expect_close(without_shift(d_out.download(), out.shift), cpu_out, rtol_for<T>(), atol_for<T>(), label);
+}
+
+template <typename T>
+void compare_all_unary(const Shape& sizes, const Layout& out, const Layout& in, bool expect_dense,
+                       const std::string& what) {
+  for (const UnaryCase& c : kUnaryCases) {
+    if (std::is_integral_v<T> && unary_needs_floating(c.op)) continue;
+    compare_unary<T>(c, sizes, out, in, expect_dense, what);
+  }
+}
+
+template <typename T>
+void compare_ternary(TernaryOp op, const Shape& sizes, const Layout& out, const Layout& a, const Layout& b,
+                     const Layout& c, bool expect_dense, const std::string& what) {
+  const std::string label = what + (op == TernaryOp::AddCMul ? " addcmul " : " addcdiv ") + dtype_name(DTypeOf<T>::value);
+  ASSERT_EQ((takes_dense_kernel<4>(sizes, {&out, &a, &b, &c}, sizeof(T))), expect_dense) << label;
+  const auto a_values = values_for<T>(a.span, 44, -2, 2), b_values = values_for<T>(b.span, 45, -2, 2);
+  const auto c_values = values_for<T>(c.span, 46, 0.5, 2);
+  std::vector<T> cpu_out(out.span, T(-5));
+  ternary(Context::for_device(Device::cpu()), op, DTypeOf<T>::value, sizes, {cpu_out.data(), out.strides},
+          {a_values.data(), a.strides}, {b_values.data(), b.strides}, {c_values.data(), c.strides}, -0.3);
+  DeviceBuffer<T> d_a(with_shift(a_values, a.shift)), d_b(with_shift(b_values, b.shift));
+  DeviceBuffer<T> d_c(with_shift(c_values, c.shift));
+  DeviceBuffer<T> d_out(with_shift(std::vector<T>(out.span, T(-5)), out.shift));
+  ternary(gpu_context(), op, DTypeOf<T>::value, sizes, {d_out.get() + out.shift, out.strides},
+          {d_a.get() + a.shift, a.strides}, {d_b.get() + b.shift, b.strides}, {d_c.get() + c.shift, c.strides}, -0.3);
+  expect_close(without_shift(d_out.download(), out.shift), cpu_out, 2 * rtol_for<T>(), atol_for<T>(), label);
+}
+
+// Element counts around the vector width: below one vector, exact multiples, and each
+// remainder 1, 2, 3 of numel % 4 (float) and 1 of numel % 2 (double, int64).
+const std::int64_t kOddSizes[] = {1, 3, 4, 1023, 4096, 4097, 4098, (1 << 20) + 3};
+
+}  // namespace
+
+TEST(CudaElementwise, DenseKernelMatchesCpuOnOddSizes) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: dense kernel with its scalar tail";
+  for (std::int64_t n : kOddSizes) {
+    const Shape sizes{n};
+    const Layout dense = contiguous(sizes);
+    const std::string what = "numel " + std::to_string(n);
+    compare_all_unary<float>(sizes, dense, dense, true, what);
+    compare_all_unary<double>(sizes, dense, dense, true, what);
+    compare_all_unary<std::int64_t>(sizes, dense, dense, true, what);
+    compare_all_binary<float>(sizes, dense, dense, dense, true, what);
+    compare_all_binary<double>(sizes, dense, dense, dense, true, what);
+    compare_all_binary<std::int64_t>(sizes, dense, dense, dense, true, what);
+    for (TernaryOp op : {TernaryOp::AddCMul, TernaryOp::AddCDiv}) {
+      compare_ternary<float>(op, sizes, dense, dense, dense, dense, true, what);
+      compare_ternary<double>(op, sizes, dense, dense, dense, dense, true, what);
+    }
+  }
+  // A 4-D NCHW tensor, contiguous: one dense run.
+  const Shape nchw{2, 3, 7, 5};
+  compare_all_binary<float>(nchw, contiguous(nchw), contiguous(nchw), contiguous(nchw), true, "2x3x7x5");
+  compare_all_unary<float>(nchw, contiguous(nchw), contiguous(nchw), true, "2x3x7x5");
+}
+
+TEST(CudaElementwise, MisalignedViewsTakeTheStridedKernelAndMatchCpu) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: views whose base is off the 16-byte boundary";
+  for (std::int64_t n : {std::int64_t{4097}, std::int64_t{1023}}) {
+    const Shape sizes{n};
+    const Layout aligned = contiguous(sizes), shifted = contiguous(sizes, 1), shifted3 = contiguous(sizes, 3);
+    const std::string what = "numel " + std::to_string(n) + " ";
+    compare_all_unary<float>(sizes, shifted, aligned, false, what + "output at +1");
+    compare_all_unary<float>(sizes, aligned, shifted3, false, what + "input at +3");
+    compare_all_unary<double>(sizes, aligned, shifted, false, what + "input at +1");
+    compare_all_binary<float>(sizes, shifted, aligned, aligned, false, what + "output at +1");
+    compare_all_binary<float>(sizes, aligned, shifted3, aligned, false, what + "a at +3");
+    compare_all_binary<float>(sizes, aligned, aligned, shifted, false, what + "b at +1");
+    compare_all_binary<double>(sizes, aligned, aligned, shifted, false, what + "b at +1");
+    compare_all_binary<std::int64_t>(sizes, shifted, shifted, shifted, false, what + "all at +1");
+    compare_ternary<float>(TernaryOp::AddCMul, sizes, aligned, aligned, shifted, aligned, false, what + "b at +1");
+    // Four floats in is 16 bytes in: aligned again, the dense kernel.
+    const Layout shifted4 = contiguous(sizes, 4);
+    compare_all_binary<float>(sizes, shifted4, aligned, shifted4, true, what + "output and b at +4");
+  }
+}
+
+TEST(CudaElementwise, SharedTransposedLayoutTakesTheDenseKernel) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: dense kernel on a permuted layout";
+  // [33, 65] stored column-major by every operand: memory order differs from element order, but
+  // is the same for all of them, so the op runs over memory.
+  const Shape sizes{33, 65};
+  const Layout transposed{{1, 33}, 33 * 65, 0};
+  compare_all_unary<float>(sizes, transposed, transposed, true, "transposed");
+  compare_all_unary<std::int64_t>(sizes, transposed, transposed, true, "transposed");
+  compare_all_binary<float>(sizes, transposed, transposed, transposed, true, "transposed");
+  compare_all_binary<double>(sizes, transposed, transposed, transposed, true, "transposed");
+  // One operand in the other order: element i is elsewhere in memory, the strided kernel.
+  compare_all_binary<float>(sizes, contiguous(sizes), transposed, contiguous(sizes), false, "a transposed only");
+  compare_all_unary<float>(sizes, transposed, contiguous(sizes), false, "output transposed only");
+}
+
+TEST(CudaElementwise, ScalarOperandOnEitherSideTakesTheDenseKernel) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: one-element broadcast operand";
+  const Shape sizes{33, 65};  // 2145 elements: a tail of 1 (float) and of 1 (double, int64)
+  const Layout dense = contiguous(sizes);
+  // A scalar is read as one element: its address need not be aligned.
+  for (std::size_t shift : {std::size_t{0}, std::size_t{1}}) {
+    const Layout scalar = broadcast_scalar(sizes, shift);
+    const std::string what = "scalar at +" + std::to_string(shift);
+    compare_all_binary<float>(sizes, dense, dense, scalar, true, what + " on the right");
+    compare_all_binary<float>(sizes, dense, scalar, dense, true, what + " on the left");
+    compare_all_binary<double>(sizes, dense, scalar, dense, true, what + " on the left");
+    compare_all_binary<std::int64_t>(sizes, dense, dense, scalar, true, what + " on the right");
+    compare_ternary<float>(TernaryOp::AddCDiv, sizes, dense, dense, scalar, dense, true, what + " as b");
+    compare_ternary<double>(TernaryOp::AddCMul, sizes, dense, dense, dense, scalar, true, what + " as c");
+  }
+}
+
+TEST(CudaElementwise, RowAndChannelBroadcastTakeTheStridedKernel) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: broadcast rows and channels";
+  const Shape sizes{2, 3, 7, 5};
+  const Layout dense = contiguous(sizes);
+  const Layout per_channel{{0, 1, 0, 0}, 3, 0};      // a [3, 1, 1] bias over NCHW
+  const Layout per_column{{0, 0, 0, 1}, 5, 0};       // a [5] bias over the last dimension
+  compare_all_binary<float>(sizes, dense, dense, per_channel, false, "per-channel b");
+  compare_all_binary<float>(sizes, dense, per_column, dense, false, "per-column a");
+  compare_all_binary<std::int64_t>(sizes, dense, dense, per_channel, false, "per-channel b");
+}
+
+TEST(CudaElementwise, LargeTensorsBeyond2To24Elements) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: element-wise kernels on > 2^24 elements";
+  const Shape flat{(std::int64_t{1} << 24) + 5};
+  const Shape nchw{8, 130, 129, 127};  // 17,038,320 elements
+  for (const Shape& sizes : {flat, nchw}) {
+    const Layout dense = contiguous(sizes);
+    const std::string what = std::to_string(shape_numel(sizes)) + " elements";
+    compare_unary<float>(kUnaryCases[1], sizes, dense, dense, true, what);  // relu
+    compare_unary<float>(kUnaryCases[3], sizes, dense, dense, true, what);  // mul by a scalar
+    compare_binary<float>(BinaryOp::Add, -2.5, sizes, dense, dense, dense, true, what);
+    compare_binary<float>(BinaryOp::ReluBackward, 1.0, sizes, dense, dense, dense, true, what);
+    compare_binary<float>(BinaryOp::Mul, 1.0, sizes, dense, dense, broadcast_scalar(sizes), true, what);
+    compare_ternary<float>(TernaryOp::AddCMul, sizes, dense, dense, dense, dense, true, what);
+    // The same sizes through the strided kernel (output one element into its buffer).
+    compare_binary<float>(BinaryOp::Add, -2.5, sizes, contiguous(sizes, 1), dense, dense, false, what);
+  }
+  // In place (out aliases a), as Tensor::add_ and the optimizers' updates do.
+  const std::int64_t n = shape_numel(nchw);
+  const auto a_values = random_values<float>(n, 47), b_values = random_values<float>(n, 48);
+  std::vector<float> cpu_out = a_values;
+  binary(Context::for_device(Device::cpu()), BinaryOp::Add, DType::Float32, nchw, {cpu_out.data(), contiguous(nchw).strides},
+         {cpu_out.data(), contiguous(nchw).strides}, {b_values.data(), contiguous(nchw).strides}, 0.5);
+  DeviceBuffer<float> a(a_values), b(b_values);
+  binary(gpu_context(), BinaryOp::Add, DType::Float32, nchw, {a.get(), contiguous(nchw).strides},
+         {a.get(), contiguous(nchw).strides}, {b.get(), contiguous(nchw).strides}, 0.5);
+  expect_close(a.download(), cpu_out, 1e-6, 1e-7, "large in-place add");
+}
+
+TEST(CudaElementwise, ReluBackwardPassesTheGradientOnlyWhereTheOutputIsPositive) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: relu backward";
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // g is inf or NaN where y <= 0: the result there is 0, not NaN (unlike g * (y > 0)).
+  const std::vector<float> g{1.5f, -2.f, inf, nan, 3.f, -inf, 0.25f};
+  const std::vector<float> y{0.5f, 2.f, 0.f, -1.f, 1e-30f, -0.f, -3.f};
+  const std::vector<float> want{1.5f, -2.f, 0.f, 0.f, 3.f, 0.f, 0.f};
+  const Shape sizes{7};
+  std::vector<float> cpu_out(7);
+  binary(Context::for_device(Device::cpu()), BinaryOp::ReluBackward, DType::Float32, sizes, {cpu_out.data(), {1}},
+         {g.data(), {1}}, {y.data(), {1}});
+  expect_equal(cpu_out, want, "cpu relu_backward");
+  for (std::size_t shift : {std::size_t{0}, std::size_t{1}}) {  // dense kernel, then strided kernel
+    DeviceBuffer<float> d_g(with_shift(g, shift)), d_y(with_shift(y, shift)), d_out(7 + shift);
+    binary(gpu_context(), BinaryOp::ReluBackward, DType::Float32, sizes, {d_out.get() + shift, {1}},
+           {d_g.get() + shift, {1}}, {d_y.get() + shift, {1}});
+    expect_equal(without_shift(d_out.download(), shift), want, "gpu relu_backward, operands at +" + std::to_string(shift));
+  }
+}
+
+TEST(CudaElementwise, ZeroDimInt64IncrementInPlace) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: num_batches_tracked += 1";
+  // BatchNorm2d's num_batches_tracked.add_(1): a 0-d int64 tensor updated in place.
+  DeviceBuffer<std::int64_t> counter(std::vector<std::int64_t>{41});
+  for (int step = 0; step < 2; ++step) {
+    unary(gpu_context(), UnaryOp::AddScalar, DType::Int64, {}, {counter.get(), {}}, {counter.get(), {}}, {1.0});
+  }
+  EXPECT_EQ(counter.download(), std::vector<std::int64_t>{43});
+}
+
+TEST(CudaElementwise, InPlaceDenseUnaryAndTernaryMatchCpu) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: in-place dense kernels";
+  const std::int64_t n = 4099;
+  const auto x = random_values<float>(n, 49), y = random_values<float>(n, 50), z = random_values<float>(n, 51, 0.5, 2);
+  std::vector<float> cpu_out = x;
+  unary(Context::for_device(Device::cpu()), UnaryOp::Relu, DType::Float32, {n}, {cpu_out.data(), {1}},
+        {cpu_out.data(), {1}});
+  ternary(Context::for_device(Device::cpu()), TernaryOp::AddCDiv, DType::Float32, {n}, {cpu_out.data(), {1}},
+          {cpu_out.data(), {1}}, {y.data(), {1}}, {z.data(), {1}}, -0.3);
+  DeviceBuffer<float> a(x), b(y), c(z);
+  unary(gpu_context(), UnaryOp::Relu, DType::Float32, {n}, {a.get(), {1}}, {a.get(), {1}});
+  ternary(gpu_context(), TernaryOp::AddCDiv, DType::Float32, {n}, {a.get(), {1}}, {a.get(), {1}}, {b.get(), {1}},
+          {c.get(), {1}}, -0.3);
+  expect_close(a.download(), cpu_out, 2e-6, 1e-7, "in-place relu then addcdiv");
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -74,6 +75,20 @@ TEST(TensorKernelsCpu, BinaryOnRandomLayoutsMatchesNaive) {
       }
     }
   }
+}
+
+TEST(TensorKernelsCpu, ReluBackwardPassesTheGradientOnlyWhereTheOutputIsPositive) {
+  // threshold_backward's semantics: 0 where relu's output is <= 0, even for an inf or NaN
+  // gradient there (a 0/1 mask times the gradient would give NaN).
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> g{1.5, -2.0, inf, nan, 3.0, -inf, 0.25, nan};
+  const std::vector<double> y{0.5, 2.0, 0.0, -1.0, 1e-300, -0.0, -3.0, 4.0};
+  std::vector<double> out(8, -7.0);
+  binary(cpu(), BinaryOp::ReluBackward, DType::Float64, {2, 4}, {out.data(), {4, 1}}, {g.data(), {4, 1}},
+         {y.data(), {4, 1}});
+  const std::vector<double> want{1.5, -2.0, 0.0, 0.0, 3.0, 0.0, 0.0};
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_EQ(out[i], want[i]) << i;
+  EXPECT_TRUE(std::isnan(out[7]));  // a NaN gradient where the output is positive passes through
 }
 
 TEST(TensorKernelsCpu, CopyCastsBetweenDtypes) {

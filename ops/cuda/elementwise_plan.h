@@ -1,0 +1,94 @@
+#pragma once
+// Which element-wise kernel an op takes on the GPU, decided on the host from the operands'
+// strides and addresses. Plain C++ (no CUDA) so that the CPU suite tests the choice
+// (tests/ops/test_elementwise_plan.cpp) on machines without a GPU.
+//
+// The dense kernel is the fast path: every operand is either dense in the output's layout
+// (element i of the op is element i of the operand's memory, for any dense layout, contiguous
+// or permuted) or a single broadcast element, and every dense operand starts on a 16-byte
+// boundary. Then a thread moves 16 bytes per operand with one vector load or store and does no
+// index arithmetic. Anything else (broadcast rows or channels, strided views, a base pointer
+// moved off the boundary by a view's offset) takes the generic strided kernel.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ops/strided.h"
+
+namespace sublet::ops::cuda {
+
+// Bytes one vector load or store moves: float4, double2, two int64.
+inline constexpr std::size_t kVectorBytes = 16;
+
+template <int N>
+struct DensePlan {
+  bool dense = false;             // the dense kernel applies (operand 0, the output, is dense)
+  std::array<bool, N> scalar{};   // input k (k >= 1) is one element broadcast to every position
+  int vector_width = 1;           // elements per vector access (kVectorBytes / element size)
+};
+
+namespace detail {
+
+// Strides of the dimensions with more than one element: the others never move an offset.
+inline std::vector<std::int64_t> significant_strides(const Shape& sizes, const Shape& strides) {
+  std::vector<std::int64_t> out;
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] != 1) out.push_back(strides[d]);
+  }
+  return out;
+}
+
+// True when the layout covers exactly numel consecutive elements, each once: sorted by
+// stride, every dimension's stride is the product of the sizes of the faster ones.
+inline bool is_dense(const Shape& sizes, const Shape& strides) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, size)
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] != 1) dims.push_back({strides[d], sizes[d]});
+  }
+  std::sort(dims.begin(), dims.end());
+  std::int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+inline bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % kVectorBytes == 0; }
+
+}  // namespace detail
+
+// Operand 0 is the output, operands 1..N-1 the inputs; strides[k] has one entry per dimension
+// of sizes. element_size must divide kVectorBytes (1, 2, 4, 8 or 16 bytes).
+template <int N>
+DensePlan<N> plan_dense(const Shape& sizes, const std::array<const Shape*, N>& strides,
+                        const std::array<const void*, N>& data, std::size_t element_size) {
+  DensePlan<N> plan;
+  for (int k = 0; k < N; ++k) {
+    if (strides[k]->size() != sizes.size()) return plan;  // the generic path reports the error
+  }
+  if (!detail::is_dense(sizes, *strides[0])) return plan;
+  const std::vector<std::int64_t> layout = detail::significant_strides(sizes, *strides[0]);
+  bool aligned = detail::aligned(data[0]);
+  for (int k = 1; k < N; ++k) {
+    const std::vector<std::int64_t> mine = detail::significant_strides(sizes, *strides[k]);
+    const bool broadcast = !mine.empty() && std::all_of(mine.begin(), mine.end(), [](std::int64_t s) { return s == 0; });
+    if (broadcast) {
+      plan.scalar[k] = true;  // read as one element: its address needs no alignment
+    } else if (mine == layout) {
+      aligned = aligned && detail::aligned(data[k]);
+    } else {
+      return plan;
+    }
+  }
+  // Misaligned dense operands would need a scalar prologue; they are views with an offset,
+  // which are rare in training, so the strided kernel serves them.
+  if (!aligned || element_size == 0 || kVectorBytes % element_size != 0) return plan;
+  plan.dense = true;
+  plan.vector_width = static_cast<int>(kVectorBytes / element_size);
+  return plan;
+}
+
+}  // namespace sublet::ops::cuda
