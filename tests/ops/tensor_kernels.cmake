@@ -1,2 +1,5 @@
 # tests of tensor kernels
 sublet_add_test(test_tensor_kernels_cpu LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_tensor_kernels_cpu.cpp LIBS ops)
+# the host-side pieces of the CUDA kernels (no GPU needed): dense-path choice, fast division
+sublet_add_test(test_elementwise_plan LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_elementwise_plan.cpp LIBS ops)
+sublet_add_test(test_int_divider LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_int_divider.cpp LIBS ops)

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "cuda_test_support.h"
+#include "ops/cuda/pooling_cuda.h"
 #include "ops/pooling.h"
 
 using namespace sublet;
@@ -23,11 +24,13 @@ Pool2dShape pool(std::int64_t k, std::int64_t stride, std::int64_t pad, std::int
   return s;
 }
 
+// indexing: Auto takes the 32-bit kernels for these sizes; Wide forces the 64-bit ones that
+// serve tensors of 2^31 elements and more.
 template <typename T>
-void check_max(const Pool2dShape& s, const std::string& what) {
+void check_max(const Pool2dShape& s, const std::string& what, cuda::PoolIndexing indexing = cuda::PoolIndexing::Auto) {
   auto input = random_values<T>(s.input_numel(), 101);
   for (std::size_t i = 0; i < input.size(); i += 7) input[i] = std::round(input[i]);  // ties
-  input[13] = std::numeric_limits<T>::quiet_NaN();
+  if (input.size() > 13) input[13] = std::numeric_limits<T>::quiet_NaN();
   const auto grad_output = random_values<T>(s.output_numel(), 102);
   const Context cpu = Context::for_device(Device::cpu());
   const DType dtype = DTypeOf<T>::value;
@@ -38,8 +41,9 @@ void check_max(const Pool2dShape& s, const std::string& what) {
 
   DeviceBuffer<T> d_input(input), d_out(s.output_numel()), d_grad_output(grad_output), d_grad_input(s.input_numel());
   DeviceBuffer<std::int64_t> d_indices(s.output_numel());
-  max_pool2d_forward(gpu_context(), s, dtype, d_input.get(), d_out.get(), d_indices.get());
-  max_pool2d_backward(gpu_context(), s, dtype, d_grad_output.get(), d_indices.get(), d_grad_input.get());
+  cuda::max_pool2d_forward(gpu_context(), s, dtype, d_input.get(), d_out.get(), d_indices.get(), indexing);
+  cuda::max_pool2d_backward(gpu_context(), s, dtype, d_grad_output.get(), d_indices.get(), d_grad_input.get(),
+                            indexing);
   expect_equal(d_out.download(), out, what + " max values");
   expect_equal(d_indices.download(), indices, what + " max indices");
   expect_equal(d_grad_input.download(), grad_input, what + " max grad_input");
@@ -88,6 +92,60 @@ TEST(CudaPooling, MaxPoolMatchesCpuExactly) {
   check_max<float>(pool(2, 2, 0, 1), "float 2x2 s2");
   check_max<float>(pool(3, 1, 1, 2), "float 3x3 s1 p1 dilation 2 (overlapping windows)");
   check_max<double>(pool(3, 2, 1, 1), "double 3x3 s2 p1");
+}
+
+TEST(CudaPooling, MaxPoolThroughTheOpsEntryPointMatchesCpu) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: ops::max_pool2d_* dispatch to the GPU";
+  const Pool2dShape s = pool(3, 2, 1, 1);
+  const auto input = random_values<float>(s.input_numel(), 107), grad_output = random_values<float>(s.output_numel(), 108);
+  const Context cpu = Context::for_device(Device::cpu());
+  std::vector<float> out(s.output_numel()), grad_input(s.input_numel());
+  std::vector<std::int64_t> indices(s.output_numel());
+  max_pool2d_forward(cpu, s, DType::Float32, input.data(), out.data(), indices.data());
+  max_pool2d_backward(cpu, s, DType::Float32, grad_output.data(), indices.data(), grad_input.data());
+  DeviceBuffer<float> d_input(input), d_out(s.output_numel()), d_grad_output(grad_output), d_grad_input(s.input_numel());
+  DeviceBuffer<std::int64_t> d_indices(s.output_numel());
+  max_pool2d_forward(gpu_context(), s, DType::Float32, d_input.get(), d_out.get(), d_indices.get());
+  max_pool2d_backward(gpu_context(), s, DType::Float32, d_grad_output.get(), d_indices.get(), d_grad_input.get());
+  expect_equal(d_out.download(), out, "ops entry max values");
+  expect_equal(d_indices.download(), indices, "ops entry max indices");
+  expect_equal(d_grad_input.download(), grad_input, "ops entry max grad_input");
+}
+
+TEST(CudaPooling, MaxPoolWide64BitKernelsMatchCpuExactly) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: the 64-bit max pooling kernels";
+  check_max<float>(pool(3, 2, 1, 1), "wide float 3x3 s2 p1", cuda::PoolIndexing::Wide);
+  check_max<float>(pool(2, 2, 0, 1), "wide float 2x2 s2", cuda::PoolIndexing::Wide);
+  check_max<float>(pool(3, 1, 1, 2), "wide float 3x3 s1 p1 dilation 2", cuda::PoolIndexing::Wide);
+  check_max<double>(pool(3, 2, 1, 1), "wide double 3x3 s2 p1", cuda::PoolIndexing::Wide);
+}
+
+TEST(CudaPooling, MaxPoolOddShapesMatchCpuExactly) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: max pooling on uneven shapes";
+  // Non-square kernels and strides, strides larger than the kernel (inputs no window covers),
+  // and one-pixel planes.
+  Pool2dShape s;
+  s.batch = 3, s.channels = 5, s.in_height = 13, s.in_width = 17;
+  s.kernel_h = 3, s.kernel_w = 2, s.stride_h = 2, s.stride_w = 3, s.pad_h = 1, s.pad_w = 1;
+  check_max<float>(s, "float 3x2 s(2,3) p(1,1) on 13x17");
+  check_max<float>(s, "wide float 3x2 s(2,3) p(1,1) on 13x17", cuda::PoolIndexing::Wide);
+  s.kernel_h = 2, s.kernel_w = 2, s.stride_h = 3, s.stride_w = 4, s.pad_h = 0, s.pad_w = 1;
+  check_max<double>(s, "double 2x2 s(3,4) p(0,1): gaps between windows");
+  check_max<double>(s, "wide double 2x2 s(3,4) p(0,1)", cuda::PoolIndexing::Wide);
+  Pool2dShape tiny;
+  tiny.batch = 2, tiny.channels = 2, tiny.in_height = 1, tiny.in_width = 1;
+  tiny.kernel_h = 1, tiny.kernel_w = 1, tiny.stride_h = 1, tiny.stride_w = 1;
+  check_max<float>(tiny, "float 1x1 planes");
+}
+
+TEST(CudaPooling, MaxPoolResNetStemMatchesCpuExactly) {
+  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: max pooling on the ResNet stem's shape";
+  // ResNet's stem pooling (3x3, stride 2, padding 1, 112x112 -> 56x56) at batch 16:
+  // 12.8M input elements (> 2^23), the shape the ResNet-50 step profile measures at batch 64.
+  Pool2dShape s;
+  s.batch = 16, s.channels = 64, s.in_height = 112, s.in_width = 112;
+  s.kernel_h = 3, s.kernel_w = 3, s.stride_h = 2, s.stride_w = 2, s.pad_h = 1, s.pad_w = 1;
+  check_max<float>(s, "ResNet stem float");
 }
 
 TEST(CudaPooling, AvgPoolMatchesCpu) {
