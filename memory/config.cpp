@@ -108,8 +108,8 @@ std::size_t AllocatorConfig::divisions_for(std::size_t size) const {
   return roundup_power2_divisions[std::min(index, kRoundupIntervals - 1)];
 }
 
-AllocatorConfig AllocatorConfig::parse(const std::string& text) {
-  AllocatorConfig config;
+AllocatorConfig AllocatorConfig::parse(const std::string& text, const AllocatorConfig& defaults) {
+  AllocatorConfig config = defaults;
   if (trim(text).empty()) return config;
   for (const std::string& raw : split_options(text)) {
     const std::string option = trim(raw);
@@ -148,9 +148,9 @@ AllocatorConfig AllocatorConfig::parse(const std::string& text) {
   return config;
 }
 
-AllocatorConfig AllocatorConfig::from_environment() {
+AllocatorConfig AllocatorConfig::from_environment(const AllocatorConfig& defaults) {
   const char* text = std::getenv("SUBLET_ALLOC_CONF");
-  return text ? parse(text) : AllocatorConfig{};
+  return text ? parse(text, defaults) : defaults;
 }
 
 void AllocatorConfig::validate() const {

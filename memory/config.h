@@ -31,10 +31,13 @@ struct AllocatorConfig {
   // set from code (it has no SUBLET_ALLOC_CONF key, as in PyTorch).
   bool caching = true;
 
-  // Throws ConfigError naming the key, the value and what is allowed.
-  static AllocatorConfig parse(const std::string& text);
-  // Parses SUBLET_ALLOC_CONF, or returns the defaults when it is unset or empty.
-  static AllocatorConfig from_environment();
+  // Applies the keys `text` names on top of `defaults` (a device's defaults: see
+  // memory::default_config). Throws ConfigError naming the key, the value and what is allowed.
+  static AllocatorConfig parse(const std::string& text, const AllocatorConfig& defaults);
+  static AllocatorConfig parse(const std::string& text) { return parse(text, AllocatorConfig{}); }
+  // SUBLET_ALLOC_CONF on top of `defaults`; the defaults as they are when it is unset or empty.
+  static AllocatorConfig from_environment(const AllocatorConfig& defaults);
+  static AllocatorConfig from_environment() { return from_environment(AllocatorConfig{}); }
   // The canonical text form (parse(to_string()) gives the same config).
   std::string to_string() const;
 

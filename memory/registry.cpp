@@ -88,16 +88,26 @@ const char* allocator_kind_name(AllocatorKind kind) {
   return "?";
 }
 
-std::unique_ptr<CachingAllocator> make_allocator(Device device, AllocatorKind kind, AllocatorConfig config) {
+AllocatorConfig default_config(Device device) {
+  AllocatorConfig config;
+  config.expandable_segments = device.is_cuda();
+  return config;
+}
+
+std::unique_ptr<CachingAllocator> make_allocator(Device device, AllocatorKind kind,
+                                                 std::optional<AllocatorConfig> requested) {
   check_device(device);
-  if (kind != AllocatorKind::Caching) config.caching = false;
+  AllocatorConfig config = requested ? *requested : AllocatorConfig::from_environment(default_config(device));
+  if (kind != AllocatorKind::Caching) {
+    config.caching = false;  // every tensor its own backend allocation: the baselines
+    config.expandable_segments = false;
+  }
   if (device.is_cpu()) {
     if (kind == AllocatorKind::Async) throw ValueError("the async allocator (cudaMallocAsync) needs a CUDA device");
     return std::make_unique<CachingAllocator>(std::make_unique<HostBackend>(), config);
   }
 #ifdef SUBLET_HAVE_CUDA
   if (kind == AllocatorKind::Async) {
-    config.expandable_segments = false;  // the driver's pool has no virtual-memory interface here
     return std::make_unique<CachingAllocator>(std::make_unique<CudaAsyncBackend>(device.index), config);
   }
   return std::make_unique<CachingAllocator>(std::make_unique<CudaBackend>(device.index), config);

@@ -95,8 +95,10 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
   run.options = options;
 
   if (!options.alloc_conf.empty()) {
-    memory::replace_allocator(options.device, memory::make_allocator(options.device, memory::AllocatorKind::Caching,
-                                                                     memory::AllocatorConfig::parse(options.alloc_conf)));
+    const memory::AllocatorConfig config =
+        memory::AllocatorConfig::parse(options.alloc_conf, memory::default_config(options.device));
+    memory::replace_allocator(options.device,
+                              memory::make_allocator(options.device, memory::AllocatorKind::Caching, config));
   }
   memory::CachingAllocator& allocator = memory::allocator_for(options.device);
   allocator.empty_cache();

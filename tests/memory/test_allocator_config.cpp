@@ -7,6 +7,7 @@
 #include "memory/caching_allocator.h"
 #include "memory/config.h"
 #include "memory/errors.h"
+#include "memory/registry.h"
 
 using sublet::ConfigError;
 using sublet::memory::AllocatorConfig;
@@ -83,6 +84,27 @@ TEST(AllocatorConfig, ReadsTheEnvironmentVariable) {
   EXPECT_THROW(AllocatorConfig::from_environment(), ConfigError);
   unsetenv("SUBLET_ALLOC_CONF");
   EXPECT_FALSE(AllocatorConfig::from_environment().max_split_size_set());
+}
+
+// A device's defaults sit under SUBLET_ALLOC_CONF: keys the text names replace them, the others
+// stay. CUDA's defaults differ from PyTorch's only in expandable segments.
+TEST(AllocatorConfig, TextAppliesOnTopOfTheDeviceDefaults) {
+  EXPECT_FALSE(sublet::memory::default_config(sublet::Device::cpu()).expandable_segments);
+  const AllocatorConfig cuda = sublet::memory::default_config(sublet::Device::cuda(0));
+  EXPECT_TRUE(cuda.expandable_segments);
+  EXPECT_FALSE(cuda.max_split_size_set());
+
+  const AllocatorConfig kept = AllocatorConfig::parse("max_split_size_mb:64", cuda);
+  EXPECT_TRUE(kept.expandable_segments);
+  EXPECT_EQ(kept.max_split_size, 64 * kMiB);
+  EXPECT_FALSE(AllocatorConfig::parse("expandable_segments:False", cuda).expandable_segments);
+
+  setenv("SUBLET_ALLOC_CONF", "garbage_collection_threshold:0.5", 1);
+  const AllocatorConfig from_env = AllocatorConfig::from_environment(cuda);
+  EXPECT_TRUE(from_env.expandable_segments);
+  EXPECT_EQ(from_env.garbage_collection_threshold, 0.5);
+  unsetenv("SUBLET_ALLOC_CONF");
+  EXPECT_TRUE(AllocatorConfig::from_environment(cuda).expandable_segments);
 }
 
 TEST(AllocatorConfig, ErrorsNameKeyValueAndWhatIsAllowed) {
