@@ -1,12 +1,16 @@
 #include "runtime/io/atomic_write.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "memory/errors.h"
 
@@ -15,12 +19,76 @@ namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
+constexpr const char* kTemporaryInfix = ".tmp.";
+
 // A name no concurrent writer of the same target can pick: pid plus a process-wide counter.
 std::filesystem::path temporary_name_for(const std::filesystem::path& target) {
   static std::atomic<unsigned long> counter{0};
   std::filesystem::path temporary = target;
-  temporary += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  temporary += kTemporaryInfix + std::to_string(::getpid()) + "." + std::to_string(counter++);
   return temporary;
+}
+
+// "<pid>.<n>": the tail of a name temporary_name_for makes.
+bool is_temporary_suffix(std::string_view rest) {
+  const std::size_t dot = rest.find('.');
+  if (dot == 0 || dot == std::string_view::npos || dot + 1 == rest.size()) return false;
+  const auto digits = [](std::string_view s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1));
+}
+
+// A writer holds an exclusive flock on its temporary from creation until after the rename, and
+// the kernel drops it when the writer dies. So a temporary of `target` whose lock is free was
+// left by a save that was killed (or crashed) before its rename: removed here, so that saves
+// killed again and again (preempted jobs) do not fill the disk with partial checkpoints. A live
+// writer's temporary is locked and stays, whichever process, container or host (over NFS with
+// locking) it runs in. Best effort: a leftover that cannot be examined stays for the next save.
+void remove_abandoned_temporaries(const std::filesystem::path& target) {
+  std::filesystem::path directory = target.parent_path();
+  if (directory.empty()) directory = ".";
+  const std::string prefix = target.filename().string() + kTemporaryInfix;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
+    const std::filesystem::path candidate = it->path();
+    const std::string name = candidate.filename().string();
+    if (!name.starts_with(prefix) || !is_temporary_suffix(std::string_view(name).substr(prefix.size()))) continue;
+    const int fd = ::open(candidate.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat held {}, named {};
+    // Unlinked only while we hold its lock, and only if the name still leads to the file locked.
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &held) == 0 && held.st_nlink > 0 &&
+        ::lstat(candidate.c_str(), &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino) {
+      ::unlink(candidate.c_str());
+    }
+    ::close(fd);
+  }
+}
+
+// Creates a new temporary for `target` and takes its lock; returns the descriptor, the lock lasts
+// until it (and every dup of it) is closed. A remover may see the file between its creation and
+// our flock and take it for abandoned; then our flock waits for it and finds the file unlinked,
+// and we start over under a new name.
+int create_locked_temporary(const std::filesystem::path& target, std::filesystem::path& temporary) {
+  for (;;) {
+    temporary = temporary_name_for(target);
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) {
+      if (errno == EEXIST) continue;  // left by an earlier process that had our pid
+      throw IoError(target.string() + ": cannot create temporary file " + temporary.string() +
+                    " for writing (" + errno_text() + ")");
+    }
+    // Where flock is not supported the save goes on unlocked: removers cannot lock there either.
+    int locked = ::flock(fd, LOCK_EX);
+    while (locked != 0 && errno == EINTR) locked = ::flock(fd, LOCK_EX);
+    struct stat st {};
+    if (locked == 0 && ::fstat(fd, &st) == 0 && st.st_nlink == 0) {
+      ::close(fd);
+      continue;
+    }
+    return fd;
+  }
 }
 
 void fsync_directory_of(const std::filesystem::path& target) {
@@ -55,11 +123,19 @@ void write_or_throw(std::FILE* file, const void* data, std::size_t bytes,
 
 void write_atomically(const std::filesystem::path& target,
                       const std::function<void(std::FILE*)>& write_contents) {
-  const std::filesystem::path temporary = temporary_name_for(target);
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
+  remove_abandoned_temporaries(target);
+  std::filesystem::path temporary;
+  const int fd = create_locked_temporary(target, temporary);
+  // A second descriptor keeps the lock after fclose, until the rename is done.
+  const int lock_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  std::FILE* file = lock_fd < 0 ? nullptr : ::fdopen(fd, "wb");
   if (file == nullptr) {
-    throw IoError(target.string() + ": cannot create temporary file " + temporary.string() +
-                  " for writing (" + errno_text() + ")");
+    const std::string error = errno_text();
+    ::unlink(temporary.c_str());
+    ::close(fd);
+    if (lock_fd >= 0) ::close(lock_fd);
+    throw IoError(target.string() + ": cannot open temporary file " + temporary.string() + " for writing (" +
+                  error + ")");
   }
   try {
     write_contents(file);
@@ -82,8 +158,10 @@ void write_atomically(const std::filesystem::path& target,
     if (file != nullptr) std::fclose(file);
     std::error_code ignored;
     std::filesystem::remove(temporary, ignored);
+    ::close(lock_fd);
     throw;
   }
+  ::close(lock_fd);
   fsync_directory_of(target);
 }
 

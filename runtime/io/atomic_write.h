@@ -12,6 +12,10 @@ namespace sublet::io {
 // fsync the directory so the rename itself is durable.
 // If `write_contents` throws, or any step fails, the temporary is removed, `target` is left as it
 // was, and the exception propagates (I/O failures are IoError naming the file).
+// A process killed in the middle of a save cannot remove its temporary
+// (`<target>.tmp.<pid>.<n>`); the next save of the same target does: the writer holds a flock on
+// its temporary until the rename, so a temporary whose lock is free belongs to a dead writer.
+// Temporaries of live writers (other processes saving the same target) are never touched.
 // `write_contents` should write with std::fwrite and may use io::write_or_throw for checking.
 void write_atomically(const std::filesystem::path& target,
                       const std::function<void(std::FILE*)>& write_contents);

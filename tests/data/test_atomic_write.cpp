@@ -1,5 +1,8 @@
 // Atomic replacement of files, and the gzip-aware whole-file helpers built on it.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <stdexcept>
 
@@ -59,6 +62,36 @@ TEST(AtomicWrite, MissingDirectoryIsAnIoErrorNamingTheTarget) {
   const std::string message = io_error_of(
       [&] { write_atomically(target, [&](std::FILE* file) { write_text(file, "x", target); }); });
   expect_mentions(message, {target.string(), "cannot create temporary file"});
+}
+
+// What a save killed before its rename leaves: its temporary, with no process holding its lock.
+TEST(AtomicWrite, NextSaveRemovesTemporariesOfWritersThatDied) {
+  ScratchDir dir;
+  const auto target = dir / "state.bin";
+  write_atomically(target, [&](std::FILE* file) { write_text(file, "old", target); });
+  sublet::testing::write_raw(dir / "state.bin.tmp.4242.0", {1, 2, 3});
+  sublet::testing::write_raw(dir / "state.bin.tmp.4243.7", {4});
+  // Not temporaries of this target: never touched.
+  sublet::testing::write_raw(dir / "other.bin.tmp.4242.0", {5});
+  sublet::testing::write_raw(dir / "state.bin.tmp.notes", {6});
+  write_atomically(target, [&](std::FILE* file) { write_text(file, "new", target); });
+  EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{"other.bin.tmp.4242.0", "state.bin", "state.bin.tmp.notes"}));
+}
+
+// Another process in the middle of saving the same target holds the lock of its temporary.
+TEST(AtomicWrite, TemporaryOfALiveWriterIsLeftAlone) {
+  ScratchDir dir;
+  const auto target = dir / "state.bin";
+  const auto busy = dir / "state.bin.tmp.4242.0";
+  sublet::testing::write_raw(busy, {1, 2, 3});
+  const int fd = ::open(busy.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  write_atomically(target, [&](std::FILE* file) { write_text(file, "mine", target); });
+  EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{"state.bin", "state.bin.tmp.4242.0"}));
+  ::close(fd);  // the writer dies: its lock goes with it
+  write_atomically(target, [&](std::FILE* file) { write_text(file, "mine again", target); });
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"state.bin"});
 }
 
 TEST(FileBytes, GzipRoundTripAndPlainRoundTrip) {
