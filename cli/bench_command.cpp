@@ -12,6 +12,7 @@
 #include "bench/alloc/report_svg.h"
 #include "bench/alloc/report_table.h"
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "memory/errors.h"
 #include "memory/registry.h"
 
@@ -28,17 +29,10 @@ struct AllocFlags {
   bool quick = false;
 };
 
-// A run takes minutes on a GPU: say that an output cannot be written before, not after.
-void check_output_path(const std::string& flag, const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
-  if (!std::filesystem::is_directory(parent))
-    throw IoError(flag + " " + path + ": the directory " + parent.string() + " does not exist");
-}
-
 void run_bench_alloc(const AllocFlags& flags) {
-  check_output_path("--json", flags.json_path);
-  check_output_path("--svg", flags.svg_path);
+  // A run takes minutes on a GPU: say that an output cannot be written before, not after.
+  check_output_file("--json", flags.json_path);
+  check_output_file("--svg", flags.svg_path);
   const bench::BenchDevice device = flags.device == "auto" ? (memory::cuda_available() ? bench::BenchDevice::Cuda
                                                                                         : bench::BenchDevice::Cpu)
                                                            : bench::parse_bench_device(flags.device);
@@ -85,7 +79,7 @@ void add_bench_alloc_command(CLI::App& app) {
   alloc->add_option("--history", flags->history_path,
                     "replay this recorded allocation history (sublet-alloc-trace JSON); the replay row is skipped without it")
       ->check(CLI::ExistingFile);
-  alloc->add_option("--seed", flags->seed, "seed of the churn workload (default 7)");
+  alloc->add_option("--seed", flags->seed, "seed of the churn workload (default 7)")->check(non_negative_integer());
   alloc->add_flag("--quick", flags->quick, "tiny counts for a CI smoke run");
   alloc->callback([flags] { run_bench_alloc(*flags); });
 }

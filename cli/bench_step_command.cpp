@@ -12,6 +12,7 @@
 #include "bench/step/step_bench.h"
 #include "bench/step/step_report.h"
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "ops/conv_settings.h"
 #include "memory/errors.h"
 #include "memory/registry.h"
@@ -62,13 +63,13 @@ Device resolve_device(const std::string& name) {
 }
 
 void run_bench_step(const StepFlags& flags) {
-  if (!flags.json_path.empty()) {
-    const auto parent = std::filesystem::absolute(flags.json_path).parent_path();
-    if (!std::filesystem::is_directory(parent))
-      throw IoError("--json " + flags.json_path + ": the directory " + parent.string() + " does not exist");
-  }
+  check_output_file("--json", flags.json_path);
   bench::StepBenchOptions options;
   options.device = resolve_device(flags.device);
+  // Before the model is built, not after.
+  if (flags.cuda_graph && !options.device.is_cuda())
+    throw DeviceError("bench step --cuda-graph: needs --device cuda (CUDA graphs exist only on the GPU), this run is on " +
+                      options.device.str());
   options.input = bench::parse_input_shape(flags.input);
   options.batch_size = flags.batch_size;
   options.num_classes = flags.classes;
@@ -120,13 +121,16 @@ void add_bench_step_command(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::IsMember(models::model_names()));
   step->add_option("--input", flags->input, "input shape CxHxW")->capture_default_str();
-  step->add_option("--batch-size", flags->batch_size, "images per step")->check(CLI::PositiveNumber)->capture_default_str();
-  step->add_option("--classes", flags->classes, "output classes")->check(CLI::PositiveNumber)->capture_default_str();
-  step->add_option("--steps", flags->steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
-  step->add_option("--warmup", flags->warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  // Plain ranges: CLI11 2.1's PositiveNumber prints its bound as 0.000000 to a 309-digit number.
+  step->add_option("--batch-size", flags->batch_size, "images per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  step->add_option("--classes", flags->classes, "output classes")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  step->add_option("--steps", flags->steps, "timed steps")->check(CLI::Range(1, 1000000))->capture_default_str();
+  step->add_option("--warmup", flags->warmup, "untimed steps first")->check(CLI::Range(0, 1000000))->capture_default_str();
   step->add_flag("--small-input-stem", flags->small_input_stem,
                  "resnet18/34/50: 3x3 stride-1 stem without max-pool (for 32x32 inputs)");
-  step->add_option("--seed", flags->seed, "seed of the parameters and the random batch")->capture_default_str();
+  step->add_option("--seed", flags->seed, "seed of the parameters and the random batch")
+      ->check(non_negative_integer())
+      ->capture_default_str();
   step->add_option("--json", flags->json_path, "write the result(s) as JSON to this file (a list for several models)");
   step->add_flag("--cuda-graph", flags->cuda_graph,
                  "capture the step into a CUDA graph after the warm-up and time its replays (--device cuda)");

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "examples/two_step_release.h"
 #include "memory/registry.h"
+#include "train/train_options.h"
 
 namespace sublet::cli {
 
@@ -16,7 +17,7 @@ void add_demo_command(CLI::App& app) {
   release->add_option("--device", *device, "cpu, cuda, cuda:N or auto (CUDA when present)")->capture_default_str();
   release->add_option("--size-mb", *size_mb, "buffer size in MiB")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   release->callback([device, size_mb] {
-    const Device d = *device == "auto" ? memory::default_device() : Device::parse(*device);
+    const Device d = train::resolve_device(*device);  // the same messages as train's --device
     const int status = examples::two_step_release_demo(d, *size_mb * memory::kMiB, std::cout);
     if (status != 0) throw CLI::RuntimeError(status);
   });

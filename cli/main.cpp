@@ -5,8 +5,11 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <new>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
+#include "memory/config.h"
 #include "memory/errors.h"
 
 int main(int argc, char** argv) {
@@ -20,6 +23,10 @@ int main(int argc, char** argv) {
   }
   CLI::App app{"sublet: a small C++ deep-learning runtime with a PyTorch-style caching allocator"};
   app.require_subcommand(1);
+  app.failure_message(sublet::cli::failure_message);
+  // Every command refuses a bad SUBLET_ALLOC_CONF before it starts work, including those that
+  // create their allocators late (profile) or not from the environment at all (bench alloc).
+  app.parse_complete_callback([] { sublet::memory::AllocatorConfig::from_environment(); });
   sublet::cli::add_demo_command(app);
   sublet::cli::add_bench_alloc_command(app);
   sublet::cli::add_bench_step_command(app);
@@ -32,6 +39,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const sublet::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of host memory (a buffer for the requested sizes could not be allocated); "
+                 "use smaller sizes (batch size, image shape, dataset limits)\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "internal error: " << e.what() << "\n";

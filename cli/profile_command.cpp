@@ -8,12 +8,15 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
+#include "memory/config.h"
 #include "memory/errors.h"
 #include "memory/format_bytes.h"
 #include "memory/registry.h"
 #include "models/registry.h"
 #include "profile/profile_report.h"
 #include "profile/profile_session.h"
+#include "train/train_options.h"
 
 namespace sublet::cli {
 namespace {
@@ -48,7 +51,7 @@ std::vector<std::int64_t> parse_input_shape(const std::string& text) {
       throw ValueError("--input: expected C x H x W such as 3x32x32, got '" + text + "'");
     }
   }
-  if (dims.size() != 3) throw ValueError("--input: expected C x H x W such as 3x32x32, got '" + text + "'");
+  if (dims.size() != 3 || text.back() == 'x') throw ValueError("--input: expected C x H x W such as 3x32x32, got '" + text + "'");
   return dims;
 }
 
@@ -58,13 +61,10 @@ bool imagenet_model(const std::string& name) { return name == "resnet18" || name
 void run_profile(const ProfileArgs& args) {
   profile::ProfileOptions options;
   options.model_name = args.model;
-  if (args.device.empty()) options.device = memory::default_device();
-  else if (args.device == "cpu") options.device = Device::cpu();
-  else if (args.device == "cuda" || args.device.rfind("cuda:", 0) == 0)
-    options.device = Device::cuda(args.device == "cuda" ? 0 : std::stoi(args.device.substr(5)));
-  else throw ValueError("--device: expected cpu, cuda or cuda:N, got '" + args.device + "'");
-  if (!options.device.is_cpu() && !memory::cuda_available())
-    throw DeviceError("--device " + args.device + ": no CUDA device is available here (use --device cpu)");
+  options.device = train::resolve_device(args.device.empty() ? "auto" : args.device);
+  if (!(args.lr > 0.0 && args.lr <= 100.0)) throw ValueError(fmt::format("--lr must be in (0, 100], got {}", args.lr));
+  memory::AllocatorConfig::parse(args.alloc_conf);  // a bad string fails here, not after the model is built
+  check_output_folder("--out", args.out);  // before the run, not after it
   options.batch_size = args.batch_size;
   options.steps = args.steps;
   options.timing_steps = args.timing_steps;
@@ -107,6 +107,7 @@ void add_profile_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("profile", "Per-layer memory study of a few training steps (tables, trace, snapshot, plots)");
   auto args = std::make_shared<ProfileArgs>();
   cmd->add_option("--model", args->model, "model name (" + fmt::format("{}", fmt::join(models::model_names(), ", ")) + ")")
+      ->check(CLI::IsMember(models::model_names()))
       ->capture_default_str();
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N (default: the GPU when there is one)");
   cmd->add_option("--batch-size", args->batch_size, "batch size")->check(CLI::Range(1, 1 << 20))->capture_default_str();
@@ -119,7 +120,9 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--optimizer", args->optimizer, "sgd (momentum 0.9) or adam")->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
   cmd->add_option("--lr", args->lr, "learning rate")->capture_default_str();
   cmd->add_flag("--small-input-stem", args->small_input_stem, "resnet18/34/50: 3x3 stride-1 stem without max-pool (for 32x32 inputs)");
-  cmd->add_option("--seed", args->seed, "seed of the model's initialisation and the synthetic data")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "seed of the model's initialisation and the synthetic data")
+      ->check(non_negative_integer())
+      ->capture_default_str();
   cmd->callback([args] { run_profile(*args); });
 }
 

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "memory/errors.h"
 #include "models/registry.h"
 #include "train/progress.h"
@@ -23,15 +24,6 @@ namespace sublet::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Training can take hours: refuse an output that cannot be written before, not after.
-void check_output_path(const std::string& flag, const fs::path& path) {
-  if (path.empty()) return;
-  const fs::path parent = fs::absolute(path).parent_path();
-  if (!fs::is_directory(parent)) {
-    throw IoError(flag + " " + path.string() + ": the directory " + parent.string() + " does not exist");
-  }
-}
 
 // "3x32x32" -> channels, height, width.
 void parse_synthetic_shape(const std::string& text, train::TrainOptions& options) {
@@ -48,8 +40,12 @@ void parse_synthetic_shape(const std::string& text, train::TrainOptions& options
 void run_train(train::TrainOptions options, const std::string& synthetic_shape) {
   parse_synthetic_shape(synthetic_shape, options);
   train::validate(options);
-  check_output_path("--checkpoint", options.checkpoint);
-  check_output_path("--metrics-json", options.metrics_json);
+  // Training can take hours: refuse an output that cannot be written before, not after.
+  check_output_file("--checkpoint", options.checkpoint);
+  check_output_file("--metrics-json", options.metrics_json);
+  if (!options.resume.empty() && fs::is_directory(options.resume)) {
+    throw IoError("--resume " + options.resume.string() + ": expected a checkpoint file, found a folder");
+  }
   if (!options.resume.empty() && !fs::is_regular_file(options.resume)) {
     throw IoError("--resume " + options.resume.string() + ": no such file");
   }
@@ -93,7 +89,9 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--limit-train", options->limit_train, "use the first N training images (0: all)");
   cmd->add_option("--limit-test", options->limit_test, "use the first N test images (0: all)");
-  cmd->add_option("--seed", options->seed, "seed of initialisation, order and augmentation")->capture_default_str();
+  cmd->add_option("--seed", options->seed, "seed of initialisation, order and augmentation")
+      ->check(non_negative_integer())
+      ->capture_default_str();
   cmd->add_option("--checkpoint", options->checkpoint, "write a checkpoint here after every epoch");
   cmd->add_option("--resume", options->resume, "continue from this checkpoint");
   cmd->add_option("--metrics-json", options->metrics_json, "write per-epoch metrics here (JSON)");

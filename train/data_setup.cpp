@@ -1,5 +1,8 @@
 #include "train/data_setup.h"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -60,7 +63,31 @@ TrainingData load_cifar10_data(const TrainOptions& options, const fs::path& dir)
   return out;
 }
 
+// The synthetic images are generated up front in host memory: a typo in --synthetic-shape
+// (3x3232x3232) would otherwise end in std::bad_alloc or the kernel's out-of-memory killer.
+void check_synthetic_fits_host_memory(const TrainOptions& options, std::int64_t train_size, std::int64_t test_size) {
+  const long double bytes = static_cast<long double>(train_size + test_size) * options.synthetic_channels *
+                            options.synthetic_height * options.synthetic_width;
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return;  // unknown: let the allocation decide
+  const long double host_bytes = static_cast<long double>(pages) * page_size;
+  // Half the machine: the images are also normalised into float batches and a model runs beside them.
+  if (bytes <= host_bytes / 2) return;
+  const auto gib = [](long double b) {
+    return fmt::format("{:.2f} GiB", static_cast<double>(b / (1024.0L * 1024 * 1024)));
+  };
+  throw ValueError(fmt::format(
+      "--synthetic-shape {}x{}x{}: {} + {} synthetic images need {} of host memory, more than half of this "
+      "machine's {}; use a smaller shape or --limit-train/--limit-test",
+      options.synthetic_channels, options.synthetic_height, options.synthetic_width, train_size, test_size, gib(bytes),
+      gib(host_bytes)));
+}
+
 TrainingData make_synthetic_data(const TrainOptions& options) {
+  check_synthetic_fits_host_memory(options,
+                                   options.limit_train > 0 ? options.limit_train : options.synthetic_train_size,
+                                   options.limit_test > 0 ? options.limit_test : options.synthetic_test_size);
   data::SyntheticOptions synthetic;
   synthetic.channels = options.synthetic_channels;
   synthetic.height = options.synthetic_height;
@@ -79,6 +106,25 @@ TrainingData make_synthetic_data(const TrainOptions& options) {
   out.normalization = channel_statistics(*train);
   out.train = std::move(train);
   return out;
+}
+
+std::string shape_text(const data::ImageDataset& d) { return fmt::format("{}x{}x{}", d.channels, d.height, d.width); }
+
+// Files that each read fine can still not belong together: an empty split would end in a
+// schedule error or a 0% accuracy of nothing, a test split of another image size in a
+// meaningless accuracy.
+void check_splits(const TrainingData& data, const std::string& name, const fs::path& dir) {
+  const std::string where = dir.empty() ? name : name + " in '" + dir.string() + "'";
+  for (const auto* split : {data.train.get(), data.test.get()}) {
+    if (split->size() == 0) {
+      throw IoError(fmt::format("{}: the {} split has 0 images; expected at least 1", where,
+                                split == data.train.get() ? "training" : "test"));
+    }
+  }
+  if (shape_text(*data.train) != shape_text(*data.test)) {
+    throw IoError(fmt::format("{}: the test images are {}, the training images {}; expected one image size for both",
+                              where, shape_text(*data.test), shape_text(*data.train)));
+  }
 }
 
 }  // namespace
@@ -119,10 +165,13 @@ data::Normalization channel_statistics(const data::ImageDataset& dataset) {
 
 TrainingData load_training_data(const TrainOptions& options) {
   const fs::path dir = options.data_dir.empty() ? default_data_dir(options.data) : options.data_dir;
-  if (options.data == "mnist") return load_mnist_data(options, dir);
-  if (options.data == "cifar10") return load_cifar10_data(options, dir);
-  if (options.data == "synthetic") return make_synthetic_data(options);
-  throw ValueError("--data: unknown value '" + options.data + "'; expected one of mnist, cifar10, synthetic");
+  TrainingData data;
+  if (options.data == "mnist") data = load_mnist_data(options, dir);
+  else if (options.data == "cifar10") data = load_cifar10_data(options, dir);
+  else if (options.data == "synthetic") data = make_synthetic_data(options);
+  else throw ValueError("--data: unknown value '" + options.data + "'; expected one of mnist, cifar10, synthetic");
+  check_splits(data, options.data, dir);
+  return data;
 }
 
 }  // namespace sublet::train

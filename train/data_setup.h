@@ -24,7 +24,9 @@ struct TrainingData {
 };
 
 // Throws IoError when the files are missing, saying how to get them (for MNIST: run
-// scripts/fetch_mnist.sh, or pass --data-dir).
+// scripts/fetch_mnist.sh, or pass --data-dir), or when a split is empty or the test images'
+// size differs from the training images'; ValueError when synthetic data would not fit in host
+// memory.
 TrainingData load_training_data(const TrainOptions& options);
 
 // The first `limit` samples of `dataset` (all of them when limit is 0 or not smaller).

@@ -1,5 +1,7 @@
 #include "train/train_options.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "memory/errors.h"
@@ -26,6 +28,9 @@ void check_at_least(const std::string& flag, std::int64_t value, std::int64_t mi
     throw ValueError(flag + " must be >= " + std::to_string(minimum) + ", got " + std::to_string(value));
   }
 }
+
+// The value as the user typed it (0.5, not std::to_string's 0.500000).
+std::string number_text(double value) { return fmt::format("{}", value); }
 
 // Parses without touching the device: validate() must work on a machine without a GPU.
 Device parse_device_text(const std::string& text) {
@@ -58,6 +63,10 @@ void validate(const TrainOptions& options) {
   check_member("--schedule", options.schedule, schedule_names());
   parse_device_text(options.device);
   check_at_least("--epochs", options.epochs, 1);
+  // The schedules count epochs x images in int64; a typo such as 1e20 epochs must not wrap.
+  if (options.epochs > kMaxEpochs) {
+    throw ValueError("--epochs must be <= " + std::to_string(kMaxEpochs) + ", got " + std::to_string(options.epochs));
+  }
   check_at_least("--batch-size", options.batch_size, 1);
   // Far beyond any device's memory for these models; keeps sizes well inside int64 arithmetic.
   if (options.batch_size > (1 << 20)) {
@@ -66,16 +75,16 @@ void validate(const TrainOptions& options) {
   check_at_least("--limit-train", options.limit_train, 0);
   check_at_least("--limit-test", options.limit_test, 0);
   if (!(options.lr >= 0.0) || options.lr > 100.0) {
-    throw ValueError("--lr must be in (0, 100] (or 0 for the optimizer's default), got " + std::to_string(options.lr));
+    throw ValueError("--lr must be in (0, 100] (or 0 for the optimizer's default), got " + number_text(options.lr));
   }
   if (!(options.momentum >= 0.0 && options.momentum < 1.0)) {
-    throw ValueError("momentum must be in [0, 1), got " + std::to_string(options.momentum));
+    throw ValueError("--momentum must be in [0, 1), got " + number_text(options.momentum));
   }
   if (!(options.label_smoothing >= 0.0 && options.label_smoothing < 1.0)) {
-    throw ValueError("--label-smoothing must be in [0, 1), got " + std::to_string(options.label_smoothing));
+    throw ValueError("--label-smoothing must be in [0, 1), got " + number_text(options.label_smoothing));
   }
   if (!(options.weight_decay >= 0.0)) {
-    throw ValueError("weight decay must be >= 0, got " + std::to_string(options.weight_decay));
+    throw ValueError("--weight-decay must be >= 0, got " + number_text(options.weight_decay));
   }
   if (options.prefetch_batches < 0 || options.prefetch_batches > 16) {
     throw ValueError("prefetch batches must be in [0, 16], got " + std::to_string(options.prefetch_batches));

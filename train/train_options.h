@@ -48,6 +48,9 @@ struct TrainOptions {
   data::BatchBufferAllocator batch_buffer_allocator{};
 };
 
+// More would overflow the schedules' epochs x images count long before anyone waits for them.
+inline constexpr std::int64_t kMaxEpochs = 1'000'000;
+
 std::vector<std::string> dataset_names();
 std::vector<std::string> optimizer_names();
 std::vector<std::string> schedule_names();
@@ -61,9 +64,9 @@ double default_lr(const std::string& optimizer);
 std::filesystem::path default_data_dir(const std::string& data);
 
 // Throws ValueError naming the flag and the allowed values for the first bad option (unknown
-// model/data/optimizer/schedule/device text, non-positive epochs or batch size, negative
-// limits or lr). Does not touch files or devices (--cuda-graph without a GPU is the Trainer's
-// DeviceError).
+// model/data/optimizer/schedule/device text, non-positive or absurdly large epochs or batch
+// size, negative limits or lr). Does not touch files or devices (--cuda-graph without a GPU is
+// the Trainer's DeviceError).
 void validate(const TrainOptions& options);
 
 // The device the options ask for: auto is cuda:0 when a GPU is present, else the CPU. Throws
