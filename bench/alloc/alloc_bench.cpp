@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "bench/alloc/history.h"
+#include "bench/alloc/tensor_workload.h"
 #include "bench/alloc/workloads.h"
 #include "memory/errors.h"
 #include "memory/format_bytes.h"
@@ -43,15 +44,49 @@ CellResult run_cell(const AllocatorEntry& entry, Workload&& workload) {
   return cell;
 }
 
+// One tensor cell: the column's tensors over a fresh allocator of its kind, and that
+// allocator's bare pairs of the same bytes.
+CellResult run_tensor_cell(const AllocatorEntry& entry, const TensorShape& shape, const PairPlan& plan) {
+  CellResult cell;
+  cell.allocator = entry.name;
+  try {
+    if (!entry.make_tensors) throw Error(entry.name + " has no tensor path on this device");
+    std::unique_ptr<TensorFactoryUnderTest> factory = entry.make_tensors();
+    const TensorTiming t = time_tensor(*factory, shape, plan);
+    cell.median_ns = t.tensor.median_ns;
+    cell.p10_ns = t.tensor.p10_ns;
+    cell.p90_ns = t.tensor.p90_ns;
+    cell.pairs_timed = t.tensor.pairs_timed;
+    cell.batches = t.tensor.batches;
+    cell.allocator_pair_ns = t.pair.median_ns;
+    cell.peak_reserved_bytes = factory->peak_reserved_bytes();
+    cell.driver_allocation_calls = factory->driver_allocation_calls();
+    cell.ok = true;
+  } catch (const std::exception& e) {
+    cell.error = e.what();
+  }
+  return cell;
+}
+
+void report_progress(std::ostream* progress, const RowResult& row) {
+  if (!progress) return;
+  const CellResult& c = row.cells.back();
+  if (!c.ok) {
+    *progress << fmt::format("  {:<24} {:<20} FAILED: {}\n", row.label, c.allocator, c.error) << std::flush;
+  } else if (c.allocator_pair_ns) {
+    *progress << fmt::format("  {:<24} {:<20} {:>12.1f} ns/tensor (allocator's own pair {:.1f} ns)\n", row.label,
+                             c.allocator, c.median_ns, *c.allocator_pair_ns)
+              << std::flush;
+  } else {
+    *progress << fmt::format("  {:<24} {:<20} {:>12.1f} ns/pair\n", row.label, c.allocator, c.median_ns) << std::flush;
+  }
+}
+
 template <typename Workload>
 void run_row(RowResult& row, const std::vector<AllocatorEntry>& entries, std::ostream* progress, Workload&& workload) {
   for (const AllocatorEntry& entry : entries) {
     row.cells.push_back(run_cell(entry, workload));
-    const CellResult& c = row.cells.back();
-    if (progress)
-      *progress << (c.ok ? fmt::format("  {:<24} {:<20} {:>12.1f} ns/pair\n", row.label, c.allocator, c.median_ns)
-                         : fmt::format("  {:<24} {:<20} FAILED: {}\n", row.label, c.allocator, c.error))
-                << std::flush;
+    report_progress(progress, row);
   }
 }
 
@@ -80,6 +115,11 @@ const CellResult* RowResult::cell(const std::string& allocator) const {
   return nullptr;
 }
 
+std::optional<double> CellResult::runtime_overhead_ns() const {
+  if (!ok || !allocator_pair_ns) return std::nullopt;
+  return median_ns - *allocator_pair_ns;
+}
+
 std::optional<double> AllocBenchResult::ratio_to_baseline(const RowResult& row, const CellResult& cell) const {
   const CellResult* base = row.cell(baseline());
   if (row.skipped || !cell.ok || !base || !base->ok || base->median_ns <= 0) return std::nullopt;
@@ -95,7 +135,8 @@ AllocBenchResult run_alloc_bench(const AllocBenchOptions& options, std::ostream*
   const std::vector<AllocatorEntry> entries = allocators_for(options.device);
   AllocBenchResult result;
   result.options = options;
-  for (const AllocatorEntry& e : entries) result.allocators.push_back({e.name, e.description});
+  for (const AllocatorEntry& e : entries)
+    result.allocators.push_back({e.name, e.description, e.make_tensors ? e.tensor_description : std::string()});
   const PairPlan plan = plan_from(options);
 
   for (const std::size_t size : kPairSizes) {
@@ -105,6 +146,25 @@ AllocBenchResult run_alloc_bench(const AllocBenchOptions& options, std::ostream*
     row.label = "pair " + memory::format_bytes(static_cast<std::int64_t>(size));
     row.peak_live_bytes = size;
     run_row(row, entries, progress, [&](AllocatorUnderTest& a) { return time_pair(a, size, plan); });
+    result.rows.push_back(std::move(row));
+  }
+
+  for (const TensorShape& shape : kTensorShapes) {
+    RowResult row;
+    row.workload = "tensor";
+    row.size_bytes = shape.bytes();
+    row.shape = shape.sizes();
+    row.label = "tensor " + shape.str() + " f32";
+    row.peak_live_bytes = shape.bytes();
+    if (options.device == BenchDevice::Sim) {
+      row.skipped = true;
+      row.skip_reason = "tensors live in cpu or cuda memory; the simulated device holds none (see --device cpu)";
+    } else {
+      for (const AllocatorEntry& entry : entries) {
+        row.cells.push_back(run_tensor_cell(entry, shape, plan));
+        report_progress(progress, row);
+      }
+    }
     result.rows.push_back(std::move(row));
   }
 

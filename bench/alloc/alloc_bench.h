@@ -1,8 +1,9 @@
 #pragma once
 // `sublet bench alloc`: every allocator of a device on every workload, one fresh allocator per
 // (row, allocator) cell, ratios against sublet's default caching allocator.
-// Rows: pair at 512 B, 4 KiB, 1 MiB, 8 MiB, 64 MiB, 256 MiB; churn; replay (skipped, and said
-// so, without a history file).
+// Rows: pair at 512 B, 4 KiB, 1 MiB, 8 MiB, 64 MiB, 256 MiB; tensor create+destroy at [256] and
+// [1024, 1024] float32 (skipped on the simulated device, which has no tensors); churn; replay
+// (skipped, and said so, without a history file).
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -47,12 +48,17 @@ struct CellResult {
   std::size_t batches = 0;
   std::optional<std::uint64_t> peak_reserved_bytes;
   std::optional<std::uint64_t> driver_allocation_calls;
+  // Tensor rows: the same allocator's allocate+free of the tensor's bytes, timed in the same cell.
+  std::optional<double> allocator_pair_ns;
+  // Tensor rows: what the runtime adds on top of its allocator (median_ns - allocator_pair_ns).
+  std::optional<double> runtime_overhead_ns() const;
 };
 
 struct RowResult {
-  std::string workload;       // "pair", "churn", "replay"
-  std::size_t size_bytes = 0;  // pair rows only
-  std::string label;          // "pair 4.00 KiB", "churn", "replay <file>"
+  std::string workload;       // "pair", "tensor", "churn", "replay"
+  std::size_t size_bytes = 0;  // pair and tensor rows only
+  std::vector<std::int64_t> shape;  // tensor rows only
+  std::string label;          // "pair 4.00 KiB", "tensor [256] f32", "churn", "replay"
   std::uint64_t peak_live_bytes = 0;  // bytes the workload itself holds at most
   bool skipped = false;
   std::string skip_reason;
@@ -64,6 +70,7 @@ struct RowResult {
 struct AllocatorInfo {
   std::string name;
   std::string description;
+  std::string tensor_description;  // what its tensor-row cells run; empty without tensors
 };
 
 struct AllocBenchResult {

@@ -1,7 +1,10 @@
 #include "bench/alloc/allocator_set.h"
 
+#include <optional>
+
 #include "bench/alloc/caching_allocators.h"
 #include "bench/alloc/malloc_allocator.h"
+#include "bench/alloc/sublet_tensors.h"
 #include "memory/errors.h"
 #include "memory/host_backend.h"
 #include "memory/registry.h"
@@ -11,7 +14,10 @@
 #include "memory/cuda_backend.h"
 #endif
 #ifdef SUBLET_WITH_LIBTORCH
+#include "bench/alloc/torch_tensors.h"
+#ifdef SUBLET_HAVE_CUDA
 #include "bench/alloc/torch_allocator.h"
+#endif
 #endif
 
 namespace sublet::bench {
@@ -23,16 +29,29 @@ memory::AllocatorConfig expandable_config() {
   return config;
 }
 
-// Both sublet variants over fresh backends made by `make_backend`.
+// Tensor::empty over a fresh registry allocator of `kind` on `device`.
+std::function<std::unique_ptr<TensorFactoryUnderTest>()> sublet_tensors(Device device, memory::AllocatorKind kind,
+                                                                         memory::AllocatorConfig config = {}) {
+  return [device, kind, config] { return std::make_unique<SubletTensorFactory>(device, kind, config); };
+}
+
+// Both sublet variants over fresh backends made by `make_backend`; with `tensor_device`, their
+// tensor rows run Tensor::empty there over the same allocator configuration.
 template <typename MakeBackend>
-void add_sublet_variants(std::vector<AllocatorEntry>& entries, const std::string& backend_name, MakeBackend make_backend) {
-  entries.push_back({"sublet", "sublet CachingAllocator, default knobs, over " + backend_name, [make_backend] {
-                       return std::make_unique<CachingAllocatorUnderTest>(make_backend(), memory::AllocatorConfig{});
-                     }});
-  entries.push_back({"sublet-expandable", "sublet CachingAllocator, expandable_segments:True, over " + backend_name,
-                     [make_backend] {
-                       return std::make_unique<CachingAllocatorUnderTest>(make_backend(), expandable_config());
-                     }});
+void add_sublet_variants(std::vector<AllocatorEntry>& entries, const std::string& backend_name, MakeBackend make_backend,
+                         std::optional<Device> tensor_device) {
+  const auto add = [&](const std::string& name, const std::string& knobs, const memory::AllocatorConfig& config) {
+    AllocatorEntry entry{name, "sublet CachingAllocator, " + knobs + ", over " + backend_name,
+                         [make_backend, config] { return std::make_unique<CachingAllocatorUnderTest>(make_backend(), config); },
+                         {}, {}};
+    if (tensor_device) {
+      entry.make_tensors = sublet_tensors(*tensor_device, memory::AllocatorKind::Caching, config);
+      entry.tensor_description = "sublet::Tensor::empty on " + tensor_device->str() + ", caching allocator, " + knobs;
+    }
+    entries.push_back(std::move(entry));
+  };
+  add("sublet", "default knobs", memory::AllocatorConfig{});
+  add("sublet-expandable", "expandable_segments:True", expandable_config());
 }
 
 }  // namespace
@@ -57,14 +76,22 @@ std::vector<AllocatorEntry> allocators_for(BenchDevice device) {
   std::vector<AllocatorEntry> entries;
   switch (device) {
     case BenchDevice::Cpu:
-      add_sublet_variants(entries, "HostBackend", [] { return std::make_unique<memory::HostBackend>(); });
-      entries.push_back({"malloc", "glibc malloc/free", [] { return std::make_unique<MallocUnderTest>(); }});
+      add_sublet_variants(entries, "HostBackend", [] { return std::make_unique<memory::HostBackend>(); }, Device::cpu());
+      entries.push_back({"malloc", "glibc malloc/free", [] { return std::make_unique<MallocUnderTest>(); },
+                         sublet_tensors(Device::cpu(), memory::AllocatorKind::Raw),
+                         "sublet::Tensor::empty on cpu, raw allocator (caching off: aligned_alloc/free per tensor)"});
+#ifdef SUBLET_WITH_LIBTORCH
+      entries.push_back({"torch", TorchCpuAllocatorUnderTest::description(),
+                         [] { return std::make_unique<TorchCpuAllocatorUnderTest>(); },
+                         [] { return std::make_unique<TorchTensorFactory>(Device::cpu()); },
+                         TorchTensorFactory::description(Device::cpu())});
+#endif
       break;
     case BenchDevice::Sim: {
       const auto make_sim = [] { return std::make_unique<memory::SimulatedBackend>(kSimulatedCapacity); };
-      add_sublet_variants(entries, "SimulatedBackend (141 GiB)", make_sim);
+      add_sublet_variants(entries, "SimulatedBackend (141 GiB)", make_sim, std::nullopt);
       entries.push_back({"simulated-uncached", "SimulatedBackend (141 GiB) with no cache: every request goes to the backend",
-                         [make_sim] { return std::make_unique<UncachedBackendUnderTest>(make_sim()); }});
+                         [make_sim] { return std::make_unique<UncachedBackendUnderTest>(make_sim()); }, {}, {}});
       break;
     }
     case BenchDevice::Cuda: {
@@ -73,16 +100,23 @@ std::vector<AllocatorEntry> allocators_for(BenchDevice device) {
                           (memory::cuda_built() ? "no usable CUDA device or driver" : "this build has no CUDA support") +
                           "; use --device cpu or --device sim");
 #ifdef SUBLET_HAVE_CUDA
-      add_sublet_variants(entries, "CudaBackend (cuda:0)", [] { return std::make_unique<memory::CudaBackend>(0); });
+      add_sublet_variants(entries, "CudaBackend (cuda:0)", [] { return std::make_unique<memory::CudaBackend>(0); },
+                          Device::cuda(0));
       entries.push_back({"cudaMalloc", "raw cudaMalloc/cudaFree on cuda:0",
-                         [] { return std::make_unique<CudaMallocUnderTest>(0); }});
+                         [] { return std::make_unique<CudaMallocUnderTest>(0); },
+                         sublet_tensors(Device::cuda(0), memory::AllocatorKind::Raw),
+                         "sublet::Tensor::empty on cuda:0, raw allocator (caching off: cudaMalloc/cudaFree per tensor)"});
       entries.push_back({"cudaMallocAsync",
                          "cudaMallocAsync/cudaFreeAsync on cuda:0's default pool, legacy default stream, "
                          "release threshold UINT64_MAX",
-                         [] { return std::make_unique<CudaMallocAsyncUnderTest>(0); }});
+                         [] { return std::make_unique<CudaMallocAsyncUnderTest>(0); },
+                         sublet_tensors(Device::cuda(0), memory::AllocatorKind::Async),
+                         "sublet::Tensor::empty on cuda:0, async allocator (cudaMallocAsync/cudaFreeAsync per tensor)"});
 #ifdef SUBLET_WITH_LIBTORCH
       entries.push_back({"torch", TorchCachingAllocatorUnderTest::description(),
-                         [] { return std::make_unique<TorchCachingAllocatorUnderTest>(0); }});
+                         [] { return std::make_unique<TorchCachingAllocatorUnderTest>(0); },
+                         [] { return std::make_unique<TorchTensorFactory>(Device::cuda(0)); },
+                         TorchTensorFactory::description(Device::cuda(0))});
 #endif
 #endif
       break;

@@ -2,14 +2,17 @@
 // Which allocators a run compares, per device. The first entry is always sublet's caching
 // allocator with default knobs: the baseline every ratio is taken against.
 //   cuda: sublet, sublet-expandable, cudaMalloc, cudaMallocAsync, torch (with LibTorch)
-//   cpu:  sublet, sublet-expandable (HostBackend), malloc
+//   cpu:  sublet, sublet-expandable (HostBackend), malloc, torch (with LibTorch: c10's CPU allocator)
 //   sim:  sublet, sublet-expandable (SimulatedBackend), simulated-uncached
+// Each entry also says how its column makes tensors for the tensor rows (sublet_tensors.h,
+// torch_tensors.h); the simulated device has no tensors, so its entries make none.
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bench/alloc/allocator_under_test.h"
+#include "bench/alloc/tensor_workload.h"
 
 namespace sublet::bench {
 
@@ -23,6 +26,10 @@ struct AllocatorEntry {
   std::string name;         // short column name: "sublet", "cudaMalloc", ...
   std::string description;  // one line for the JSON and the table's legend
   std::function<std::unique_ptr<AllocatorUnderTest>()> make;  // a fresh instance per row
+  // The column's tensors over the same kind of allocator, fresh per tensor row; empty where the
+  // device has no tensors (sim).
+  std::function<std::unique_ptr<TensorFactoryUnderTest>()> make_tensors;
+  std::string tensor_description;  // what the tensor rows run in this column
 };
 
 // Capacity of the simulated device: an H200's memory, so sizes mean what they mean there.

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "bench/alloc/report_table.h"
+#include "bench/alloc/tensor_workload.h"
 #include "memory/errors.h"
 
 namespace sublet::bench {
@@ -26,7 +27,9 @@ json cell_json(const AllocBenchResult& result, const RowResult& row, const CellR
           {"pairs_timed", c.pairs_timed},
           {"batches", c.batches},
           {"peak_reserved_bytes", or_null(c.peak_reserved_bytes)},
-          {"driver_allocation_calls", or_null(c.driver_allocation_calls)}};
+          {"driver_allocation_calls", or_null(c.driver_allocation_calls)},
+          {"allocator_pair_ns", or_null(c.allocator_pair_ns)},
+          {"runtime_overhead_ns", or_null(c.runtime_overhead_ns())}};
 }
 
 }  // namespace
@@ -47,11 +50,14 @@ json report_json(const AllocBenchResult& result) {
                      {"quick", o.quick}};
   doc["allocators"] = json::array();
   for (const AllocatorInfo& a : result.allocators)
-    doc["allocators"].push_back({{"name", a.name}, {"description", a.description}});
+    doc["allocators"].push_back({{"name", a.name},
+                                 {"description", a.description},
+                                 {"tensor_description", a.tensor_description.empty() ? json(nullptr) : json(a.tensor_description)}});
   doc["rows"] = json::array();
   for (const RowResult& row : result.rows) {
     json r = {{"workload", row.workload},
-              {"size_bytes", row.workload == "pair" ? json(row.size_bytes) : json(nullptr)},
+              {"size_bytes", row.workload == "pair" || row.workload == "tensor" ? json(row.size_bytes) : json(nullptr)},
+              {"shape", row.workload == "tensor" ? json(row.shape) : json(nullptr)},
               {"label", row.label},
               {"peak_live_bytes", row.skipped ? json(nullptr) : json(row.peak_live_bytes)},
               {"skipped", row.skipped},
@@ -68,7 +74,11 @@ json report_json(const AllocBenchResult& result) {
                   {"worst_pair_size_bytes", g.worst_pair_size},
                   {"churn_ns", kChurnGoalNs},
                   {"churn_met", g.churn_met},
-                  {"churn_measured_ns", g.churn_ns}};
+                  {"churn_measured_ns", g.churn_ns},
+                  {"tensor_ns", kTensorGoalNs},
+                  {"tensor_met", g.tensor_measured ? json(g.tensor_met) : json(nullptr)},
+                  {"worst_tensor_ns", g.tensor_measured ? json(g.worst_tensor_ns) : json(nullptr)},
+                  {"worst_tensor_label", g.tensor_measured ? json(g.worst_tensor_label) : json(nullptr)}};
   return doc;
 }
 

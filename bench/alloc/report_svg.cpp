@@ -5,6 +5,8 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <string>
+#include <vector>
 
 
 namespace sublet::bench {
@@ -57,7 +59,7 @@ struct Axes {
 Axes axes_for(const AllocBenchResult& result) {
   double lo = std::numeric_limits<double>::infinity(), hi = 0;
   for (const RowResult& row : result.rows)
-    if (row.workload == "pair")
+    if (row.workload == "pair" || row.workload == "tensor")
       for (const CellResult& c : row.cells)
         if (c.ok && c.median_ns > 0) {
           lo = std::min(lo, c.median_ns);
@@ -83,6 +85,24 @@ std::string summary_of(const AllocBenchResult& result, const std::string& worklo
   return "";
 }
 
+// "tensor 312 / 845 ns" over the tensor rows in order; "tensor skipped" on the simulated device;
+// "" without tensor rows.
+std::string tensor_summary_of(const AllocBenchResult& result, const std::string& allocator) {
+  std::vector<std::string> values;
+  bool measured = false;
+  for (const RowResult& row : result.rows) {
+    if (row.workload != "tensor") continue;
+    const CellResult* c = row.skipped ? nullptr : row.cell(allocator);
+    measured = measured || !row.skipped;
+    values.push_back(row.skipped ? "skipped" : c && c->ok ? fmt::format("{:.0f}", c->median_ns) : "failed");
+  }
+  if (values.empty()) return "";
+  if (!measured) return "tensor skipped";
+  std::string text = "tensor ";
+  for (std::size_t i = 0; i < values.size(); ++i) text += (i ? " / " : "") + values[i];
+  return text + " ns";
+}
+
 }  // namespace
 
 std::string report_svg(const AllocBenchResult& result) {
@@ -94,7 +114,7 @@ std::string report_svg(const AllocBenchResult& result) {
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
       kWidth, kHeight);
   svg += fmt::format("<text x=\"{}\" y=\"28\" font-size=\"16\" text-anchor=\"middle\">sublet bench alloc ({}): median ns "
-                     "per allocate+free pair</text>\n",
+                     "per allocate+free pair (squares: tensor create+destroy)</text>\n",
                      (kLeft + plot_right) / 2, bench_device_name(result.options.device));
 
   // Grid: a line per decade of ns and per benchmarked size.
@@ -122,19 +142,28 @@ std::string report_svg(const AllocBenchResult& result) {
     const char* colour = kColours[i % kColours.size()];
     std::string points, markers;
     for (const RowResult& row : result.rows) {
-      const CellResult* c = row.workload == "pair" ? row.cell(name) : nullptr;
+      const CellResult* c = row.workload == "pair" || row.workload == "tensor" ? row.cell(name) : nullptr;
       if (!c || !c->ok || c->median_ns <= 0) continue;
       const double x = a.x(static_cast<double>(row.size_bytes)), y = a.y(c->median_ns);
+      if (row.workload == "tensor") {
+        markers += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"8\" height=\"8\" fill=\"none\" stroke=\"{}\" "
+                               "stroke-width=\"2\"><title>{} {}: {:.1f} ns</title></rect>\n",
+                               x - 4, y - 4, colour, escape(name), escape(row.label), c->median_ns);
+        continue;
+      }
       points += fmt::format("{:.1f},{:.1f} ", x, y);
       markers += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"><title>{} {}: {:.1f} ns</title></circle>\n",
                              x, y, colour, escape(name), escape(row.label), c->median_ns);
     }
     svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n{}", points, colour, markers);
-    const double ly = kTop + 10 + 42.0 * static_cast<double>(i), lx = plot_right + 20;
+    const double ly = kTop + 10 + 56.0 * static_cast<double>(i), lx = plot_right + 20;
     svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"/>\n", lx, ly, lx + 24, ly, colour);
     svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", lx + 32, ly + 4, escape(name));
     svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#555\">{}; {}</text>\n", lx + 32, ly + 20,
                        escape(summary_of(result, "churn", name)), escape(summary_of(result, "replay", name)));
+    const std::string tensors = tensor_summary_of(result, name);
+    if (!tensors.empty())
+      svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#555\">{}</text>\n", lx + 32, ly + 34, escape(tensors));
   }
   svg += "</svg>\n";
   return svg;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/alloc/tensor_workload.h"
 #include "memory/format_bytes.h"
 
 namespace sublet::bench {
@@ -37,6 +38,26 @@ std::string cost_cell(const CellResult& cell) {
   const std::string peak = cell.peak_reserved_bytes ? memory::format_bytes(static_cast<std::int64_t>(*cell.peak_reserved_bytes)) : "n/a";
   const std::string calls = cell.driver_allocation_calls ? std::to_string(*cell.driver_allocation_calls) : "n/a";
   return peak + " / " + calls;
+}
+
+// "312.4 ns (pair 41.2)": create+destroy minus the same allocator's allocate+free.
+std::string overhead_cell(const CellResult& cell) {
+  const auto overhead = cell.runtime_overhead_ns();
+  if (!overhead) return cell.ok ? "-" : "FAILED";
+  return fmt::format("{:.1f} ns (pair {:.1f})", *overhead, *cell.allocator_pair_ns);
+}
+
+Grid make_overhead_grid(const AllocBenchResult& result) {
+  Grid grid;
+  grid.push_back({"workload"});
+  for (const AllocatorInfo& a : result.allocators) grid.front().push_back(a.name);
+  for (const RowResult& row : result.rows) {
+    if (row.workload != "tensor" || row.skipped) continue;
+    std::vector<std::string> line{row.label};
+    for (const CellResult& cell : row.cells) line.push_back(overhead_cell(cell));
+    grid.push_back(std::move(line));
+  }
+  return grid;
 }
 
 Grid make_grid(const AllocBenchResult& result, bool latency) {
@@ -73,6 +94,15 @@ GoalCheck check_goals(const AllocBenchResult& result) {
     } else if (row.workload == "churn") {
       g.churn_ns = cell && cell->ok ? cell->median_ns : std::numeric_limits<double>::infinity();
       g.churn_met = g.churn_ns <= kChurnGoalNs;
+    } else if (row.workload == "tensor" && !row.skipped) {
+      if (!g.tensor_measured) g.tensor_met = true;
+      g.tensor_measured = true;
+      const double ns = cell && cell->ok ? cell->median_ns : std::numeric_limits<double>::infinity();
+      if (ns > g.worst_tensor_ns || g.worst_tensor_label.empty()) {
+        g.worst_tensor_ns = ns;
+        g.worst_tensor_label = row.label;
+      }
+      if (ns > kTensorGoalNs) g.tensor_met = false;
     }
   }
   return g;
@@ -84,8 +114,15 @@ void print_report(const AllocBenchResult& result, std::ostream& out) {
                      "pairs, at most {:g} s per cell; median of per-batch ns per pair\n\n",
                      bench_device_name(o.device), o.quick ? " (--quick: smoke run, timings mean little)" : "",
                      o.repetitions, o.batch_pairs, o.warmup_pairs, o.max_seconds_per_cell);
-  out << "Median ns per allocate+free pair (ratio to " << result.baseline() << "; > 1 is slower)\n";
+  out << "Median ns per allocate+free pair, tensor rows per create+destroy (ratio to " << result.baseline()
+      << "; > 1 is slower)\n";
   print_grid(make_grid(result, true), out);
+  const Grid overhead = make_overhead_grid(result);
+  if (overhead.size() > 1) {
+    out << "\nTensor rows: the runtime's overhead, create+destroy minus the same allocator's allocate+free of the "
+           "same bytes (timed in turn in the same cell)\n";
+    print_grid(overhead, out);
+  }
   out << "\nPeak reserved / driver allocation calls per row (fresh allocator per cell, warm-up included)\n";
   print_grid(make_grid(result, false), out);
 
@@ -99,8 +136,14 @@ void print_report(const AllocBenchResult& result, std::ostream& out) {
                      result.baseline(), kPairGoalNs, g.pair_met ? "met" : "MISSED", g.worst_pair_ns,
                      memory::format_bytes(static_cast<std::int64_t>(g.worst_pair_size)), kChurnGoalNs,
                      g.churn_met ? "met" : "MISSED", g.churn_ns);
+  if (g.tensor_measured)
+    out << fmt::format("Goal for {}: tensor create+destroy <= {:g} ns: {} (worst {:.1f} ns, {})\n", result.baseline(),
+                       kTensorGoalNs, g.tensor_met ? "met" : "MISSED", g.worst_tensor_ns, g.worst_tensor_label);
   out << "\nAllocators:\n";
-  for (const AllocatorInfo& a : result.allocators) out << fmt::format("  {:<20} {}\n", a.name, a.description);
+  for (const AllocatorInfo& a : result.allocators) {
+    out << fmt::format("  {:<20} {}\n", a.name, a.description);
+    if (!a.tensor_description.empty()) out << fmt::format("  {:<20} tensor rows: {}\n", "", a.tensor_description);
+  }
   out << "n/a: not observable for that allocator (cudaMallocAsync grows its pool inside the driver; glibc's "
          "arena size is not read per call). Raw cudaMalloc's peak is the bytes requested; the driver's rounding "
          "is not observable.\n";

@@ -1,7 +1,9 @@
 #pragma once
-// The human-readable report: latency table (median ns per pair and the ratio to sublet), the
-// peak-reserved / driver-calls table, whether sublet met its goals, and what each column is.
+// The human-readable report: latency table (median ns per pair or per tensor, and the ratio to
+// sublet), the tensor rows' runtime overhead over their allocator, the peak-reserved /
+// driver-calls table, whether sublet met its goals, and what each column is.
 #include <ostream>
+#include <string>
 
 #include "bench/alloc/alloc_bench.h"
 
@@ -15,6 +17,10 @@ struct GoalCheck {
   std::size_t worst_pair_size = 0;
   bool churn_met = false;
   double churn_ns = 0;
+  bool tensor_measured = false;  // false when every tensor row was skipped (sim)
+  bool tensor_met = false;
+  double worst_tensor_ns = 0;
+  std::string worst_tensor_label;
 };
 // Over the baseline's cells; a failed cell misses the goal.
 GoalCheck check_goals(const AllocBenchResult& result);

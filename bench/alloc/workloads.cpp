@@ -9,16 +9,6 @@
 namespace sublet::bench {
 namespace {
 
-BatchPlan batches_for(const PairPlan& plan) {
-  const std::size_t batch = std::max<std::size_t>(plan.batch_pairs, 1);
-  BatchPlan b;
-  b.warmup_batches = (plan.warmup_pairs + batch - 1) / batch;
-  b.max_batches = std::max<std::size_t>((plan.timed_pairs + batch - 1) / batch, 1);
-  b.min_batches = std::min(plan.min_batches, b.max_batches);
-  b.max_seconds = plan.max_seconds;
-  return b;
-}
-
 // Frees whatever is still live, e.g. after a workload threw half-way.
 void free_live(AllocatorUnderTest& allocator, std::vector<AllocationHandle>& handles) {
   for (AllocationHandle& h : handles) {
@@ -28,6 +18,16 @@ void free_live(AllocatorUnderTest& allocator, std::vector<AllocationHandle>& han
 }
 
 }  // namespace
+
+BatchPlan batch_plan_for(const PairPlan& plan) {
+  const std::size_t batch = std::max<std::size_t>(plan.batch_pairs, 1);
+  BatchPlan b;
+  b.warmup_batches = (plan.warmup_pairs + batch - 1) / batch;
+  b.max_batches = std::max<std::size_t>((plan.timed_pairs + batch - 1) / batch, 1);
+  b.min_batches = std::min(plan.min_batches, b.max_batches);
+  b.max_seconds = plan.max_seconds;
+  return b;
+}
 
 ChurnSequence make_churn_sequence(std::uint64_t seed, std::size_t steps) {
   std::mt19937_64 rng(seed);
@@ -65,12 +65,12 @@ Timing time_pair(AllocatorUnderTest& allocator, std::size_t bytes, const PairPla
         for (std::size_t i = 0; i < batch; ++i) allocator.free(allocator.allocate(bytes));
         return batch;
       },
-      batches_for(plan));
+      batch_plan_for(plan));
 }
 
 Timing time_churn(AllocatorUnderTest& allocator, const ChurnSequence& sequence, const PairPlan& plan) {
   const std::size_t batch = std::max<std::size_t>(plan.batch_pairs, 1);
-  const BatchPlan batches = batches_for(plan);
+  const BatchPlan batches = batch_plan_for(plan);
   if (sequence.steps.size() < (batches.warmup_batches + batches.max_batches) * batch)
     throw ValueError("churn: the sequence has " + std::to_string(sequence.steps.size()) + " steps, the plan needs " +
                      std::to_string((batches.warmup_batches + batches.max_batches) * batch));

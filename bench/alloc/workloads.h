@@ -40,6 +40,9 @@ inline constexpr std::size_t kChurnLiveBlocks = 64;
 inline constexpr std::size_t kChurnMinSize = 512;
 inline constexpr std::size_t kChurnMaxSize = 16 * 1024 * 1024;
 
+// The batches a plan asks for: warm-up pairs and timed pairs rounded up to whole batches.
+BatchPlan batch_plan_for(const PairPlan& plan);
+
 // Deterministic for a seed (std::mt19937_64); sizes log-uniform in [kChurnMinSize, kChurnMaxSize].
 ChurnSequence make_churn_sequence(std::uint64_t seed, std::size_t steps);
 

@@ -1,6 +1,7 @@
 // Smoke runs of `sublet bench alloc` on the CPU and the simulated device, in-process with the
-// --quick counts: every allocator runs on every row, the JSON has every row, and the counters
-// say what each allocator is (the cache calls its backend once; malloc is called every time).
+// --quick counts: every allocator runs on every row (tensor rows on the CPU; the simulated device
+// has no tensors and skips them), the JSON has every row, and the counters say what each
+// allocator is (the cache calls its backend once; malloc is called every time).
 // Plus the pieces with exact answers: batch statistics, the churn sequence, the SVG.
 #include <gtest/gtest.h>
 
@@ -13,9 +14,12 @@
 #include "bench/alloc/batch_timer.h"
 #include "bench/alloc/report_json.h"
 #include "bench/alloc/report_svg.h"
+#include "bench/alloc/report_table.h"
+#include "bench/alloc/tensor_workload.h"
 #include "bench/alloc/workloads.h"
 #include "memory/errors.h"
 #include "memory/registry.h"
+#include "runtime/tensor.h"
 #include "scratch_file.h"
 
 namespace sublet::bench {
@@ -52,19 +56,57 @@ TEST_P(AllocBenchSmoke, EveryAllocatorRunsEveryRowAndTheJsonHasEveryRow) {
   EXPECT_EQ(names, param.allocators);
   EXPECT_EQ(result.baseline(), "sublet");
 
-  ASSERT_EQ(result.rows.size(), kPairSizes.size() + 2);
+  ASSERT_EQ(result.rows.size(), kPairSizes.size() + kTensorShapes.size() + 2);
   for (std::size_t i = 0; i < kPairSizes.size(); ++i) {
     EXPECT_EQ(result.rows[i].workload, "pair");
     EXPECT_EQ(result.rows[i].size_bytes, kPairSizes[i]);
     expect_every_cell_ran(result, result.rows[i]);
   }
-  const RowResult& churn = result.rows[kPairSizes.size()];
+  const bool has_tensors = param.device != BenchDevice::Sim;
+  for (std::size_t i = 0; i < kTensorShapes.size(); ++i) {
+    const RowResult& row = result.rows[kPairSizes.size() + i];
+    EXPECT_EQ(row.workload, "tensor");
+    EXPECT_EQ(row.size_bytes, kTensorShapes[i].bytes());
+    EXPECT_EQ(row.shape, kTensorShapes[i].sizes());
+    if (!has_tensors) {
+      EXPECT_TRUE(row.skipped) << row.label;
+      EXPECT_TRUE(row.cells.empty());
+      continue;
+    }
+    ASSERT_FALSE(row.skipped) << row.label << ": " << row.skip_reason;
+    expect_every_cell_ran(result, row);
+    for (const CellResult& c : row.cells) {
+      ASSERT_TRUE(c.allocator_pair_ns.has_value()) << row.label << " / " << c.allocator;
+      EXPECT_GT(*c.allocator_pair_ns, 0.0) << row.label << " / " << c.allocator;
+      EXPECT_DOUBLE_EQ(*c.runtime_overhead_ns(), c.median_ns - *c.allocator_pair_ns);
+    }
+    // Tensors and pairs of one cell come from one fresh allocator: the cache reaches its backend
+    // once, the raw allocator behind the malloc column once per tensor and once per pair.
+    EXPECT_EQ(row.cell("sublet")->driver_allocation_calls, 1u) << row.label;
+    const CellResult* raw = row.cell("malloc");
+    ASSERT_NE(raw, nullptr);
+    const auto warmup = (result.options.warmup_pairs + result.options.batch_pairs - 1) / result.options.batch_pairs *
+                        result.options.batch_pairs;
+    EXPECT_EQ(raw->driver_allocation_calls, 2 * (raw->pairs_timed + warmup)) << row.label;
+  }
+  if (has_tensors) {
+    // Every tensor went back, and the device has its default allocator again.
+    EXPECT_EQ(memory_allocated(Device::cpu()), 0u);
+    EXPECT_TRUE(memory::allocator_for(Device::cpu()).config().caching);
+    EXPECT_FALSE(memory::allocator_for(Device::cpu()).config().expandable_segments);
+    const Tensor t = Tensor::empty({3, 4});
+    EXPECT_EQ(memory_allocated(Device::cpu()), memory::allocator_for(Device::cpu()).round_size(48, {}));
+  }
+  const RowResult& churn = result.rows[kPairSizes.size() + kTensorShapes.size()];
   EXPECT_EQ(churn.workload, "churn");
   expect_every_cell_ran(result, churn);
   const RowResult& replay = result.rows.back();
   EXPECT_EQ(replay.workload, "replay");
   EXPECT_TRUE(replay.skipped);
   EXPECT_TRUE(replay.cells.empty());
+
+  const GoalCheck goals = check_goals(result);
+  EXPECT_EQ(goals.tensor_measured, has_tensors);
 
   // A cached pair reaches the backend once (the first segment); the uncached one every time.
   for (std::size_t i = 0; i < kPairSizes.size(); ++i) {
@@ -83,10 +125,17 @@ TEST_P(AllocBenchSmoke, EveryAllocatorRunsEveryRowAndTheJsonHasEveryRow) {
   ASSERT_EQ(doc["allocators"].size(), param.allocators.size());
   ASSERT_EQ(doc["rows"].size(), result.rows.size());
   std::set<std::string> labels;
+  std::size_t tensor_rows = 0;
   for (const nlohmann::json& row : doc["rows"]) {
     labels.insert(row["label"].get<std::string>());
+    const bool tensor = row["workload"] == "tensor";
+    if (tensor) {
+      ++tensor_rows;
+      EXPECT_EQ(row["shape"].get<std::vector<std::int64_t>>(), kTensorShapes[tensor_rows - 1].sizes());
+      EXPECT_EQ(row["size_bytes"], kTensorShapes[tensor_rows - 1].bytes());
+    }
     if (row["skipped"].get<bool>()) {
-      EXPECT_EQ(row["workload"], "replay");
+      EXPECT_TRUE(row["workload"] == "replay" || (tensor && !has_tensors)) << row.dump();
       EXPECT_TRUE(row["results"].empty());
       continue;
     }
@@ -97,17 +146,28 @@ TEST_P(AllocBenchSmoke, EveryAllocatorRunsEveryRowAndTheJsonHasEveryRow) {
       EXPECT_TRUE(cell["ok"].get<bool>()) << cell.dump();
       EXPECT_GT(cell["median_ns_per_pair"].get<double>(), 0.0);
       EXPECT_GT(cell["ratio_to_baseline"].get<double>(), 0.0);
+      EXPECT_EQ(cell["runtime_overhead_ns"].is_number(), tensor) << cell.dump();
+      EXPECT_EQ(cell["allocator_pair_ns"].is_number(), tensor) << cell.dump();
     }
     EXPECT_DOUBLE_EQ(row["results"][0]["ratio_to_baseline"].get<double>(), 1.0);
   }
+  EXPECT_EQ(tensor_rows, kTensorShapes.size());
+  EXPECT_EQ(doc["goals"]["tensor_met"].is_boolean(), has_tensors);
+  for (const nlohmann::json& a : doc["allocators"]) EXPECT_EQ(a["tensor_description"].is_string(), has_tensors) << a.dump();
   EXPECT_EQ(labels.size(), result.rows.size()) << "row labels must be distinct";
   // Round trip through text, as the CLI writes it.
   EXPECT_EQ(nlohmann::json::parse(doc.dump(2)), doc);
 }
 
+#ifdef SUBLET_WITH_LIBTORCH
+const std::vector<std::string> kCpuAllocators = {"sublet", "sublet-expandable", "malloc", "torch"};
+#else
+const std::vector<std::string> kCpuAllocators = {"sublet", "sublet-expandable", "malloc"};
+#endif
+
 INSTANTIATE_TEST_SUITE_P(
     Devices, AllocBenchSmoke,
-    ::testing::Values(DeviceCase{BenchDevice::Cpu, {"sublet", "sublet-expandable", "malloc"}, "malloc"},
+    ::testing::Values(DeviceCase{BenchDevice::Cpu, kCpuAllocators, "malloc"},
                       DeviceCase{BenchDevice::Sim, {"sublet", "sublet-expandable", "simulated-uncached"},
                                  "simulated-uncached"}),
     [](const auto& info) { return bench_device_name(info.param.device); });
@@ -205,6 +265,26 @@ TEST(AllocBenchSvg, OnePolylinePerAllocatorWithLegendAndAxes) {
   EXPECT_NE(svg.find("ns per pair (log scale)"), std::string::npos);
   EXPECT_NE(svg.find(">256 MiB<"), std::string::npos);
   EXPECT_NE(svg.find(">4 KiB<"), std::string::npos);
+  EXPECT_NE(svg.find("tensor skipped"), std::string::npos) << "the simulated device has no tensors";
+}
+
+TEST(AllocBenchSvg, TensorRowsAreSquaresInTheirAllocatorsColour) {
+  const AllocBenchResult result = run_alloc_bench(AllocBenchOptions::quick_options(BenchDevice::Cpu));
+  const std::string svg = report_svg(result);
+  std::size_t squares = 0;
+  for (std::size_t at = svg.find("<rect x="); at != std::string::npos; at = svg.find("<rect x=", at + 1))
+    squares += svg.compare(svg.find('>', at) + 1, 7, "<title>") == 0;
+  EXPECT_EQ(squares, kTensorShapes.size() * result.allocators.size());
+  EXPECT_NE(svg.find("<title>sublet tensor [256] f32: "), std::string::npos);
+  EXPECT_NE(svg.find(">tensor "), std::string::npos);
+}
+
+TEST(TensorShape, BytesSizesAndText) {
+  EXPECT_EQ(kTensorShapes[0].bytes(), 1024u);
+  EXPECT_EQ(kTensorShapes[0].str(), "[256]");
+  EXPECT_EQ(kTensorShapes[1].bytes(), 4u << 20);
+  EXPECT_EQ(kTensorShapes[1].sizes(), (std::vector<std::int64_t>{1024, 1024}));
+  EXPECT_EQ(kTensorShapes[1].str(), "[1024, 1024]");
 }
 
 }  // namespace
