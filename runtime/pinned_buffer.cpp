@@ -111,6 +111,13 @@ void PinnedBatchBuffers::copy_to_device_async(const float* src, void* dst, std::
   SUBLET_CUDA_CHECK(cudaSetDevice(previous));
 }
 
+bool PinnedBatchBuffers::owns(const float* src, std::size_t bytes) const {
+  std::lock_guard lock(state_->mutex);
+  return std::any_of(state_->lent.begin(), state_->lent.end(), [&](const State::Entry& e) {
+    return src >= e.data && src + (bytes + sizeof(float) - 1) / sizeof(float) <= e.data + e.floats;
+  });
+}
+
 std::int64_t PinnedBatchBuffers::host_allocations() const {
   std::lock_guard lock(state_->mutex);
   return state_->host_allocations;

@@ -29,6 +29,9 @@ class PinnedBatchBuffers {
   data::BatchBuffer allocate(std::size_t floats);
   data::BatchBufferAllocator allocator();
 
+  // Whether [src, src + bytes) lies inside a buffer this pool has lent out.
+  bool owns(const float* src, std::size_t bytes) const;
+
   // Stream-ordered copy of `bytes` from `src` (inside a buffer of this pool) to device memory;
   // returns at once. The buffer is reused only after the copy has finished.
   void copy_to_device_async(const float* src, void* dst, std::size_t bytes, Device device, StreamHandle stream);

@@ -9,12 +9,11 @@
 #include "memory/format_bytes.h"
 #include "memory/registry.h"
 #include "models/registry.h"
-#include "ops/copy.h"
-#include "runtime/allocation_scope.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/nn/functional.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
+#include "train/batch_upload.h"
 #include "train/metrics_json.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "runtime/graphed_train_step.h"
@@ -65,17 +64,6 @@ std::int64_t count_correct(const Tensor& logits, const std::vector<std::int64_t>
   return correct;
 }
 
-// The batch's images and labels on `device`, tagged Input in the allocator's records. One copy
-// straight from the loader's buffer (which is where pinned memory would make it asynchronous).
-std::pair<Tensor, Tensor> batch_tensors(const data::Batch& batch, Device device) {
-  AllocationCategoryGuard input(memory::BlockCategory::Input);
-  Tensor images = Tensor::empty({batch.batch_size, batch.channels, batch.height, batch.width}, device);
-  ops::copy_bytes(device, images.data_ptr(), Device::cpu(), batch.images.data(), images.nbytes());
-  Tensor labels = Tensor::empty({batch.batch_size}, TensorOptions(DType::Int64).device(device));
-  ops::copy_bytes(device, labels.data_ptr(), Device::cpu(), batch.labels.data(), labels.nbytes());
-  return {std::move(images), std::move(labels)};
-}
-
 }  // namespace
 
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
@@ -97,6 +85,7 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   // Before the optimizer exists, so that its state is created on the device from the start.
   model_->to(device_);
   model_->train();
+  uploader_ = std::make_unique<BatchUploader>(device_);
   const double lr = options_.lr > 0.0 ? options_.lr : default_lr(options_.optimizer);
   optimizer_ = make_optimizer(options_, model_->parameters(), lr);
   schedule_ = make_schedule(options_, *optimizer_, train.size());
@@ -155,7 +144,7 @@ void Trainer::rebuild_loader() {
   loader_options.normalization = data_.normalization;
   loader_options.augmentation = data_.augmentation;
   loader_options.prefetch_batches = options_.prefetch_batches;
-  loader_options.buffer_allocator = options_.batch_buffer_allocator;
+  loader_options.buffer_allocator = loader_buffers();
   loader_ = std::make_unique<data::DataLoader>(data_.train, loader_options);
   // The epoch's order does not depend on the batch size, so batch k at size b starts at image
   // k*b of the same order. When samples_in_epoch_ is not a multiple of b (an odd size halved),
@@ -177,12 +166,18 @@ void Trainer::open_epoch() {
 }
 
 Trainer::StepOutcome Trainer::forward_backward(const data::Batch& batch) {
-  auto [images, labels] = batch_tensors(batch, device_);
+  auto [images, labels] = uploader_->upload(batch);
   optimizer_->zero_grad();
   const Tensor logits = (*model_)(images);
   const Tensor loss = nn::functional::cross_entropy(logits, labels, options_.label_smoothing);
   loss.backward();
   return {.loss = loss.item<float>(), .correct = count_correct(logits.detach(), batch.labels), .images = batch.batch_size};
+}
+
+std::int64_t Trainer::pinned_uploads() const { return uploader_->pinned_uploads(); }
+
+data::BatchBufferAllocator Trainer::loader_buffers() const {
+  return options_.batch_buffer_allocator ? options_.batch_buffer_allocator : uploader_->buffer_allocator();
 }
 
 std::int64_t Trainer::images_per_epoch() const {
@@ -192,7 +187,7 @@ std::int64_t Trainer::images_per_epoch() const {
 
 Trainer::StepOutcome Trainer::graphed_step(const data::Batch& batch) {
 #ifdef SUBLET_HAVE_CUDA
-  auto [images, labels] = batch_tensors(batch, device_);
+  auto [images, labels] = uploader_->upload(batch);
   if (!graphed_) {
     graphed_ = std::make_shared<GraphedTrainStep>(
         [this](const Tensor& x, const Tensor& y) {
@@ -305,13 +300,13 @@ double Trainer::evaluate() {
     loader_options.shuffle = false;
     loader_options.normalization = data_.normalization;
     loader_options.prefetch_batches = options_.prefetch_batches;
-    loader_options.buffer_allocator = options_.batch_buffer_allocator;
+    loader_options.buffer_allocator = loader_buffers();
     data::DataLoader loader(data_.test, loader_options);
     loader.start_epoch(0);
     std::int64_t correct = 0;
     try {
       while (std::optional<data::Batch> batch = loader.next()) {
-        auto [images, labels] = batch_tensors(*batch, device_);
+        auto [images, labels] = uploader_->upload(*batch);
         correct += count_correct((*model_)(images), batch->labels);
       }
     } catch (const OutOfMemoryError& error) {

@@ -49,6 +49,8 @@ class GraphedTrainStep;  // runtime/graphed_train_step.h, compiled with CUDA onl
 
 namespace sublet::train {
 
+class BatchUploader;  // train/batch_upload.h
+
 class Trainer {
  public:
   // Validates the options, loads the data, builds the model (on the device) and the optimizer.
@@ -57,6 +59,9 @@ class Trainer {
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
+
+  // Batches uploaded asynchronously from pinned host memory (CUDA runs; 0 elsewhere).
+  std::int64_t pinned_uploads() const;
 
   // Not owned; may be null. Receives step progress, epoch metrics and notes.
   void set_observer(TrainingObserver* observer) { observer_ = observer; }
@@ -113,6 +118,8 @@ class Trainer {
   // Images of the epoch a loader serves at the current batch size (graph mode drops a short
   // last batch).
   std::int64_t images_per_epoch() const;
+  // The options' buffer allocator if set, else the uploader's (pinned on CUDA).
+  data::BatchBufferAllocator loader_buffers() const;
   // Releases what the failed step left, halves batch_size_ (or throws when it cannot); `what`
   // says where ("training step", "evaluation") for the messages.
   std::int64_t halve_after_oom(const OutOfMemoryError& error, std::int64_t batch_size, const std::string& what);
@@ -126,6 +133,7 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> schedule_;
   std::unique_ptr<data::DataLoader> loader_;
+  std::unique_ptr<BatchUploader> uploader_;
   TrainingObserver* observer_ = nullptr;
   // shared_ptr: its deleter is bound where the step is made (CUDA builds only), so CPU builds can
   // hold and reset it without the complete type.
