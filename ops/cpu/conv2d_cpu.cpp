@@ -124,6 +124,46 @@ const T* gather_grad_output(const Plan& p, const Chunk& c, std::int64_t group,
   return staging;
 }
 
+// With stride 1 the input gradient is itself a stride-1 convolution: of grad_output, with the
+// kernel flipped, input and output channels swapped, and padding dilation*(kernel-1) - pad on
+// each side. Run as a forward convolution it costs an im2col of grad_output (a copy) and a GEMM
+// of depth OC*KH*KW into grad_input, instead of a GEMM of depth OC into a column matrix KH*KW
+// times the size of grad_input followed by col2im's scatter-add (and a zero-fill before it).
+// Below 8 input channels per group the GEMM would have too few rows for Eigen's kernels (a
+// single-channel stem ran 3x slower that way), so those keep the col2im path.
+bool input_gradient_is_a_convolution(const Conv2dShape& s) {
+  return s.in_channels / s.groups >= 8 && s.stride_h == 1 && s.stride_w == 1 &&
+         s.pad_h <= s.dilation_h * (s.kernel_h - 1) && s.pad_w <= s.dilation_w * (s.kernel_w - 1);
+}
+
+Conv2dShape input_gradient_convolution(const Conv2dShape& s) {
+  Conv2dShape t = s;
+  t.in_channels = s.out_channels;
+  t.in_height = s.out_height();
+  t.in_width = s.out_width();
+  t.out_channels = s.in_channels;
+  t.pad_h = s.dilation_h * (s.kernel_h - 1) - s.pad_h;
+  t.pad_w = s.dilation_w * (s.kernel_w - 1) - s.pad_w;
+  return t;
+}
+
+// flipped[g*Cg + c][oc][kh][kw] = weight[g*OCg + oc][c][KH-1-kh][KW-1-kw]: the weight of
+// input_gradient_convolution(s), [C, OC/groups, KH, KW].
+template <typename T>
+void flip_weight(const Conv2dShape& s, const T* weight, T* flipped) {
+  const std::int64_t in_per_group = s.in_channels / s.groups, out_per_group = s.out_channels / s.groups;
+  const std::int64_t taps = s.kernel_h * s.kernel_w;
+  for (std::int64_t g = 0; g < s.groups; ++g) {
+    for (std::int64_t oc = 0; oc < out_per_group; ++oc) {
+      for (std::int64_t c = 0; c < in_per_group; ++c) {
+        const T* from = weight + ((g * out_per_group + oc) * in_per_group + c) * taps;
+        T* to = flipped + ((g * in_per_group + c) * out_per_group + oc) * taps;
+        for (std::int64_t tap = 0; tap < taps; ++tap) to[tap] = from[taps - 1 - tap];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -176,6 +216,14 @@ template <typename T>
 void conv2d_backward_input(const Context& ctx, const Conv2dShape& s, const T* grad_output,
                            const T* weight, T* grad_input) {
   const Plan p = make_plan(s);
+  if (!p.direct && input_gradient_is_a_convolution(s)) {
+    memory::ScopedBlock flipped =
+        ctx.workspace(static_cast<std::size_t>(s.weight_numel()) * sizeof(T));
+    flip_weight(s, weight, static_cast<T*>(flipped.get()));
+    conv2d_forward<T>(ctx, input_gradient_convolution(s), grad_output,
+                      static_cast<const T*>(flipped.get()), nullptr, grad_input);
+    return;
+  }
   Scratch<T> scratch(ctx, p);
 #pragma omp parallel num_threads(p.threads) if (p.chunks > 1)
   {

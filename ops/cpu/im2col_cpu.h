@@ -9,14 +9,30 @@
 namespace sublet::ops::cpu {
 
 // Output columns [first, last) of one output row read input columns that lie inside
-// [0, width) when the row's input offset is `offset` and the stride is 1.
+// [0, width) when the row's input offset is `offset`: ow * stride + offset in [0, width).
 struct InsideRange {
   std::int64_t first, last;
 };
-inline InsideRange inside_columns(std::int64_t offset, std::int64_t width, std::int64_t out_width) {
-  const std::int64_t first = std::clamp<std::int64_t>(-offset, 0, out_width);
-  const std::int64_t last = std::clamp<std::int64_t>(width - offset, first, out_width);
+inline InsideRange inside_columns(std::int64_t offset, std::int64_t stride, std::int64_t width,
+                                  std::int64_t out_width) {
+  const std::int64_t first =
+      offset >= 0 ? 0 : std::min<std::int64_t>((-offset + stride - 1) / stride, out_width);
+  const std::int64_t last = offset >= width
+                                ? first
+                                : std::clamp<std::int64_t>((width - 1 - offset) / stride + 1, first, out_width);
   return {first, last};
+}
+
+// Zeroes [p, p + n). Padding margins are mostly 0 or 1 values wide, and a fill of one float
+// compiles to a memset call: for ResNet shapes that call cost more than the copies around it.
+template <typename T>
+inline void zero_margin(T* p, std::int64_t n) {
+  if (n > 2) {
+    std::fill(p, p + n, T(0));
+    return;
+  }
+  if (n > 0) p[0] = T(0);
+  if (n > 1) p[1] = T(0);
 }
 
 // Stride 1 with the output as wide as the input (a "same" convolution): output pixel p of the
@@ -32,8 +48,10 @@ inline bool flat_shift_applies(const Conv2dShape& s) {
   return s.stride_h == 1 && s.stride_w == 1 && s.out_width() == s.in_width;
 }
 
-inline FlatShift flat_shift(const Conv2dShape& s, std::int64_t kh, std::int64_t kw) {
-  const std::int64_t width = s.in_width, pixels = s.out_height() * width, plane = s.in_height * width;
+// `out_height` is passed in: Conv2dShape::out_height() is out of line with a division, and
+// these run once per row of the column matrix of every image.
+inline FlatShift flat_shift(const Conv2dShape& s, std::int64_t out_height, std::int64_t kh, std::int64_t kw) {
+  const std::int64_t width = s.in_width, pixels = out_height * width, plane = s.in_height * width;
   const std::int64_t shift_w = kw * s.dilation_w - s.pad_w;
   FlatShift f{};
   f.shift = (kh * s.dilation_h - s.pad_h) * width + shift_w;
@@ -45,10 +63,15 @@ inline FlatShift flat_shift(const Conv2dShape& s, std::int64_t kh, std::int64_t 
 }
 
 template <typename T>
-void zero_wrapped_columns(const Conv2dShape& s, const FlatShift& f, T* row) {
+void zero_wrapped_columns(const Conv2dShape& s, std::int64_t out_height, const FlatShift& f, T* row) {
   if (f.wrapped_first >= f.wrapped_last) return;
-  const std::int64_t rows = s.out_height();  // out of line, with a division: not per iteration
-  for (std::int64_t oh = 0; oh < rows; ++oh, row += s.in_width) {
+  if (f.wrapped_last - f.wrapped_first == 1) {
+    // The usual case (a 3x3 kernel with padding 1): one value per output row. Plain stores;
+    // a fill per row would be a memset call for a single float.
+    for (std::int64_t oh = 0; oh < out_height; ++oh) row[oh * s.in_width + f.wrapped_first] = T(0);
+    return;
+  }
+  for (std::int64_t oh = 0; oh < out_height; ++oh, row += s.in_width) {
     std::fill(row + f.wrapped_first, row + f.wrapped_last, T(0));
   }
 }
@@ -69,13 +92,14 @@ void im2col(const Conv2dShape& s, std::int64_t channels, const T* input, T* col_
         const std::int64_t col_offset = kw * s.dilation_w - s.pad_w;
         T* col = col_matrix + row_index * row_stride;
         if (flat) {
-          const FlatShift f = flat_shift(s, kh, kw);
+          const FlatShift f = flat_shift(s, oh_count, kh, kw);
           std::fill(col, col + f.first, T(0));
           std::copy(plane + f.first + f.shift, plane + f.last + f.shift, col + f.first);
           std::fill(col + f.last, col + oh_count * ow_count, T(0));
-          zero_wrapped_columns(s, f, col);
+          zero_wrapped_columns(s, oh_count, f, col);
           continue;
         }
+        const InsideRange r = inside_columns(col_offset, s.stride_w, s.in_width, ow_count);
         for (std::int64_t oh = 0; oh < oh_count; ++oh, col += ow_count) {
           const std::int64_t ih = oh * s.stride_h - s.pad_h + kh * s.dilation_h;
           if (ih < 0 || ih >= s.in_height) {
@@ -83,17 +107,16 @@ void im2col(const Conv2dShape& s, std::int64_t channels, const T* input, T* col_
             continue;
           }
           const T* row = plane + ih * s.in_width;
-          if (s.stride_w == 1) {  // the common case: one contiguous copy between zero margins
-            const InsideRange r = inside_columns(col_offset, s.in_width, ow_count);
-            std::fill(col, col + r.first, T(0));
+          zero_margin(col, r.first);
+          if (s.stride_w == 1) {  // one contiguous copy between the zero margins
             std::copy(row + r.first + col_offset, row + r.last + col_offset, col + r.first);
-            std::fill(col + r.last, col + ow_count, T(0));
+          } else if (s.stride_w == 2) {  // a constant stride: the compiler vectorises the gather
+            const T* from = row + col_offset;
+            for (std::int64_t ow = r.first; ow < r.last; ++ow) col[ow] = from[2 * ow];
           } else {
-            for (std::int64_t ow = 0; ow < ow_count; ++ow) {
-              const std::int64_t iw = ow * s.stride_w + col_offset;
-              col[ow] = (iw >= 0 && iw < s.in_width) ? row[iw] : T(0);
-            }
+            for (std::int64_t ow = r.first; ow < r.last; ++ow) col[ow] = row[ow * s.stride_w + col_offset];
           }
+          zero_margin(col + r.last, ow_count - r.last);
         }
       }
     }
@@ -118,24 +141,17 @@ void col2im_add(const Conv2dShape& s, std::int64_t channels, T* col_matrix,
         if (flat) {
           // Zeroing the wrapped entries first lets one contiguous add cover the whole row:
           // they then add exactly nothing to the neighbouring row's edge pixels.
-          const FlatShift f = flat_shift(s, kh, kw);
-          zero_wrapped_columns(s, f, col);
+          const FlatShift f = flat_shift(s, oh_count, kh, kw);
+          zero_wrapped_columns(s, oh_count, f, col);
           for (std::int64_t p = f.first; p < f.last; ++p) plane[p + f.shift] += col[p];
           continue;
         }
+        const InsideRange r = inside_columns(col_offset, s.stride_w, s.in_width, ow_count);
         for (std::int64_t oh = 0; oh < oh_count; ++oh, col += ow_count) {
           const std::int64_t ih = oh * s.stride_h - s.pad_h + kh * s.dilation_h;
           if (ih < 0 || ih >= s.in_height) continue;
           T* row = plane + ih * s.in_width;
-          if (s.stride_w == 1) {
-            const InsideRange r = inside_columns(col_offset, s.in_width, ow_count);
-            for (std::int64_t ow = r.first; ow < r.last; ++ow) row[ow + col_offset] += col[ow];
-          } else {
-            for (std::int64_t ow = 0; ow < ow_count; ++ow) {
-              const std::int64_t iw = ow * s.stride_w + col_offset;
-              if (iw >= 0 && iw < s.in_width) row[iw] += col[ow];
-            }
-          }
+          for (std::int64_t ow = r.first; ow < r.last; ++ow) row[ow * s.stride_w + col_offset] += col[ow];
         }
       }
     }
