@@ -16,17 +16,17 @@ Generator& default_generator() {
 
 void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
 
-Tensor empty(const Shape& sizes, TensorOptions options) { return Tensor::empty(sizes, options); }
+Tensor empty(Shape sizes, TensorOptions options) { return Tensor::empty(std::move(sizes), options); }
 
-Tensor full(const Shape& sizes, double value, TensorOptions options) {
-  Tensor t = Tensor::empty(sizes, options.requires_grad(false));
+Tensor full(Shape sizes, double value, TensorOptions options) {
+  Tensor t = Tensor::empty(std::move(sizes), options.requires_grad(false));
   t.fill_(value);
   if (options.requires_grad()) t.requires_grad_(true);
   return t;
 }
 
-Tensor zeros(const Shape& sizes, TensorOptions options) { return full(sizes, 0.0, options); }
-Tensor ones(const Shape& sizes, TensorOptions options) { return full(sizes, 1.0, options); }
+Tensor zeros(Shape sizes, TensorOptions options) { return full(std::move(sizes), 0.0, options); }
+Tensor ones(Shape sizes, TensorOptions options) { return full(std::move(sizes), 1.0, options); }
 Tensor empty_like(const Tensor& like) { return Tensor::empty(like.sizes(), like.options()); }
 Tensor zeros_like(const Tensor& like) { return zeros(like.sizes(), like.options()); }
 Tensor ones_like(const Tensor& like) { return ones(like.sizes(), like.options()); }

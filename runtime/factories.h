@@ -1,14 +1,15 @@
 #pragma once
 // Tensor factories with LibTorch's names. Options default to float32 on the CPU.
+// empty/zeros/ones/full take the sizes by value: a braced list becomes the tensor's own sizes.
 #include "runtime/generator.h"
 #include "runtime/tensor.h"
 
 namespace sublet {
 
-Tensor empty(const Shape& sizes, TensorOptions options = {});
-Tensor zeros(const Shape& sizes, TensorOptions options = {});
-Tensor ones(const Shape& sizes, TensorOptions options = {});
-Tensor full(const Shape& sizes, double value, TensorOptions options = {});
+Tensor empty(Shape sizes, TensorOptions options = {});
+Tensor zeros(Shape sizes, TensorOptions options = {});
+Tensor ones(Shape sizes, TensorOptions options = {});
+Tensor full(Shape sizes, double value, TensorOptions options = {});
 Tensor empty_like(const Tensor& like);   // same sizes, dtype, device; contiguous
 Tensor zeros_like(const Tensor& like);
 Tensor ones_like(const Tensor& like);

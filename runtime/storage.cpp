@@ -6,19 +6,30 @@
 namespace sublet {
 
 Storage Storage::allocate(std::size_t bytes, Device device, StreamHandle stream) {
-  auto& allocator = memory::allocator_for(device);
-  Storage storage;
-  auto impl = std::make_shared<Impl>();
-  impl->allocator = &allocator;
-  impl->nbytes = bytes;
-  impl->device = device;
-  impl->block = allocator.allocate(bytes, stream, current_allocation_category());
-  storage.impl_ = std::move(impl);
-  return storage;
+  memory::CachingAllocator& allocator = memory::allocator_for(device);
+  memory::Block* block = allocator.allocate(bytes, stream, current_allocation_category());
+  StorageImpl* impl;
+  try {
+    impl = new StorageImpl(&allocator, block, bytes, device, nullptr);
+  } catch (...) {
+    allocator.free(block);
+    throw;
+  }
+  return adopt(impl);
 }
 
-Storage::Impl::~Impl() {
+StorageImpl::~StorageImpl() {
   if (block) allocator->free(block);
+}
+
+void StorageImpl::destroy(StorageImpl* storage) noexcept {
+  SharedAllocation* shared = storage->shared_allocation_;
+  if (!shared) {
+    delete storage;
+    return;
+  }
+  storage->~StorageImpl();
+  shared->release_part();
 }
 
 memory::BlockCategory Storage::category() const {

@@ -4,19 +4,52 @@
 // at that moment; memory_reserved() does not, because the block stays cached (two-step release).
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
 #include "memory/block.h"
 #include "memory/caching_allocator.h"
 #include "memory/device.h"
+#include "runtime/intrusive_ptr.h"
 
 namespace sublet {
+
+// What a Storage handle points to (reference-counted in place; see intrusive_ptr.h).
+class StorageImpl {
+ public:
+  // Takes over `block` of `allocator`; `shared` is set when this object lives in a joint
+  // allocation with a TensorImpl (Tensor::empty), null when it has its own.
+  StorageImpl(memory::CachingAllocator* allocator, memory::Block* block, std::size_t nbytes, Device device,
+              SharedAllocation* shared) noexcept
+      : allocator(allocator), block(block), nbytes(nbytes), device(device), shared_allocation_(shared) {}
+  ~StorageImpl();  // block back to its allocator
+  StorageImpl(const StorageImpl&) = delete;
+  StorageImpl& operator=(const StorageImpl&) = delete;
+
+  memory::CachingAllocator* const allocator;
+  memory::Block* const block;
+  const std::size_t nbytes;
+  const Device device;
+  std::uint64_t version = 0;
+
+  RefCount& refs() const noexcept { return refs_; }
+  static void destroy(StorageImpl* storage) noexcept;
+  SharedAllocation* shared_allocation() const noexcept { return shared_allocation_; }
+
+ private:
+  mutable RefCount refs_;
+  SharedAllocation* const shared_allocation_;
+};
 
 class Storage {
  public:
   Storage() = default;
   // Tagged with current_allocation_category() (runtime/allocation_scope.h).
   static Storage allocate(std::size_t bytes, Device device, StreamHandle stream = nullptr);
+  // Wraps a new StorageImpl (count 1), for Tensor::empty's joint allocation.
+  static Storage adopt(StorageImpl* impl) noexcept {
+    Storage s;
+    s.impl_ = IntrusivePtr<StorageImpl>::adopt(impl);
+    return s;
+  }
 
   bool defined() const { return impl_ != nullptr; }
   void* data() const { return impl_ ? impl_->block->ptr : nullptr; }
@@ -33,17 +66,13 @@ class Storage {
   std::uint64_t version() const { return impl_ ? impl_->version : 0; }
   void bump_version() const { if (impl_) ++impl_->version; }
   long use_count() const { return impl_.use_count(); }
+  StorageImpl* unsafe_impl() const { return impl_.get(); }
+  // Gives up this handle's reference without releasing it (TensorImpl::destroy, which then ends
+  // the StorageImpl itself).
+  StorageImpl* release_reference() noexcept { return impl_.release_reference(); }
 
  private:
-  struct Impl {
-    memory::CachingAllocator* allocator = nullptr;
-    memory::Block* block = nullptr;
-    std::size_t nbytes = 0;
-    Device device;
-    std::uint64_t version = 0;
-    ~Impl();
-  };
-  std::shared_ptr<Impl> impl_;
+  IntrusivePtr<StorageImpl> impl_;
 };
 
 }  // namespace sublet

@@ -1,10 +1,13 @@
 #include "runtime/tensor.h"
 
 #include <algorithm>
+#include <new>
 #include <ostream>
 
 #include "memory/errors.h"
+#include "memory/registry.h"
 #include "ops/copy.h"
+#include "runtime/allocation_scope.h"
 #include "runtime/autograd/function.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
@@ -48,21 +51,78 @@ std::string Tensor::to_string() const {
          (requires_grad() ? " requires_grad" : "");
 }
 
-Tensor Tensor::empty(const Shape& sizes, TensorOptions options) {
-  for (auto s : sizes) {
-    if (s < 0) throw ShapeError("empty: negative size in shape " + shape_str(sizes));
+Tensor Tensor::empty(Shape sizes, TensorOptions options) {
+  // One pass for the checks, the contiguous strides and the element count.
+  Shape strides(sizes.size());
+  std::int64_t numel = 1, stride = 1;
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    const std::int64_t size = sizes[d];
+    if (size < 0) throw ShapeError("empty: negative size in shape " + shape_str(sizes));
+    strides[d] = stride;
+    stride *= std::max<std::int64_t>(size, 1);
+    numel *= size;
   }
-  auto impl = std::make_shared<TensorImpl>();
-  impl->dtype = options.dtype();
-  impl->sizes = sizes;
-  impl->strides = contiguous_strides(sizes);
-  impl->storage = Storage::allocate(static_cast<std::size_t>(shape_numel(sizes)) * element_size(impl->dtype),
-                                    options.device());
-  impl->requires_grad = options.requires_grad();
-  if (impl->requires_grad && impl->dtype == DType::Int64) {
+  const DType dtype = options.dtype();
+  if (options.requires_grad() && dtype == DType::Int64) {
     throw DTypeError("empty: only floating-point tensors can require grad, got int64");
   }
-  return Tensor(std::move(impl));
+  const Device device = options.device();
+  const std::size_t nbytes = static_cast<std::size_t>(numel) * element_size(dtype);
+  memory::CachingAllocator& allocator = memory::allocator_for(device);
+  memory::Block* block = allocator.allocate(nbytes, nullptr, current_allocation_category());
+  Tensor t(TensorImpl::make_with_storage(allocator, block, nbytes, device, std::move(sizes), std::move(strides), dtype));
+  t.impl_->requires_grad = options.requires_grad();
+  return t;
+}
+
+namespace {
+
+// Tensor::empty's single allocation: a TensorImpl and its StorageImpl, each constructed (and
+// later destroyed) on its own in the raw space here.
+struct JointTensorStorage {
+  SharedAllocation header;  // first: the allocation's address is the header's
+  alignas(TensorImpl) unsigned char tensor[sizeof(TensorImpl)];
+  alignas(StorageImpl) unsigned char storage[sizeof(StorageImpl)];
+};
+
+JointTensorStorage& joint_of(SharedAllocation* header) { return *reinterpret_cast<JointTensorStorage*>(header); }
+
+}  // namespace
+
+TensorImplPtr TensorImpl::make_with_storage(memory::CachingAllocator& allocator, memory::Block* block,
+                                            std::size_t nbytes, Device device, Shape&& sizes, Shape&& strides,
+                                            DType dtype) {
+  void* memory;
+  try {
+    memory = SharedAllocation::allocate(sizeof(JointTensorStorage));
+  } catch (...) {
+    allocator.free(block);
+    throw;
+  }
+  auto* joint = new (memory) JointTensorStorage;  // default-initialised: only the header is written
+  auto* storage = new (joint->storage) StorageImpl(&allocator, block, nbytes, device, &joint->header);
+  auto* impl = new (joint->tensor) TensorImpl(Storage::adopt(storage), std::move(sizes), std::move(strides), dtype);
+  impl->shared_allocation_ = &joint->header;
+  return TensorImplPtr::adopt(impl);
+}
+
+void TensorImpl::destroy(TensorImpl* impl) noexcept {
+  SharedAllocation* shared = impl->shared_allocation_;
+  if (!shared) {
+    delete impl;
+    return;
+  }
+  auto* own_storage = std::launder(reinterpret_cast<StorageImpl*>(joint_of(shared).storage));
+  if (impl->storage.unsafe_impl() == own_storage && own_storage->refs().unique()) {
+    // No view shares the storage: end both and free the allocation, no atomic read-modify-write.
+    impl->storage.release_reference();
+    impl->~TensorImpl();
+    own_storage->~StorageImpl();
+    shared->free();
+    return;
+  }
+  impl->~TensorImpl();  // releases its storage, which may free the allocation's other part
+  shared->release_part();
 }
 
 template <typename T>
@@ -180,12 +240,9 @@ void begin_inplace(const char* op, const Tensor& self, const Tensor* other) {
 }
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, std::int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = base.storage();
-  impl->sizes = std::move(sizes);
-  impl->strides = std::move(strides);
+  TensorImplPtr impl =
+      TensorImplPtr::adopt(new TensorImpl(Storage(base.storage()), std::move(sizes), std::move(strides), base.dtype()));
   impl->offset = offset;
-  impl->dtype = base.dtype();
   return Tensor(std::move(impl));
 }
 

@@ -1,8 +1,8 @@
 #pragma once
-// sublet::Tensor: a reference-counted handle to a TensorImpl (sizes, strides, offset, dtype,
-// Storage, autograd metadata). Copying a Tensor copies the handle, never the data. Views
-// (view, permute, narrow, expand, ...) share the Storage; memory goes back to the allocator
-// when the last handle to any view of it dies.
+// sublet::Tensor: a reference-counted handle (one pointer; the count lives in the TensorImpl) to
+// a TensorImpl (sizes, strides, offset, dtype, Storage, autograd metadata). Copying a Tensor
+// copies the handle, never the data. Views (view, permute, narrow, expand, ...) share the
+// Storage; memory goes back to the allocator when the last handle to any view of it dies.
 //
 // Ops are differentiable: while grad mode is on (see autograd/grad_mode.h) and an input
 // requires grad, each op records a node for backward. In-place ops (add_, mul_, copy_, ...)
@@ -28,10 +28,11 @@ namespace sublet {
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  explicit Tensor(TensorImplPtr impl) : impl_(std::move(impl)) {}
 
   // ---- factories (also as free functions in runtime/factories.h) ----
-  static Tensor empty(const Shape& sizes, TensorOptions options = {});
+  // `sizes` by value: a braced list (empty({2, 3})) becomes the tensor's own sizes, uncopied.
+  static Tensor empty(Shape sizes, TensorOptions options = {});
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& sizes, TensorOptions options = {});
 
@@ -156,12 +157,12 @@ class Tensor {
 
   // ---- identity ----
   TensorImpl* unsafe_impl() const { return impl_.get(); }
-  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  const TensorImplPtr& impl_ptr() const { return impl_; }
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
 
  private:
   TensorImpl& impl() const;
-  std::shared_ptr<TensorImpl> impl_;
+  TensorImplPtr impl_;
 };
 
 Tensor operator+(const Tensor& a, const Tensor& b);

@@ -21,7 +21,7 @@ class Node;
 struct Edge {
   std::shared_ptr<Node> node;        // gradient flows to output `input_nr` of this node...
   std::uint32_t input_nr = 0;
-  std::shared_ptr<TensorImpl> leaf;  // ...or is accumulated into this leaf's grad
+  TensorImplPtr leaf;                // ...or is accumulated into this leaf's grad
   bool valid() const { return node != nullptr || leaf != nullptr; }
 };
 
