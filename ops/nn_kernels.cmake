@@ -3,6 +3,7 @@ list(APPEND SUBLET_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/conv2d.cpp
   ${CMAKE_CURRENT_LIST_DIR}/conv_settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_cpu.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_avx2_cpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/batch_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/batch_norm_cpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pooling.cpp

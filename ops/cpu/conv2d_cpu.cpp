@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
+#include "ops/cpu/conv2d_avx2_cpu.h"
 #include "ops/cpu/im2col_cpu.h"
 
 namespace sublet::ops::cpu {
@@ -169,6 +171,9 @@ void flip_weight(const Conv2dShape& s, const T* weight, T* flipped) {
 template <typename T>
 void conv2d_forward(const Context& ctx, const Conv2dShape& s, const T* input, const T* weight,
                     const T* bias, T* output) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv2d_avx2_applies(s)) return conv2d_forward_avx2(ctx, s, input, weight, bias, output);
+  }
   const Plan p = make_plan(s);
   Scratch<T> scratch(ctx, p);
 #pragma omp parallel num_threads(p.threads) if (p.chunks > 1)
@@ -257,6 +262,11 @@ void conv2d_backward_input(const Context& ctx, const Conv2dShape& s, const T* gr
 template <typename T>
 void conv2d_backward_weight(const Context& ctx, const Conv2dShape& s, const T* grad_output,
                             const T* input, T* grad_weight, T* grad_bias) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv2d_avx2_weight_gradient_applies(s)) {
+      return conv2d_backward_weight_avx2(ctx, s, grad_output, input, grad_weight, grad_bias);
+    }
+  }
   const Plan p = make_plan(s);
   Scratch<T> scratch(ctx, p);
   // Each thread sums its images' contributions privately, then the partial sums are added:
