@@ -267,20 +267,22 @@ void conv2d_forward_avx2(const Context& ctx, const Conv2dShape& s, const float* 
       const std::int64_t first_tile = item % items_per_group * tiles_per_item;
       const std::int64_t last_tile = std::min(tiles, first_tile + tiles_per_item);
       fill_copies(s, l, input + image * in_image + g * l.channels * l.plane, x);
-      for (std::int64_t t = first_tile; t < last_tile; ++t) {
+      auto run_tile = [&](std::int64_t t, std::int64_t p) {
         const float* w = weights + (g * tiles + t) * depth * kTileChannels;
         const float* b = biases + (g * tiles + t) * kTileChannels;
         const std::int64_t first_channel = g * out_per_group + t * kTileChannels;
         const std::int64_t channels = std::min(kTileChannels, out_per_group - t * kTileChannels);
         float* out[kTileChannels];
-        for (std::int64_t p = 0; p < l.pixels; p += kTilePixels) {
-          for (std::int64_t j = 0; j < kTileChannels; ++j) {
-            const std::int64_t channel = first_channel + std::min(j, channels - 1);
-            out[j] = output + image * out_image + channel * l.pixels + p;
-          }
-          tile(x + p, l.offsets.data(), depth, w, b, out, channels,
-               std::min(kTilePixels, l.pixels - p));
+        for (std::int64_t j = 0; j < kTileChannels; ++j) {
+          const std::int64_t channel = first_channel + std::min(j, channels - 1);
+          out[j] = output + image * out_image + channel * l.pixels + p;
         }
+        tile(x + p, l.offsets.data(), depth, w, b, out, channels,
+             std::min(kTilePixels, l.pixels - p));
+      };
+      // Pixels outer: the input window of a pixel tile is read from L1 by every channel tile.
+      for (std::int64_t p = 0; p < l.pixels; p += kTilePixels) {
+        for (std::int64_t t = first_tile; t < last_tile; ++t) run_tile(t, p);
       }
     }
   }
