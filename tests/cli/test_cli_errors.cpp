@@ -102,11 +102,15 @@ Outcome run_sublet(const std::vector<std::string>& args, const std::map<std::str
   return outcome;
 }
 
+// The non-empty lines sublet printed. Under a sanitizer build (scripts/sanitize.sh) the runtime
+// adds its own "==PID==WARNING: ..." lines, e.g. for each refused 1 TiB allocation: not ours.
 std::vector<std::string> non_empty_lines(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos || line.starts_with("==")) continue;
+    lines.push_back(line);
+  }
   return lines;
 }
 

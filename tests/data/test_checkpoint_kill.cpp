@@ -57,7 +57,7 @@ bool same_tensors(const std::vector<std::pair<std::string, Tensor>>& loaded,
                   const std::vector<std::pair<std::string, Tensor>>& expected) {
   if (loaded.size() != expected.size()) return false;
   for (const auto& [name, tensor] : expected) {
-    const auto it = std::find_if(loaded.begin(), loaded.end(), [&](const auto& entry) { return entry.first == name; });
+    const auto it = std::find_if(loaded.begin(), loaded.end(), [&, wanted = name](const auto& entry) { return entry.first == wanted; });
     if (it == loaded.end() || it->second.sizes() != tensor.sizes() || it->second.nbytes() != tensor.nbytes() ||
         std::memcmp(it->second.data_ptr(), tensor.data_ptr(), tensor.nbytes()) != 0) {
       return false;

@@ -120,7 +120,8 @@ TEST(Conv2dBackward, InputGradientMatchesFiniteDifferences) {
     std::vector<double> grad_input(static_cast<std::size_t>(s.input_numel()));
     conv2d_backward_input(cpu_context(), s, DType::Float64, grad_output.data(), weight.data(), grad_input.data());
     const auto numeric = numeric_gradient(
-        [&](const std::vector<double>& x) { return run_forward<double>(s, x, weight, nullptr); }, input, grad_output);
+        [&, shape = s](const std::vector<double>& x) { return run_forward<double>(shape, x, weight, nullptr); },
+        input, grad_output);
     EXPECT_LE(max_relative_error(grad_input, numeric), kGradientTolerance);
   }
 }
@@ -138,9 +139,9 @@ TEST(Conv2dBackward, WeightAndBiasGradientsMatchFiniteDifferences) {
     conv2d_backward_weight(cpu_context(), s, DType::Float64, grad_output.data(), input.data(),
                            grad_weight.data(), grad_bias.data());
     const auto numeric_weight = numeric_gradient(
-        [&](const std::vector<double>& w) { return run_forward<double>(s, input, w, &bias); }, weight, grad_output);
+        [&, shape = s](const std::vector<double>& w) { return run_forward<double>(shape, input, w, &bias); }, weight, grad_output);
     const auto numeric_bias = numeric_gradient(
-        [&](const std::vector<double>& b) { return run_forward<double>(s, input, weight, &b); }, bias, grad_output);
+        [&, shape = s](const std::vector<double>& b) { return run_forward<double>(shape, input, weight, &b); }, bias, grad_output);
     EXPECT_LE(max_relative_error(grad_weight, numeric_weight), kGradientTolerance);
     EXPECT_LE(max_relative_error(grad_bias, numeric_bias), kGradientTolerance);
 

@@ -51,7 +51,7 @@ TEST(Checkpoint, RoundTripKeepsIdentityPositionAndTensors) {
   // Saved in name order; compare by name.
   for (const auto& [name, tensor] : model_state) {
     const auto it = std::find_if(loaded.model_state.begin(), loaded.model_state.end(),
-                                 [&](const auto& entry) { return entry.first == name; });
+                                 [&, wanted = name](const auto& entry) { return entry.first == wanted; });
     ASSERT_NE(it, loaded.model_state.end()) << name;
     ASSERT_EQ(it->second.sizes(), tensor.sizes()) << name;
     ASSERT_EQ(it->second.dtype(), tensor.dtype()) << name;
