@@ -49,7 +49,7 @@ ReplayHistory load_history(const std::string& path) {
   json doc;
   try {
     doc = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for an overflowing number
     throw IoError(path + ": not valid JSON (" + e.what() + ")");
   }
 
