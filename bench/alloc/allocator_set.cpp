@@ -50,8 +50,9 @@ void add_sublet_variants(std::vector<AllocatorEntry>& entries, const std::string
     }
     entries.push_back(std::move(entry));
   };
-  add("sublet", "default knobs", memory::AllocatorConfig{});
-  add("sublet-expandable", "expandable_segments:True", expandable_config());
+  // Both layouts, whatever the device's default (memory::default_config: expandable on CUDA).
+  add("sublet", "fixed segments (PyTorch's default knobs)", memory::AllocatorConfig{});
+  add("sublet-expandable", "expandable_segments:True (sublet's CUDA default)", expandable_config());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #pragma once
 // Which allocators a run compares, per device. The first entry is always sublet's caching
-// allocator with default knobs: the baseline every ratio is taken against.
+// allocator with PyTorch's default knobs (fixed segments): the baseline every ratio is taken against.
 //   cuda: sublet, sublet-expandable, cudaMalloc, cudaMallocAsync, torch (with LibTorch)
 //   cpu:  sublet, sublet-expandable (HostBackend), malloc, torch (with LibTorch: c10's CPU allocator)
 //   sim:  sublet, sublet-expandable (SimulatedBackend), simulated-uncached
