@@ -197,6 +197,35 @@ void weight_tile(const float* const* grad, const float* x, const std::int64_t* o
   }
 }
 
+// How both kernels split a convolution between threads. A work item is one image and group,
+// or, for batches too small to occupy every thread, one tile of output channels of it (each
+// such item then fills its own input copies).
+struct WorkSplit {
+  std::int64_t out_per_group, depth, tiles, in_image, out_image;
+  int threads;
+  std::int64_t tiles_per_item, items_per_group, items;
+
+  WorkSplit(const Conv2dShape& s, const Layout& l)
+      : out_per_group(s.out_channels / s.groups),
+        depth(static_cast<std::int64_t>(l.offsets.size())),
+        tiles((out_per_group + kTileChannels - 1) / kTileChannels),
+        in_image(s.in_channels * l.plane),
+        out_image(s.out_channels * l.pixels),
+        threads(omp_get_max_threads()),
+        tiles_per_item(s.batch >= 2 * threads ? tiles : 1),
+        items_per_group((tiles + tiles_per_item - 1) / tiles_per_item),
+        items(s.batch * s.groups * items_per_group) {}
+
+  struct Item {
+    std::int64_t image, group, first_tile, last_tile;
+  };
+  Item item(std::int64_t index, std::int64_t groups) const {
+    const std::int64_t first_tile = index % items_per_group * tiles_per_item;
+    return {index / (groups * items_per_group), index / items_per_group % groups, first_tile,
+            std::min(tiles, first_tile + tiles_per_item)};
+  }
+};
+
 #endif
 
 }  // namespace
@@ -221,16 +250,10 @@ void conv2d_forward_avx2(const Context& ctx, const Conv2dShape& s, const float* 
   throw Error("conv2d: the AVX2 CPU kernel is not built (needs AVX2 and FMA)");
 #else
   const Layout l = make_layout(s);
-  const std::int64_t out_per_group = s.out_channels / s.groups;
-  const std::int64_t depth = static_cast<std::int64_t>(l.offsets.size());
-  const std::int64_t tiles = (out_per_group + kTileChannels - 1) / kTileChannels;
-  const std::int64_t in_image = s.in_channels * l.plane, out_image = s.out_channels * l.pixels;
-  const int threads = omp_get_max_threads();
-  // A work item is one image and group, or, for batches too small to occupy every thread,
-  // one tile of output channels of it (each such item then fills its own input copies).
-  const std::int64_t tiles_per_item = s.batch >= 2 * threads ? tiles : 1;
-  const std::int64_t items_per_group = (tiles + tiles_per_item - 1) / tiles_per_item;
-  const std::int64_t items = s.batch * s.groups * items_per_group;
+  const WorkSplit split(s, l);
+  const std::int64_t out_per_group = split.out_per_group, depth = split.depth, tiles = split.tiles;
+  const std::int64_t in_image = split.in_image, out_image = split.out_image, items = split.items;
+  const int threads = split.threads;
 
   // Workspace: weights as [group][tile][k][4] (zeros past the last channel), biases as
   // [group][tile][4], then one set of input copies per thread.
@@ -262,10 +285,8 @@ void conv2d_forward_avx2(const Context& ctx, const Conv2dShape& s, const float* 
     // Dynamic: the outputs of items are disjoint, so the result does not depend on the schedule.
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t item = 0; item < items; ++item) {
-      const std::int64_t image = item / (s.groups * items_per_group);
-      const std::int64_t g = item / items_per_group % s.groups;
-      const std::int64_t first_tile = item % items_per_group * tiles_per_item;
-      const std::int64_t last_tile = std::min(tiles, first_tile + tiles_per_item);
+      const WorkSplit::Item work = split.item(item, s.groups);
+      const std::int64_t image = work.image, g = work.group, first_tile = work.first_tile, last_tile = work.last_tile;
       fill_copies(s, l, input + image * in_image + g * l.channels * l.plane, x);
       auto run_tile = [&](std::int64_t t, std::int64_t p) {
         const float* w = weights + (g * tiles + t) * depth * kTileChannels;
@@ -297,14 +318,10 @@ void conv2d_backward_weight_avx2(const Context& ctx, const Conv2dShape& s,
   throw Error("conv2d: the AVX2 CPU kernel is not built (needs AVX2 and FMA)");
 #else
   const Layout l = make_layout(s);
-  const std::int64_t out_per_group = s.out_channels / s.groups;
-  const std::int64_t depth = static_cast<std::int64_t>(l.offsets.size());
-  const std::int64_t tiles = (out_per_group + kTileChannels - 1) / kTileChannels;
-  const std::int64_t in_image = s.in_channels * l.plane, out_image = s.out_channels * l.pixels;
-  const int threads = omp_get_max_threads();
-  const std::int64_t tiles_per_item = s.batch >= 2 * threads ? tiles : 1;
-  const std::int64_t items_per_group = (tiles + tiles_per_item - 1) / tiles_per_item;
-  const std::int64_t items = s.batch * s.groups * items_per_group;
+  const WorkSplit split(s, l);
+  const std::int64_t out_per_group = split.out_per_group, depth = split.depth;
+  const std::int64_t in_image = split.in_image, out_image = split.out_image, items = split.items;
+  const int threads = split.threads;
 
   // Workspace: per thread the input copies and partial sums [weight | bias].
   const std::int64_t weight_numel = s.weight_numel();
@@ -326,10 +343,8 @@ void conv2d_backward_weight_avx2(const Context& ctx, const Conv2dShape& s,
     // the weight gradient would.
 #pragma omp for schedule(static)
     for (std::int64_t item = 0; item < items; ++item) {
-      const std::int64_t image = item / (s.groups * items_per_group);
-      const std::int64_t g = item / items_per_group % s.groups;
-      const std::int64_t first_tile = item % items_per_group * tiles_per_item;
-      const std::int64_t last_tile = std::min(tiles, first_tile + tiles_per_item);
+      const WorkSplit::Item work = split.item(item, s.groups);
+      const std::int64_t image = work.image, g = work.group, first_tile = work.first_tile, last_tile = work.last_tile;
       fill_copies(s, l, input + image * in_image + g * l.channels * l.plane, x);
       for (std::int64_t t = first_tile; t < last_tile; ++t) {
         const std::int64_t first_channel = g * out_per_group + t * kTileChannels;
