@@ -74,16 +74,6 @@ struct AlgorithmChoice {
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
 };
 
-using CacheKey = std::array<std::int64_t, 18>;
-
-CacheKey cache_key(const Context& ctx, const Conv2dShape& s, DType dtype, ConvPass pass) {
-  const ConvAlgorithmSettings settings = conv_algorithm_settings();
-  return {ctx.device.index, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(pass), s.batch,
-          s.in_channels, s.in_height, s.in_width, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w,
-          s.pad_h, s.pad_w, s.dilation_h, s.dilation_w, s.groups,
-          (settings.benchmark ? 1 : 0) + (settings.allow_tf32 ? 2 : 0)};
-}
-
 // Measured results (cudnnFind*Ex) come fastest first: keep that order, dropping failures and,
 // for exact float32, anything but FMA math.
 template <typename Perf>
@@ -230,8 +220,8 @@ std::vector<AlgorithmChoice> algorithms_for(const Context& ctx, cudnnHandle_t ha
                                             const Conv2dShape& s, DType dtype, ConvPass pass,
                                             const ConvOperands& io) {
   static std::mutex mutex;
-  static std::map<CacheKey, std::vector<AlgorithmChoice>> cache;
-  const CacheKey key = cache_key(ctx, s, dtype, pass);
+  static std::map<ConvChoiceKey, std::vector<AlgorithmChoice>> cache;
+  const ConvChoiceKey key = conv_choice_key(ctx, s, dtype, pass);
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto found = cache.find(key);

@@ -357,17 +357,18 @@ std::int64_t common_alignment(const ConvGraphOperands& io, DType dtype) {
                                 static_cast<std::int64_t>(element_size(dtype)));
 }
 
-using PlanKey = std::array<std::int64_t, 20>;
+// The choice key plus the operands' common alignment (plans are built for it).
+using PlanKey = std::pair<ConvChoiceKey, std::int64_t>;
 
-PlanKey plan_key(const Context& ctx, const Conv2dShape& s, DType dtype, ConvPass pass, std::int64_t alignment) {
+}  // namespace
+
+ConvChoiceKey conv_choice_key(const Context& ctx, const Conv2dShape& s, DType dtype, ConvPass pass) {
   const ConvAlgorithmSettings settings = conv_algorithm_settings();
   return {ctx.device.index, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(pass), s.batch,
           s.in_channels, s.in_height, s.in_width, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w,
           s.pad_h, s.pad_w, s.dilation_h, s.dilation_w, s.groups,
-          (settings.benchmark ? 1 : 0) + (settings.allow_tf32 ? 2 : 0), settings.benchmark_limit, alignment};
+          (settings.benchmark ? 1 : 0) + (settings.allow_tf32 ? 2 : 0), settings.benchmark_limit};
 }
-
-}  // namespace
 
 bool conv2d_graph_run(const Context& ctx, cudnnHandle_t handle, const Conv2dShape& s, DType dtype, ConvPass pass,
                       const ConvGraphOperands& io) {
@@ -375,7 +376,7 @@ bool conv2d_graph_run(const Context& ctx, cudnnHandle_t handle, const Conv2dShap
   // it runs even if the map grows.
   thread_local std::map<PlanKey, std::shared_ptr<const RankedPlans>> cache;
   const std::int64_t alignment = common_alignment(io, dtype);
-  const PlanKey key = plan_key(ctx, s, dtype, pass, alignment);
+  const PlanKey key{conv_choice_key(ctx, s, dtype, pass), alignment};
   auto found = cache.find(key);
   if (found == cache.end()) {
     auto ranked = std::make_shared<const RankedPlans>(rank_plans(ctx, handle, s, dtype, pass, alignment, io));

@@ -17,6 +17,9 @@
 // after the call is enqueued.
 #include <cudnn.h>
 
+#include <array>
+#include <cstdint>
+
 #include "ops/context.h"
 #include "ops/conv2d.h"
 #include "ops/dtype.h"
@@ -24,6 +27,11 @@
 namespace sublet::ops::cuda {
 
 enum class ConvPass : int { Forward, BackwardData, BackwardFilter };
+
+// What a cached algorithm or plan choice depends on: device, dtype, pass, every shape field and
+// the algorithm settings. Shared by this file's plan cache and the legacy API's algorithm cache.
+using ConvChoiceKey = std::array<std::int64_t, 19>;
+ConvChoiceKey conv_choice_key(const Context& ctx, const Conv2dShape& s, DType dtype, ConvPass pass);
 
 // The three operands of a pass, in cuDNN's naming: x (input), w (weight), y (output). The pass
 // writes one of them: y for Forward, x (dx) for BackwardData, w (dw) for BackwardFilter.

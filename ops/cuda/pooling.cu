@@ -47,31 +47,39 @@ __device__ void covering_outputs(std::int64_t i, std::int64_t stride, std::int64
   if (last > out_size - 1) last = out_size - 1;
 }
 
+// The largest value in output (oh, ow)'s window of one plane and its index in the plane, in the
+// CPU kernel's order (first maximum wins; a NaN wins and ends the scan). Index is the type the
+// window arithmetic runs in: std::int64_t for PoolGeometry, int for PoolGeometry32.
+template <typename Index, typename Geometry, typename T>
+__device__ void window_max(const Geometry& g, const T* in, Index oh, Index ow, T& max_out, std::int64_t& index_out) {
+  T best = -INFINITY;
+  Index best_index = -1;
+  for (Index kh = 0; kh < g.kernel_h; ++kh) {
+    const Index ih = oh * g.stride_h - g.pad_h + kh * g.dilation_h;
+    if (ih < 0 || ih >= g.in_h) continue;
+    for (Index kw = 0; kw < g.kernel_w; ++kw) {
+      const Index iw = ow * g.stride_w - g.pad_w + kw * g.dilation_w;
+      if (iw < 0 || iw >= g.in_w) continue;
+      const T v = in[ih * g.in_w + iw];
+      if (best_index < 0 || v > best || device_isnan(v)) {
+        best = v;
+        best_index = ih * g.in_w + iw;
+        if (device_isnan(v)) break;
+      }
+    }
+    if (device_isnan(best)) break;
+  }
+  max_out = best;
+  index_out = best_index;
+}
+
 template <typename T>
 __global__ void max_pool_forward(PoolGeometry g, const T* input, T* output, std::int64_t* indices) {
   const std::int64_t total = g.planes * g.out_h * g.out_w;
   for (std::int64_t o = global_thread_index(); o < total; o += grid_threads()) {
     const std::int64_t ow = o % g.out_w, oh = (o / g.out_w) % g.out_h, p = o / (g.out_w * g.out_h);
     const T* in = input + p * g.in_h * g.in_w;
-    T best = -INFINITY;
-    std::int64_t best_index = -1;
-    for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
-      const std::int64_t ih = oh * g.stride_h - g.pad_h + kh * g.dilation_h;
-      if (ih < 0 || ih >= g.in_h) continue;
-      for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
-        const std::int64_t iw = ow * g.stride_w - g.pad_w + kw * g.dilation_w;
-        if (iw < 0 || iw >= g.in_w) continue;
-        const T v = in[ih * g.in_w + iw];
-        if (best_index < 0 || v > best || device_isnan(v)) {
-          best = v;
-          best_index = ih * g.in_w + iw;
-          if (device_isnan(v)) break;
-        }
-      }
-      if (device_isnan(best)) break;
-    }
-    output[o] = best;
-    indices[o] = best_index;
+    window_max<std::int64_t>(g, in, oh, ow, output[o], indices[o]);
   }
 }
 
@@ -149,25 +157,7 @@ __global__ void max_pool_forward32(const __grid_constant__ PoolGeometry32 g, con
     g.by_out_w.divmod(o, row, ow);
     g.by_out_h.divmod(row, p, oh);
     const T* in = input + p * static_cast<unsigned>(g.in_h * g.in_w);
-    T best = -INFINITY;
-    int best_index = -1;
-    for (int kh = 0; kh < g.kernel_h; ++kh) {
-      const int ih = static_cast<int>(oh) * g.stride_h - g.pad_h + kh * g.dilation_h;
-      if (ih < 0 || ih >= g.in_h) continue;
-      for (int kw = 0; kw < g.kernel_w; ++kw) {
-        const int iw = static_cast<int>(ow) * g.stride_w - g.pad_w + kw * g.dilation_w;
-        if (iw < 0 || iw >= g.in_w) continue;
-        const T v = in[ih * g.in_w + iw];
-        if (best_index < 0 || v > best || device_isnan(v)) {
-          best = v;
-          best_index = ih * g.in_w + iw;
-          if (device_isnan(v)) break;
-        }
-      }
-      if (device_isnan(best)) break;
-    }
-    output[o] = best;
-    indices[o] = best_index;
+    window_max<int>(g, in, static_cast<int>(oh), static_cast<int>(ow), output[o], indices[o]);
   }
 }
 
