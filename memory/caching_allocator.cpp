@@ -5,7 +5,10 @@
 #include <limits>
 #include <vector>
 
+#include "memory/active_stats.h"
+#include "memory/allocator_mutex.h"
 #include "memory/annotation.h"
+#include "memory/block_pool.h"
 #include "memory/errors.h"
 #include "memory/oom_message.h"
 
@@ -29,21 +32,6 @@ std::size_t round_to_power2_division(std::size_t size, std::size_t divisions) {
   const std::size_t rounded_down = size & ~(step - 1);
   return rounded_down == size ? size : rounded_down + step;
 }
-
-// Lookup key for best fit: the first free block of `stream` with size >= `size`.
-struct FitKey {
-  StreamHandle stream;
-  std::size_t size;
-};
-struct FitKeyOrder {
-  static std::uintptr_t s(StreamHandle h) { return reinterpret_cast<std::uintptr_t>(h); }
-  bool operator()(const Block& b, const FitKey& k) const {
-    return s(b.stream) != s(k.stream) ? s(b.stream) < s(k.stream) : b.size < k.size;
-  }
-  bool operator()(const FitKey& k, const Block& b) const {
-    return s(k.stream) != s(b.stream) ? s(k.stream) < s(b.stream) : k.size < b.size;
-  }
-};
 
 // Recycles Block objects so that splitting on a cache hit allocates nothing on the heap once
 // the arena has warmed up. Free Blocks are chained through their `next` field.
@@ -89,7 +77,7 @@ class BlockArena {
 };
 
 bool is_free_and_cached(const Block* b) {
-  return b != nullptr && !b->allocated && b->pending_events == 0 && b->free_hook.is_linked();
+  return b != nullptr && b->cached;
 }
 
 }  // namespace
@@ -114,13 +102,14 @@ struct CachingAllocator::Impl {
 
   Backend& backend;
   const AllocatorConfig& config;
-  mutable std::mutex mutex;
+  mutable AllocatorMutex mutex;
   BlockPool small_pool{true};
   BlockPool large_pool{false};
   SegmentList segments;  // head block of every non-expandable segment
   std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments;
   BlockArena arena;
-  DeviceStats stats;
+  DeviceStats stats;          // all but the active families, which active_stats derives
+  ActiveStats active_stats;
   struct PendingEvent { EventHandle event; Block* block; };
   std::vector<PendingEvent> pending_events;
   std::size_t memory_limit = 0;  // 0 = no per-process fraction set
@@ -177,14 +166,11 @@ struct CachingAllocator::Impl {
 
   Block* take_free_block(BlockPool& pool, StreamHandle stream, std::size_t size) {
     ++pool.lookups;
-    auto it = pool.free_blocks.lower_bound(FitKey{stream, size}, FitKeyOrder{});
-    if (it == pool.free_blocks.end() || it->stream != stream) return nullptr;
     // Oversize blocks are kept for oversize requests, and only for ones close to their size.
-    if (size < max_split() && it->size >= max_split()) return nullptr;
-    if (size >= max_split() && it->size >= size + kLargeBuffer) return nullptr;
-    Block* b = &*it;
-    pool.free_blocks.erase(it);
-    return b;
+    return pool.free_blocks.take_best_fit(stream, size, [&](const Block& b) {
+      if (size < max_split()) return b.size < max_split();
+      return b.size < size + kLargeBuffer;
+    });
   }
 
   bool within_memory_limit(std::size_t extra) const {
@@ -255,7 +241,7 @@ struct CachingAllocator::Impl {
     count_new_reserved(pool.is_small, map_bytes);
     Block* b;
     if (tail_free) {
-      pool.free_blocks.erase(pool.free_blocks.iterator_to(*tail));
+      pool.free_blocks.erase(*tail);
       tail->size += map_bytes;
       b = tail;
     } else {
@@ -315,7 +301,8 @@ struct CachingAllocator::Impl {
   // ---- releasing ----------------------------------------------------------------------
 
   // Step 2 of a release: the block rejoins the free set, merged with free neighbours.
-  void return_block(Block* b) {
+  // `was_pending`: it waited for other streams' events since its caller freed it.
+  void return_block(Block* b, bool was_pending) {
     const bool small = b->pool->is_small;
     const std::int64_t original_size = static_cast<std::int64_t>(b->size);
     const std::int64_t requested = static_cast<std::int64_t>(b->requested_size);
@@ -326,7 +313,7 @@ struct CachingAllocator::Impl {
       Block* lower = b->prev;
       inactive_blocks_change -= 1;
       inactive_bytes_change -= static_cast<std::int64_t>(lower->size);
-      b->pool->free_blocks.erase(b->pool->free_blocks.iterator_to(*lower));
+      b->pool->free_blocks.erase(*lower);
       absorb_next(lower);
       b = lower;
     }
@@ -334,7 +321,7 @@ struct CachingAllocator::Impl {
       Block* upper = b->next;
       inactive_blocks_change -= 1;
       inactive_bytes_change -= static_cast<std::int64_t>(upper->size);
-      b->pool->free_blocks.erase(b->pool->free_blocks.iterator_to(*upper));
+      b->pool->free_blocks.erase(*upper);
       absorb_next(b);
     }
     b->allocated = false;
@@ -351,8 +338,7 @@ struct CachingAllocator::Impl {
       apply_change(stats.inactive_split, small, inactive_blocks_change);
       apply_change(stats.inactive_split_bytes, small, inactive_bytes_change);
     }
-    stats.active.decrease(small, 1);
-    stats.active_bytes.decrease(small, original_size);
+    if (was_pending) active_stats.end_pending(small, original_size);
     stats.requested_bytes.decrease(small, requested);
     const bool give_back = !config.caching || (b->pool->private_pool_id != 0 && b->pool->released);
     if (give_back && !b->is_split() && !b->expandable) {
@@ -378,7 +364,7 @@ struct CachingAllocator::Impl {
   // Returns one wholly free, non-expandable segment to the backend.
   void release_segment(Block* b) {
     BlockPool& pool = *b->pool;
-    pool.free_blocks.erase(pool.free_blocks.iterator_to(*b));
+    pool.free_blocks.erase(*b);
     segments.erase(segments.iterator_to(*b));
     notify(AllocatorEventKind::SegmentFree, b, b->size);
     backend.deallocate(b->ptr, b->size);
@@ -399,7 +385,7 @@ struct CachingAllocator::Impl {
     if (keep >= seg.mapped_bytes) return;
     const std::size_t unmap_bytes = seg.mapped_bytes - keep;
     BlockPool& pool = *seg.pool;
-    pool.free_blocks.erase(pool.free_blocks.iterator_to(*tail));
+    pool.free_blocks.erase(*tail);
     void* at = static_cast<char*>(seg.base) + keep;
     AllocatorEvent e{AllocatorEventKind::SegmentUnmap, reinterpret_cast<std::uintptr_t>(at), unmap_bytes, 0,
                      seg.stream, BlockCategory::Unknown, 0};
@@ -438,8 +424,9 @@ struct CachingAllocator::Impl {
 
   static std::vector<Block*> whole_free_segments(BlockPool& pool) {
     std::vector<Block*> result;
-    for (Block& b : pool.free_blocks)
+    pool.free_blocks.for_each([&](Block& b) {
       if (!b.is_split() && !b.expandable) result.push_back(&b);
+    });
     return result;
   }
 
@@ -461,8 +448,9 @@ struct CachingAllocator::Impl {
   bool release_oversize_blocks(StreamHandle stream, std::size_t size) {
     if (!config.max_split_size_set()) return false;
     std::vector<Block*> oversize;
-    for (Block& b : large_pool.free_blocks)
+    large_pool.free_blocks.for_each([&](Block& b) {
       if (b.stream == stream && b.size >= max_split() && !b.is_split() && !b.expandable) oversize.push_back(&b);
+    });
     if (oversize.empty()) return false;
     auto covering = std::find_if(oversize.begin(), oversize.end(), [&](Block* b) { return b->size >= size; });
     if (covering != oversize.end()) {
@@ -516,7 +504,7 @@ struct CachingAllocator::Impl {
         continue;
       }
       events->destroy(p.event);
-      if (--p.block->pending_events == 0) return_block(p.block);
+      if (--p.block->pending_events == 0) return_block(p.block, true);
     }
     pending_events.resize(kept);
   }
@@ -528,7 +516,7 @@ struct CachingAllocator::Impl {
     ++stats.num_sync_all_streams;
     for (PendingEvent& p : pending_events) {
       events->destroy(p.event);
-      if (--p.block->pending_events == 0) return_block(p.block);
+      if (--p.block->pending_events == 0) return_block(p.block, true);
     }
     pending_events.clear();
   }
@@ -538,14 +526,14 @@ struct CachingAllocator::Impl {
   std::size_t largest_free() const {
     std::size_t largest = 0;
     for (const BlockPool* pool : {&small_pool, &large_pool})
-      for (const Block& b : pool->free_blocks) largest = std::max(largest, b.size);
+      pool->free_blocks.for_each([&](const Block& b) { largest = std::max(largest, b.size); });
     return largest;
   }
 
   std::size_t free_cached_bytes() const {
     std::size_t total = 0;
     for (const BlockPool* pool : {&small_pool, &large_pool})
-      for (const Block& b : pool->free_blocks) total += b.size;
+      pool->free_blocks.for_each([&](const Block& b) { total += b.size; });
     return total;
   }
 
@@ -651,10 +639,9 @@ Block* CachingAllocator::allocate(std::size_t bytes, StreamHandle stream, BlockC
   const auto block_size = static_cast<std::int64_t>(b->size);
   s.stats.allocation.increase(small, 1);
   s.stats.allocated_bytes.increase(small, block_size);
-  s.stats.active.increase(small, 1);
-  s.stats.active_bytes.increase(small, block_size);
   s.stats.requested_bytes.increase(small, static_cast<std::int64_t>(bytes));
   if (b->size >= s.max_split()) s.stats.oversize_allocations.increase(1);
+  s.active_stats.on_allocate(s.stats, small);
   s.notify(AllocatorEventKind::Alloc, b, b->size);
   return b;
 }
@@ -679,10 +666,11 @@ void CachingAllocator::free(Block* block) {
       ++block->pending_events;
     }
     block->stream_uses.clear();
+    s.active_stats.begin_pending(small, static_cast<std::int64_t>(block->size));
     return;
   }
   block->stream_uses.clear();
-  s.return_block(block);
+  s.return_block(block, false);
 }
 
 void CachingAllocator::set_category(Block* block, BlockCategory category) {
@@ -721,14 +709,18 @@ std::size_t CachingAllocator::max_memory_reserved() const {
 void CachingAllocator::reset_peak_memory_stats() {
   std::lock_guard lock(impl_->mutex);
   impl_->stats.reset_peak();
+  impl_->active_stats.reset_peak(impl_->stats);
 }
 void CachingAllocator::reset_accumulated_memory_stats() {
   std::lock_guard lock(impl_->mutex);
   impl_->stats.reset_accumulated();
+  impl_->active_stats.reset_accumulated();
 }
 DeviceStats CachingAllocator::stats() const {
   std::lock_guard lock(impl_->mutex);
-  return impl_->stats;
+  DeviceStats s = impl_->stats;
+  impl_->active_stats.fill(s);
+  return s;
 }
 std::size_t CachingAllocator::largest_free_block() const {
   std::lock_guard lock(impl_->mutex);

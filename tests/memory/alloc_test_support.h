@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "memory/block_pool.h"  // tests read block->pool
 #include "memory/caching_allocator.h"
 #include "memory/simulated_backend.h"
 
