@@ -1,5 +1,5 @@
 // sublet bench alloc [--device cuda|cpu|sim] [--repetitions N] [--json PATH] [--svg PATH]
-//                    [--history PATH] [--seed N] [--quick]
+//                    [--history PATH] [--seed N] [--quick] [--torch-plugin PATH]
 // Other benchmarks join the same `bench` parent through bench_app().
 #include <filesystem>
 #include <iostream>
@@ -11,6 +11,7 @@
 #include "bench/alloc/report_json.h"
 #include "bench/alloc/report_svg.h"
 #include "bench/alloc/report_table.h"
+#include "bench/alloc/torch_plugin_loader.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "memory/errors.h"
@@ -26,8 +27,36 @@ struct AllocFlags {
   std::string json_path;
   std::string svg_path;
   std::string history_path;
+  std::string torch_plugin_path;
   bool quick = false;
 };
+
+// The torch column's plugin: --torch-plugin, else the one a -DSUBLET_WITH_LIBTORCH=ON build made
+// (its build path, baked in), else none. The baked-in one is skipped, with a note, where it
+// cannot serve: on the simulated device (PyTorch has none), on cuda when its LibTorch had no
+// CUDA, and when it is gone (a binary copied to another machine).
+std::optional<std::string> torch_plugin_for(const AllocFlags& flags, bench::BenchDevice device) {
+  if (!flags.torch_plugin_path.empty()) return flags.torch_plugin_path;
+#ifdef SUBLET_DEFAULT_TORCH_PLUGIN
+  const std::string path = SUBLET_DEFAULT_TORCH_PLUGIN;
+  if (device == bench::BenchDevice::Sim) return std::nullopt;
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    std::cerr << "note: the torch plugin this sublet was built with (" << path
+              << ") is not there: no torch column; pass --torch-plugin PATH (scripts/build_torch_plugin.sh builds one)\n";
+    return std::nullopt;
+  }
+  if (device == bench::BenchDevice::Cuda && !bench::TorchPlugin::load(path).has_cuda()) {
+    std::cerr << "note: the torch plugin this sublet was built with (" << path
+              << ") has no CUDA: no torch column on cuda; pass --torch-plugin PATH for one built with CUDA\n";
+    return std::nullopt;
+  }
+  return path;
+#else
+  (void)device;
+  return std::nullopt;
+#endif
+}
 
 void run_bench_alloc(const AllocFlags& flags) {
   // A run takes minutes on a GPU: say that an output cannot be written before, not after.
@@ -41,6 +70,7 @@ void run_bench_alloc(const AllocFlags& flags) {
   if (flags.repetitions) options.repetitions = *flags.repetitions;
   if (flags.seed) options.seed = *flags.seed;
   if (!flags.history_path.empty()) options.history_path = flags.history_path;
+  options.torch_plugin_path = torch_plugin_for(flags, device);
 
   const bench::AllocBenchResult result = bench::run_alloc_bench(options, &std::cerr);
   bench::print_report(result, std::cout);
@@ -67,7 +97,7 @@ CLI::App* bench_app(CLI::App& app) {
 void add_bench_alloc_command(CLI::App& app) {
   CLI::App* alloc = bench_app(app)->add_subcommand(
       "alloc", "Allocate+free latency of sublet's caching allocator against cudaMalloc, cudaMallocAsync, "
-               "PyTorch's allocator (when built with LibTorch) or malloc");
+               "PyTorch's allocator (with --torch-plugin) or malloc");
   auto flags = std::make_shared<AllocFlags>();
   alloc->add_option("--device", flags->device, "cuda, cpu, sim, or auto (cuda when a GPU is present, else cpu)")
       ->check(CLI::IsMember({"auto", "cuda", "cpu", "sim"}))
@@ -81,6 +111,13 @@ void add_bench_alloc_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   alloc->add_option("--seed", flags->seed, "seed of the churn workload (default 7)")->check(non_negative_integer());
   alloc->add_flag("--quick", flags->quick, "tiny counts for a CI smoke run");
+  alloc->add_option("--torch-plugin", flags->torch_plugin_path,
+                    "add the torch column (PyTorch's allocator and at::empty) from this plugin, built against the "
+                    "installed PyTorch by scripts/build_torch_plugin.sh PATH"
+#ifdef SUBLET_DEFAULT_TORCH_PLUGIN
+                    " (default: " SUBLET_DEFAULT_TORCH_PLUGIN ", built with this sublet)"
+#endif
+  );
   alloc->callback([flags] { run_bench_alloc(*flags); });
 }
 

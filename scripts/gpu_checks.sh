@@ -35,7 +35,15 @@ fi
 
 if want bench; then
   echo "== sublet bench alloc"
-  "$sublet" bench alloc --device cuda --json "$out/bench_alloc.json" --svg "$out/bench_alloc.svg" > "$out/bench_alloc.txt" 2>&1
+  # The torch column: a plugin built against this machine's PyTorch (python3 on PATH).
+  torch_plugin=()
+  if "$(dirname "$0")/build_torch_plugin.sh" "$out/libsublet_torch_bench.so" > "$out/torch_plugin_build.log" 2>&1; then
+    torch_plugin=(--torch-plugin "$out/libsublet_torch_bench.so")
+  else
+    echo "no torch column: scripts/build_torch_plugin.sh failed ($out/torch_plugin_build.log):"; tail -3 "$out/torch_plugin_build.log"
+  fi
+  "$sublet" bench alloc --device cuda "${torch_plugin[@]}" --json "$out/bench_alloc.json" --svg "$out/bench_alloc.svg" \
+    > "$out/bench_alloc.txt" 2>&1
   echo "rc=$?"; cat "$out/bench_alloc.txt" | tail -30
   echo "== sublet bench step vs PyTorch"
   for cfg in "resnet18 3x32x32 128 10" "resnet18 3x32x32 512 10" "resnet50 3x224x224 64 1000"; do

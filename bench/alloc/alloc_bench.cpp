@@ -107,6 +107,9 @@ void AllocBenchOptions::validate() const {
   if (repetitions == 0) throw ValueError("bench alloc: --repetitions must be at least 1");
   if (batch_pairs == 0) throw ValueError("bench alloc: the batch size must be at least 1 pair");
   if (!(max_seconds_per_cell > 0)) throw ValueError("bench alloc: the time limit per cell must be > 0 s");
+  if (device == BenchDevice::Sim && torch_plugin_path)
+    throw ValueError("bench alloc --device sim: torch plugin " + *torch_plugin_path +
+                     " has no simulated device (PyTorch's allocators need real memory); use --device cpu or cuda");
 }
 
 const CellResult* RowResult::cell(const std::string& allocator) const {
@@ -128,11 +131,13 @@ std::optional<double> AllocBenchResult::ratio_to_baseline(const RowResult& row, 
 
 AllocBenchResult run_alloc_bench(const AllocBenchOptions& options, std::ostream* progress) {
   options.validate();
-  // Read the history first: a bad file should fail before minutes of timing, not after.
+  // Read the history and load the plugin first: a bad file should fail before minutes of timing,
+  // not after.
   std::optional<ReplayHistory> history;
   if (options.history_path) history = load_history(*options.history_path);
+  const TorchPlugin* torch = options.torch_plugin_path ? &TorchPlugin::load(*options.torch_plugin_path) : nullptr;
 
-  const std::vector<AllocatorEntry> entries = allocators_for(options.device);
+  const std::vector<AllocatorEntry> entries = allocators_for(options.device, torch);
   AllocBenchResult result;
   result.options = options;
   for (const AllocatorEntry& e : entries)

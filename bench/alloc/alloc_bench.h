@@ -29,11 +29,13 @@ struct AllocBenchOptions {
   double max_seconds_per_cell = 1.0;
   std::uint64_t seed = 7;
   std::optional<std::string> history_path;
+  // A torch plugin (torch_plugin.h): adds the "torch" column (PyTorch's allocator, at::empty).
+  std::optional<std::string> torch_plugin_path;
   bool quick = false;
 
   // Tiny counts for CI smoke runs: every allocator and row runs, timings mean little.
   static AllocBenchOptions quick_options(BenchDevice device);
-  // Throws ValueError for zero counts or a non-positive time limit.
+  // Throws ValueError for zero counts, a non-positive time limit, or a torch plugin on sim.
   void validate() const;
 };
 

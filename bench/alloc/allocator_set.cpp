@@ -13,12 +13,6 @@
 #include "bench/alloc/cuda_allocators.h"
 #include "memory/cuda_backend.h"
 #endif
-#ifdef SUBLET_WITH_LIBTORCH
-#include "bench/alloc/torch_tensors.h"
-#ifdef SUBLET_HAVE_CUDA
-#include "bench/alloc/torch_allocator.h"
-#endif
-#endif
 
 namespace sublet::bench {
 namespace {
@@ -55,6 +49,12 @@ void add_sublet_variants(std::vector<AllocatorEntry>& entries, const std::string
   add("sublet-expandable", "expandable_segments:True (sublet's CUDA default)", expandable_config());
 }
 
+// PyTorch's allocator and at::empty on `device`, from the plugin (which stays loaded for good).
+AllocatorEntry torch_entry(const TorchPlugin& torch, Device device) {
+  return {"torch", torch.allocator_description(device), [plugin = &torch, device] { return plugin->make_allocator(device); },
+          [plugin = &torch, device] { return plugin->make_tensors(device); }, torch.tensor_description(device)};
+}
+
 }  // namespace
 
 BenchDevice parse_bench_device(const std::string& text) {
@@ -73,7 +73,7 @@ std::string bench_device_name(BenchDevice device) {
   return "?";
 }
 
-std::vector<AllocatorEntry> allocators_for(BenchDevice device) {
+std::vector<AllocatorEntry> allocators_for(BenchDevice device, const TorchPlugin* torch) {
   std::vector<AllocatorEntry> entries;
   switch (device) {
     case BenchDevice::Cpu:
@@ -81,14 +81,12 @@ std::vector<AllocatorEntry> allocators_for(BenchDevice device) {
       entries.push_back({"malloc", "glibc malloc/free", [] { return std::make_unique<MallocUnderTest>(); },
                          sublet_tensors(Device::cpu(), memory::AllocatorKind::Raw),
                          "sublet::Tensor::empty on cpu, raw allocator (caching off: aligned_alloc/free per tensor)"});
-#ifdef SUBLET_WITH_LIBTORCH
-      entries.push_back({"torch", TorchCpuAllocatorUnderTest::description(),
-                         [] { return std::make_unique<TorchCpuAllocatorUnderTest>(); },
-                         [] { return std::make_unique<TorchTensorFactory>(Device::cpu()); },
-                         TorchTensorFactory::description(Device::cpu())});
-#endif
+      if (torch) entries.push_back(torch_entry(*torch, Device::cpu()));
       break;
     case BenchDevice::Sim: {
+      if (torch)
+        throw ValueError("bench alloc --device sim: torch plugin " + torch->path() +
+                         " has no simulated device (PyTorch's allocators need real memory); use --device cpu or cuda");
       const auto make_sim = [] { return std::make_unique<memory::SimulatedBackend>(kSimulatedCapacity); };
       add_sublet_variants(entries, "SimulatedBackend (141 GiB)", make_sim, std::nullopt);
       entries.push_back({"simulated-uncached", "SimulatedBackend (141 GiB) with no cache: every request goes to the backend",
@@ -96,6 +94,8 @@ std::vector<AllocatorEntry> allocators_for(BenchDevice device) {
       break;
     }
     case BenchDevice::Cuda: {
+      // Before the device check: a plugin without CUDA is wrong on every machine.
+      if (torch) torch->check_device(Device::cuda(0));
       if (!memory::cuda_available())
         throw DeviceError(std::string("bench alloc --device cuda: ") +
                           (memory::cuda_built() ? "no usable CUDA device or driver" : "this build has no CUDA support") +
@@ -113,12 +113,7 @@ std::vector<AllocatorEntry> allocators_for(BenchDevice device) {
                          [] { return std::make_unique<CudaMallocAsyncUnderTest>(0); },
                          sublet_tensors(Device::cuda(0), memory::AllocatorKind::Async),
                          "sublet::Tensor::empty on cuda:0, async allocator (cudaMallocAsync/cudaFreeAsync per tensor)"});
-#ifdef SUBLET_WITH_LIBTORCH
-      entries.push_back({"torch", TorchCachingAllocatorUnderTest::description(),
-                         [] { return std::make_unique<TorchCachingAllocatorUnderTest>(0); },
-                         [] { return std::make_unique<TorchTensorFactory>(Device::cuda(0)); },
-                         TorchTensorFactory::description(Device::cuda(0))});
-#endif
+      if (torch) entries.push_back(torch_entry(*torch, Device::cuda(0)));
 #endif
       break;
     }

@@ -1,9 +1,11 @@
 #pragma once
 // Which allocators a run compares, per device. The first entry is always sublet's caching
 // allocator with PyTorch's default knobs (fixed segments): the baseline every ratio is taken against.
-//   cuda: sublet, sublet-expandable, cudaMalloc, cudaMallocAsync, torch (with LibTorch)
-//   cpu:  sublet, sublet-expandable (HostBackend), malloc, torch (with LibTorch: c10's CPU allocator)
+//   cuda: sublet, sublet-expandable, cudaMalloc, cudaMallocAsync, torch (with a torch plugin)
+//   cpu:  sublet, sublet-expandable (HostBackend), malloc, torch (with a torch plugin: c10's CPU allocator)
 //   sim:  sublet, sublet-expandable (SimulatedBackend), simulated-uncached
+// The torch column comes from a plugin built against an installed PyTorch (torch_plugin.h),
+// loaded at run time: sublet itself never links LibTorch.
 // Each entry also says how its column makes tensors for the tensor rows (sublet_tensors.h,
 // torch_tensors.h); the simulated device has no tensors, so its entries make none.
 #include <functional>
@@ -13,6 +15,7 @@
 
 #include "bench/alloc/allocator_under_test.h"
 #include "bench/alloc/tensor_workload.h"
+#include "bench/alloc/torch_plugin_loader.h"
 
 namespace sublet::bench {
 
@@ -35,7 +38,9 @@ struct AllocatorEntry {
 // Capacity of the simulated device: an H200's memory, so sizes mean what they mean there.
 inline constexpr std::size_t kSimulatedCapacity = std::size_t{141} << 30;
 
-// Throws DeviceError for cuda when CUDA is not built in or no device is present.
-std::vector<AllocatorEntry> allocators_for(BenchDevice device);
+// With `torch`, the last column is "torch", served by that plugin. Throws DeviceError for cuda
+// when CUDA is not built in or no device is present, or when `torch` was built without CUDA;
+// ValueError for sim with `torch` (PyTorch has no simulated device).
+std::vector<AllocatorEntry> allocators_for(BenchDevice device, const TorchPlugin* torch = nullptr);
 
 }  // namespace sublet::bench

@@ -3,6 +3,8 @@
 // and say what it cost the layer below (peak reserved bytes, calls to the driver or system
 // allocator). Every implementation is created fresh for each benchmark row, so its counters
 // cover exactly that row (warm-up included).
+// Part of the PyTorch plugin ABI (torch_plugin.h): C++17, nothing of sublet's included, and a
+// change to a virtual function here means a new kTorchPluginAbiVersion.
 #include <cstddef>
 #include <cstdint>
 #include <optional>

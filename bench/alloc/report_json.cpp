@@ -47,6 +47,7 @@ json report_json(const AllocBenchResult& result) {
                      {"max_seconds_per_cell", o.max_seconds_per_cell},
                      {"seed", o.seed},
                      {"history", or_null(o.history_path)},
+                     {"torch_plugin", or_null(o.torch_plugin_path)},
                      {"quick", o.quick}};
   doc["allocators"] = json::array();
   for (const AllocatorInfo& a : result.allocators)

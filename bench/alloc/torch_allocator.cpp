@@ -6,7 +6,7 @@
 
 #include <exception>
 
-#include "memory/errors.h"
+#include "bench/alloc/torch_errors.h"
 
 namespace sublet::bench {
 namespace {
@@ -14,18 +14,6 @@ namespace {
 namespace torch_alloc = c10::cuda::CUDACachingAllocator;
 
 constexpr auto kAllPools = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-
-// c10 errors are not sublet errors: translate so that the benchmark reports them like others.
-template <typename F>
-auto translate_c10_errors(const char* call, F&& f) {
-  try {
-    return f();
-  } catch (const c10::OutOfMemoryError& e) {
-    throw OutOfMemoryError(std::string("PyTorch ") + call + ": " + e.what_without_backtrace());
-  } catch (const c10::Error& e) {
-    throw Error(std::string("PyTorch ") + call + ": " + e.what_without_backtrace());
-  }
-}
 
 }  // namespace
 

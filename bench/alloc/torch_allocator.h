@@ -1,9 +1,10 @@
 #pragma once
 // PyTorch's CUDA caching allocator through its C++ entry points
-// (c10::cuda::CUDACachingAllocator::raw_alloc/raw_delete), built only with
-// -DSUBLET_WITH_LIBTORCH=ON. The allocator is a process-wide singleton: each instance empties
-// its cache and resets its peak statistics on construction so that each row starts clean, and
-// counts device allocations from the statistics' num_device_alloc.
+// (c10::cuda::CUDACachingAllocator::raw_alloc/raw_delete): part of the torch plugin
+// (torch_plugin.h, C++17), compiled only when its PyTorch has CUDA
+// (SUBLET_TORCH_PLUGIN_WITH_CUDA). The allocator is a process-wide singleton: each instance
+// empties its cache and resets its peak statistics on construction so that each row starts
+// clean, and counts device allocations from the statistics' num_device_alloc.
 // Leave PYTORCH_CUDA_ALLOC_CONF unset (or without backend:cudaMallocAsync) to measure the
 // native caching allocator; description() says which backend answered.
 #include <string>

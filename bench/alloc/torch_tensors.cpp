@@ -6,8 +6,10 @@
 #include <c10/core/TensorOptions.h>
 #include <torch/version.h>
 
+#include "bench/alloc/torch_errors.h"
+#include "bench/alloc/torch_plugin.h"
 #include "memory/errors.h"
-#ifdef SUBLET_HAVE_CUDA
+#ifdef SUBLET_TORCH_PLUGIN_WITH_CUDA
 #include "bench/alloc/torch_allocator.h"
 #endif
 
@@ -18,15 +20,14 @@ void* volatile tensor_sink = nullptr;
 
 c10::Allocator& cpu_allocator(void* allocator) { return *static_cast<c10::Allocator*>(allocator); }
 
-// c10 errors are not sublet errors: translate so that the benchmark reports them like others.
-template <typename F>
-auto translate_c10_errors(const char* call, F&& f) {
-  try {
-    return f();
-  } catch (const c10::Error& e) {
-    throw Error(std::string("PyTorch ") + call + ": " + e.what_without_backtrace());
-  }
+std::string device_name(int device) { return device == kTorchPluginCpu ? "cpu" : "cuda:" + std::to_string(device); }
+
+#ifndef SUBLET_TORCH_PLUGIN_WITH_CUDA
+[[noreturn]] void no_cuda(int device) {
+  throw DeviceError("torch allocator on " + device_name(device) + ": this torch plugin was built without CUDA (against PyTorch " +
+                    TORCH_VERSION + ")");
 }
+#endif
 
 }  // namespace
 
@@ -43,17 +44,25 @@ std::string TorchCpuAllocatorUnderTest::description() {
   return std::string("PyTorch ") + TORCH_VERSION + " c10 CPU allocator (no cache: posix_memalign/free) via raw_allocate/raw_deallocate";
 }
 
-TorchTensorFactory::TorchTensorFactory(Device device) : device_(device) {
-  if (device.is_cpu()) {
-    allocator_ = std::make_unique<TorchCpuAllocatorUnderTest>();
-  } else {
-#ifdef SUBLET_HAVE_CUDA
-    allocator_ = std::make_unique<TorchCachingAllocatorUnderTest>(device.index);
+std::unique_ptr<AllocatorUnderTest> make_torch_allocator(int device) {
+  if (device == kTorchPluginCpu) return std::make_unique<TorchCpuAllocatorUnderTest>();
+#ifdef SUBLET_TORCH_PLUGIN_WITH_CUDA
+  return std::make_unique<TorchCachingAllocatorUnderTest>(device);
 #else
-    throw DeviceError("torch tensors on " + device.str() + ": this build has no CUDA");
+  no_cuda(device);
 #endif
-  }
 }
+
+std::string torch_allocator_description(int device) {
+  if (device == kTorchPluginCpu) return TorchCpuAllocatorUnderTest::description();
+#ifdef SUBLET_TORCH_PLUGIN_WITH_CUDA
+  return TorchCachingAllocatorUnderTest::description();
+#else
+  no_cuda(device);
+#endif
+}
+
+TorchTensorFactory::TorchTensorFactory(int device) : device_(device), allocator_(make_torch_allocator(device)) {}
 
 TorchTensorFactory::~TorchTensorFactory() = default;
 
@@ -61,7 +70,7 @@ void TorchTensorFactory::create_destroy(const TensorShape& shape, std::size_t co
   const c10::TensorOptions options =
       c10::TensorOptions()
           .dtype(c10::kFloat)
-          .device(device_.is_cpu() ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_.index)));
+          .device(device_ == kTorchPluginCpu ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_)));
   const std::int64_t rows = shape.dims[0], columns = shape.dims[1];
   translate_c10_errors("at::empty", [&] {
     if (shape.ndim == 1) {
@@ -88,12 +97,12 @@ std::optional<std::uint64_t> TorchTensorFactory::peak_reserved_bytes() const {
 
 std::optional<std::uint64_t> TorchTensorFactory::driver_allocation_calls() const {
   // On the CPU at::empty's own posix_memalign calls are not counted: only the pairs' are.
-  return device_.is_cpu() ? std::nullopt : allocator_->driver_allocation_calls();
+  return device_ == kTorchPluginCpu ? std::nullopt : allocator_->driver_allocation_calls();
 }
 
-std::string TorchTensorFactory::description(Device device) {
-  return std::string("PyTorch ") + TORCH_VERSION + " at::empty on " + device.str() +
-         (device.is_cpu() ? " (c10 CPU allocator: no cache)" : " (CUDACachingAllocator)") + " and its destructor";
+std::string TorchTensorFactory::description(int device) {
+  return std::string("PyTorch ") + TORCH_VERSION + " at::empty on " + device_name(device) +
+         (device == kTorchPluginCpu ? " (c10 CPU allocator: no cache)" : " (CUDACachingAllocator)") + " and its destructor";
 }
 
 }  // namespace sublet::bench

@@ -1,11 +1,13 @@
 // Smoke runs of `sublet bench alloc` on the CPU and the simulated device, in-process with the
 // --quick counts: every allocator runs on every row (tensor rows on the CPU; the simulated device
 // has no tensors and skips them), the JSON has every row, and the counters say what each
-// allocator is (the cache calls its backend once; malloc is called every time).
+// allocator is (the cache calls its backend once; malloc is called every time). On the CPU also
+// with a torch column from a plugin (test_torch_plugin_loader.cpp has the loader's error paths).
 // Plus the pieces with exact answers: batch statistics, the churn sequence, the SVG.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,7 +31,10 @@ struct DeviceCase {
   BenchDevice device;
   std::vector<std::string> allocators;
   std::string uncached;  // the allocator that goes to its landlord on every request
+  std::optional<std::string> torch_plugin = std::nullopt;  // adds the "torch" column
+  std::string name;
 };
+void PrintTo(const DeviceCase& c, std::ostream* os) { *os << c.name; }
 
 class AllocBenchSmoke : public ::testing::TestWithParam<DeviceCase> {};
 
@@ -49,7 +54,9 @@ void expect_every_cell_ran(const AllocBenchResult& result, const RowResult& row)
 
 TEST_P(AllocBenchSmoke, EveryAllocatorRunsEveryRowAndTheJsonHasEveryRow) {
   const DeviceCase& param = GetParam();
-  const AllocBenchResult result = run_alloc_bench(AllocBenchOptions::quick_options(param.device));
+  AllocBenchOptions options = AllocBenchOptions::quick_options(param.device);
+  options.torch_plugin_path = param.torch_plugin;
+  const AllocBenchResult result = run_alloc_bench(options);
 
   std::vector<std::string> names;
   for (const AllocatorInfo& a : result.allocators) names.push_back(a.name);
@@ -122,6 +129,7 @@ TEST_P(AllocBenchSmoke, EveryAllocatorRunsEveryRowAndTheJsonHasEveryRow) {
   const nlohmann::json doc = report_json(result);
   EXPECT_EQ(doc["device"], bench_device_name(param.device));
   EXPECT_EQ(doc["baseline"], "sublet");
+  EXPECT_EQ(doc["settings"]["torch_plugin"], param.torch_plugin ? nlohmann::json(*param.torch_plugin) : nlohmann::json(nullptr));
   ASSERT_EQ(doc["allocators"].size(), param.allocators.size());
   ASSERT_EQ(doc["rows"].size(), result.rows.size());
   std::set<std::string> labels;
@@ -159,18 +167,24 @@ TEST_P(AllocBenchSmoke, EveryAllocatorRunsEveryRowAndTheJsonHasEveryRow) {
   EXPECT_EQ(nlohmann::json::parse(doc.dump(2)), doc);
 }
 
-#ifdef SUBLET_WITH_LIBTORCH
-const std::vector<std::string> kCpuAllocators = {"sublet", "sublet-expandable", "malloc", "torch"};
-#else
 const std::vector<std::string> kCpuAllocators = {"sublet", "sublet-expandable", "malloc"};
-#endif
+const std::vector<std::string> kCpuAllocatorsWithTorch = {"sublet", "sublet-expandable", "malloc", "torch"};
 
+// No plugin: no torch column. The fake plugin (tests/bench/plugins, malloc behind the plugin ABI)
+// runs the torch column everywhere; the real one (PyTorch's CPU allocator and at::empty) when
+// CMake built it with -DSUBLET_WITH_LIBTORCH=ON.
 INSTANTIATE_TEST_SUITE_P(
     Devices, AllocBenchSmoke,
-    ::testing::Values(DeviceCase{BenchDevice::Cpu, kCpuAllocators, "malloc"},
+    ::testing::Values(DeviceCase{BenchDevice::Cpu, kCpuAllocators, "malloc", std::nullopt, "cpu"},
+                      DeviceCase{BenchDevice::Cpu, kCpuAllocatorsWithTorch, "malloc", SUBLET_TEST_FAKE_TORCH_PLUGIN,
+                                 "cpu_with_fake_torch_plugin"},
+#ifdef SUBLET_TEST_TORCH_PLUGIN
+                      DeviceCase{BenchDevice::Cpu, kCpuAllocatorsWithTorch, "malloc", SUBLET_TEST_TORCH_PLUGIN,
+                                 "cpu_with_torch_plugin"},
+#endif
                       DeviceCase{BenchDevice::Sim, {"sublet", "sublet-expandable", "simulated-uncached"},
-                                 "simulated-uncached"}),
-    [](const auto& info) { return bench_device_name(info.param.device); });
+                                 "simulated-uncached", std::nullopt, "sim"}),
+    [](const auto& info) { return info.param.name; });
 
 TEST(AllocBench, ReplaysAHistoryOnEveryAllocator) {
   sublet::testing::ScratchFile file(R"({"format": "sublet-alloc-trace", "version": 1, "events": [

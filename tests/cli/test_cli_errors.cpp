@@ -494,6 +494,17 @@ std::vector<Case> all_cases() {
        {"notes.txt: not valid JSON ("}, {}, text_file("notes.txt", "hello\n")},
       {"BenchAllocNegativeSeed", {"bench", "alloc", "--seed", "-7"},
        {"--seed", "expected a non-negative integer, got '-7'"}},
+      {"BenchAllocTorchPluginMissing", {"bench", "alloc", "--device", "cpu", "--quick", "--torch-plugin", "absent.so"},
+       {"torch plugin absent.so: no such file (build it with scripts/build_torch_plugin.sh absent.so)"}},
+      {"BenchAllocTorchPluginNotALibrary", {"bench", "alloc", "--device", "cpu", "--quick", "--torch-plugin", "notes.so"},
+       {"torch plugin notes.so: cannot load it: ", "/notes.so: invalid ELF header"}, {},
+       text_file("notes.so", "a text file with a .so name, longer than the 64 bytes of an ELF header\n")},
+      {"BenchAllocTorchPluginOnSim", {"bench", "alloc", "--device", "sim", "--quick", "--torch-plugin", "absent.so"},
+       {"bench alloc --device sim: torch plugin absent.so has no simulated device (PyTorch's allocators need real "
+        "memory); use --device cpu or cuda"}},
+      {"BenchAllocTorchPluginWithoutCuda",
+       {"bench", "alloc", "--device", "cuda", "--quick", "--torch-plugin", SUBLET_TEST_FAKE_TORCH_PLUGIN},
+       {"torch plugin ", " was built without CUDA (its PyTorch 0.0.0-fake has none), so it has no torch column for cuda:0"}},
 
       // sublet bench step.
       {"BenchStepNoModel", {"bench", "step"}, {"--model is required"}},
