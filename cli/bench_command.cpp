@@ -1,4 +1,4 @@
-// sublet bench alloc [--device cuda|cpu|sim] [--repetitions N] [--json PATH] [--svg PATH]
+// sublet bench alloc [--device cuda|cpu|sim] [--repetitions N] [--rounds N] [--json PATH] [--svg PATH]
 //                    [--history PATH] [--seed N] [--quick] [--torch-plugin PATH]
 // Other benchmarks join the same `bench` parent through bench_app().
 #include <filesystem>
@@ -23,6 +23,7 @@ namespace {
 struct AllocFlags {
   std::string device = "auto";
   std::optional<std::size_t> repetitions;
+  std::optional<std::size_t> rounds;
   std::optional<std::uint64_t> seed;
   std::string json_path;
   std::string svg_path;
@@ -68,6 +69,7 @@ void run_bench_alloc(const AllocFlags& flags) {
   bench::AllocBenchOptions options = flags.quick ? bench::AllocBenchOptions::quick_options(device) : bench::AllocBenchOptions{};
   options.device = device;
   if (flags.repetitions) options.repetitions = *flags.repetitions;
+  if (flags.rounds) options.rounds = *flags.rounds;
   if (flags.seed) options.seed = *flags.seed;
   if (!flags.history_path.empty()) options.history_path = flags.history_path;
   options.torch_plugin_path = torch_plugin_for(flags, device);
@@ -104,6 +106,10 @@ void add_bench_alloc_command(CLI::App& app) {
       ->capture_default_str();
   alloc->add_option("--repetitions", flags->repetitions, "timed pairs per cell, at most (default 100000; 200 with --quick)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+  alloc->add_option("--rounds", flags->rounds,
+                    "run every cell this many times, spread over the run, and report the median of their medians "
+                    "(default 5; 1 with --quick)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000}));
   alloc->add_option("--json", flags->json_path, "write every row as JSON to this file");
   alloc->add_option("--svg", flags->svg_path, "write a log-scale latency-by-size plot to this file");
   alloc->add_option("--history", flags->history_path,

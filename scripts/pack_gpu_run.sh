@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what a run on the GPU machine needs into one small folder (default .gpu/, ignored by git
-# through .git/info/exclude): the sublet binary and every test binary, stripped. A whole build
-# folder is too large to send (the device tool carries at most 64 MiB); these are a few MiB each.
-#   scripts/pack_gpu_run.sh [BUILD_DIR] [OUT_DIR]
+# through .git/info/exclude): the sublet binary and the named test binaries, stripped. A whole
+# build folder is too large to send (the device tool carries at most 64 MiB), and so are all the
+# test binaries together (each links the whole runtime statically: ~6 MiB): name at most ~8.
+#   scripts/pack_gpu_run.sh BUILD_DIR OUT_DIR [TEST_NAME...]   (default tests: test_cuda_allocator)
 # There, run e.g. `scripts/gpu_checks.sh .gpu OUT tests bench` (it looks for OUT_DIR/sublet and
 # OUT_DIR/tests/test_*).
 set -euo pipefail
@@ -13,8 +14,10 @@ grep -qxF "/$out/" .git/info/exclude 2>/dev/null || echo "/$out/" >> .git/info/e
 rm -rf "$out"
 mkdir -p "$out/tests"
 strip -o "$out/sublet" "$build/sublet"
-find "$build/tests" -maxdepth 3 -type f -perm -u+x -name 'test_*' | while read -r t; do
-  strip -o "$out/tests/$(basename "$t")" "$t"
+shift 2 || true
+for name in "${@:-test_cuda_allocator}"; do
+  t=$(find "$build/tests" -maxdepth 3 -type f -perm -u+x -name "$name" | head -1)
+  [ -n "$t" ] || { echo "pack_gpu_run: no test binary $name under $build/tests" >&2; exit 1; }
+  strip -o "$out/tests/$name" "$t"
 done
-for t in allocator_stress; do [ -x "$build/tests/$t" ] && strip -o "$out/tests/$t" "$build/tests/$t"; done
 du -sh "$out"

@@ -1,6 +1,7 @@
 #include "bench/alloc/alloc_bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <fmt/format.h>
 
@@ -99,6 +100,7 @@ AllocBenchOptions AllocBenchOptions::quick_options(BenchDevice device) {
   o.batch_pairs = 20;
   o.warmup_pairs = 20;
   o.max_seconds_per_cell = 0.05;
+  o.rounds = 1;
   o.quick = true;
   return o;
 }
@@ -106,6 +108,7 @@ AllocBenchOptions AllocBenchOptions::quick_options(BenchDevice device) {
 void AllocBenchOptions::validate() const {
   if (repetitions == 0) throw ValueError("bench alloc: --repetitions must be at least 1");
   if (batch_pairs == 0) throw ValueError("bench alloc: the batch size must be at least 1 pair");
+  if (rounds == 0) throw ValueError("bench alloc: --rounds must be at least 1");
   if (!(max_seconds_per_cell > 0)) throw ValueError("bench alloc: the time limit per cell must be > 0 s");
   if (device == BenchDevice::Sim && torch_plugin_path)
     throw ValueError("bench alloc --device sim: torch plugin " + *torch_plugin_path +
@@ -129,21 +132,22 @@ std::optional<double> AllocBenchResult::ratio_to_baseline(const RowResult& row, 
   return cell.median_ns / base->median_ns;
 }
 
-AllocBenchResult run_alloc_bench(const AllocBenchOptions& options, std::ostream* progress) {
-  options.validate();
-  // Read the history and load the plugin first: a bad file should fail before minutes of timing,
-  // not after.
-  std::optional<ReplayHistory> history;
-  if (options.history_path) history = load_history(*options.history_path);
-  const TorchPlugin* torch = options.torch_plugin_path ? &TorchPlugin::load(*options.torch_plugin_path) : nullptr;
-
-  const std::vector<AllocatorEntry> entries = allocators_for(options.device, torch);
-  AllocBenchResult result;
-  result.options = options;
-  for (const AllocatorEntry& e : entries)
-    result.allocators.push_back({e.name, e.description, e.make_tensors ? e.tensor_description : std::string()});
+namespace {
+// An idle machine's cores run slowly until they have been busy for a while (frequency scaling, a
+// virtual machine's vCPU being scheduled in): without this the first cells (sublet's 512 B pair)
+// measured up to 40% slower than the same cell run later. Untimed pairs on the baseline for
+// `seconds` first.
+void warm_up_processor(const AllocatorEntry& baseline, double seconds) {
+  const std::unique_ptr<AllocatorUnderTest> allocator = baseline.make();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until)
+    for (int i = 0; i < 1000; ++i) allocator->free(allocator->allocate(kPairSizes[i % kPairSizes.size()]));
+}
+// One round: every row, every allocator, once.
+std::vector<RowResult> run_round(const AllocBenchOptions& options, const std::vector<AllocatorEntry>& entries,
+                                 const std::optional<ReplayHistory>& history, std::ostream* progress) {
+  std::vector<RowResult> rows;
   const PairPlan plan = plan_from(options);
-
   for (const std::size_t size : kPairSizes) {
     RowResult row;
     row.workload = "pair";
@@ -151,7 +155,7 @@ AllocBenchResult run_alloc_bench(const AllocBenchOptions& options, std::ostream*
     row.label = "pair " + memory::format_bytes(static_cast<std::int64_t>(size));
     row.peak_live_bytes = size;
     run_row(row, entries, progress, [&](AllocatorUnderTest& a) { return time_pair(a, size, plan); });
-    result.rows.push_back(std::move(row));
+    rows.push_back(std::move(row));
   }
 
   for (const TensorShape& shape : kTensorShapes) {
@@ -170,7 +174,7 @@ AllocBenchResult run_alloc_bench(const AllocBenchOptions& options, std::ostream*
         report_progress(progress, row);
       }
     }
-    result.rows.push_back(std::move(row));
+    rows.push_back(std::move(row));
   }
 
   {
@@ -182,7 +186,7 @@ AllocBenchResult run_alloc_bench(const AllocBenchOptions& options, std::ostream*
     row.label = "churn";
     row.peak_live_bytes = sequence.peak_live_bytes;
     run_row(row, entries, progress, [&](AllocatorUnderTest& a) { return time_churn(a, sequence, plan); });
-    result.rows.push_back(std::move(row));
+    rows.push_back(std::move(row));
   }
 
   RowResult replay;
@@ -196,7 +200,75 @@ AllocBenchResult run_alloc_bench(const AllocBenchOptions& options, std::ostream*
     replay.skipped = true;
     replay.skip_reason = "no --history file given";
   }
-  result.rows.push_back(std::move(replay));
+  rows.push_back(std::move(replay));
+  return rows;
+}
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2.0;
+}
+
+// Cell by cell over the rounds: the median of the rounds' medians, the spread (p10, p90) of the
+// round whose median is closest to it; a cell that failed in any round fails.
+void merge_rounds(std::vector<RowResult>& rows, const std::vector<std::vector<RowResult>>& rounds) {
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (std::size_t c = 0; c < rows[r].cells.size(); ++c) {
+      CellResult& cell = rows[r].cells[c];
+      std::vector<double> medians, pair_medians;
+      for (const auto& round : rounds) {
+        const CellResult& other = round[r].cells[c];
+        if (!other.ok && cell.ok) cell = other;  // keep the failure and its message
+        medians.push_back(other.median_ns);
+        if (other.allocator_pair_ns) pair_medians.push_back(*other.allocator_pair_ns);
+      }
+      cell.round_medians_ns = medians;
+      if (!cell.ok) continue;
+      cell.median_ns = median_of(medians);
+      if (!pair_medians.empty()) cell.allocator_pair_ns = median_of(pair_medians);
+      const CellResult* closest = &rounds.front()[r].cells[c];
+      for (const auto& round : rounds)
+        if (std::abs(round[r].cells[c].median_ns - cell.median_ns) < std::abs(closest->median_ns - cell.median_ns))
+          closest = &round[r].cells[c];
+      cell.p10_ns = closest->p10_ns;
+      cell.p90_ns = closest->p90_ns;
+      cell.pairs_timed = 0;
+      cell.batches = 0;
+      for (const auto& round : rounds) {
+        cell.pairs_timed += round[r].cells[c].pairs_timed;
+        cell.batches += round[r].cells[c].batches;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+AllocBenchResult run_alloc_bench(const AllocBenchOptions& options, std::ostream* progress) {
+  options.validate();
+  // Read the history and load the plugin first: a bad file should fail before minutes of timing,
+  // not after.
+  std::optional<ReplayHistory> history;
+  if (options.history_path) history = load_history(*options.history_path);
+  const TorchPlugin* torch = options.torch_plugin_path ? &TorchPlugin::load(*options.torch_plugin_path) : nullptr;
+
+  const std::vector<AllocatorEntry> entries = allocators_for(options.device, torch);
+  AllocBenchResult result;
+  result.options = options;
+  for (const AllocatorEntry& e : entries)
+    result.allocators.push_back({e.name, e.description, e.make_tensors ? e.tensor_description : std::string()});
+  if (!options.quick) warm_up_processor(entries.front(), std::min(0.25, options.max_seconds_per_cell));
+
+  // Rounds spread each cell over the run: shared machines have slow phases that last longer than
+  // a cell (tens of milliseconds), and one round would report whichever phase a cell fell in.
+  std::vector<std::vector<RowResult>> rounds;
+  for (std::size_t i = 0; i < options.rounds; ++i) {
+    if (progress && options.rounds > 1) *progress << "round " << i + 1 << " of " << options.rounds << "\n" << std::flush;
+    rounds.push_back(run_round(options, entries, history, progress));
+  }
+  result.rows = rounds.front();
+  merge_rounds(result.rows, rounds);
   return result;
 }
 

@@ -23,7 +23,8 @@ inline constexpr double kChurnGoalNs = 150;
 
 struct AllocBenchOptions {
   BenchDevice device = BenchDevice::Cpu;
-  std::size_t repetitions = 100000;  // timed pairs per cell, at most
+  std::size_t repetitions = 100000;  // timed pairs per cell and round, at most
+  std::size_t rounds = 5;            // every cell runs once per round; the median of rounds is reported
   std::size_t batch_pairs = 200;
   std::size_t warmup_pairs = 1000;
   double max_seconds_per_cell = 1.0;
@@ -52,6 +53,7 @@ struct CellResult {
   std::optional<std::uint64_t> driver_allocation_calls;
   // Tensor rows: the same allocator's allocate+free of the tensor's bytes, timed in the same cell.
   std::optional<double> allocator_pair_ns;
+  std::vector<double> round_medians_ns;  // one median per round; median_ns is their median
   // Tensor rows: what the runtime adds on top of its allocator (median_ns - allocator_pair_ns).
   std::optional<double> runtime_overhead_ns() const;
 };

@@ -23,6 +23,7 @@ json cell_json(const AllocBenchResult& result, const RowResult& row, const CellR
           {"median_ns_per_pair", c.ok ? json(c.median_ns) : json(nullptr)},
           {"p10_ns", c.ok ? json(c.p10_ns) : json(nullptr)},
           {"p90_ns", c.ok ? json(c.p90_ns) : json(nullptr)},
+          {"round_medians_ns", c.round_medians_ns},
           {"ratio_to_baseline", or_null(result.ratio_to_baseline(row, c))},
           {"pairs_timed", c.pairs_timed},
           {"batches", c.batches},
@@ -42,6 +43,7 @@ json report_json(const AllocBenchResult& result) {
   doc["device"] = bench_device_name(o.device);
   doc["baseline"] = result.baseline();
   doc["settings"] = {{"repetitions", o.repetitions},
+                     {"rounds", o.rounds},
                      {"batch_pairs", o.batch_pairs},
                      {"warmup_pairs", o.warmup_pairs},
                      {"max_seconds_per_cell", o.max_seconds_per_cell},

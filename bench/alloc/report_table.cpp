@@ -111,9 +111,11 @@ GoalCheck check_goals(const AllocBenchResult& result) {
 void print_report(const AllocBenchResult& result, std::ostream& out) {
   const AllocBenchOptions& o = result.options;
   out << fmt::format("sublet bench alloc: device {}{}; up to {} timed pairs per cell in batches of {} after {} warm-up "
-                     "pairs, at most {:g} s per cell; median of per-batch ns per pair\n\n",
+                     "pairs, at most {:g} s per cell; median of per-batch ns per pair; each cell run in {} round{}, "
+                     "the median of the rounds' medians shown\n\n",
                      bench_device_name(o.device), o.quick ? " (--quick: smoke run, timings mean little)" : "",
-                     o.repetitions, o.batch_pairs, o.warmup_pairs, o.max_seconds_per_cell);
+                     o.repetitions, o.batch_pairs, o.warmup_pairs, o.max_seconds_per_cell, o.rounds,
+                     o.rounds == 1 ? "" : "s");
   out << "Median ns per allocate+free pair, tensor rows per create+destroy (ratio to " << result.baseline()
       << "; > 1 is slower)\n";
   print_grid(make_grid(result, true), out);

@@ -215,6 +215,24 @@ TEST(AllocBench, RejectsZeroRepetitions) {
   EXPECT_THROW(parse_bench_device("gpu"), ValueError);
 }
 
+TEST(AllocBench, RoundsReportTheMedianOfTheirMedians) {
+  AllocBenchOptions options = AllocBenchOptions::quick_options(BenchDevice::Sim);
+  options.rounds = 3;
+  const AllocBenchResult result = run_alloc_bench(options);
+  for (const RowResult& row : result.rows) {
+    if (row.skipped) continue;
+    for (const CellResult& cell : row.cells) {
+      ASSERT_TRUE(cell.ok) << row.label << " " << cell.allocator << ": " << cell.error;
+      ASSERT_EQ(cell.round_medians_ns.size(), 3u) << row.label << " " << cell.allocator;
+      std::vector<double> sorted = cell.round_medians_ns;
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_DOUBLE_EQ(cell.median_ns, sorted[1]) << row.label << " " << cell.allocator;
+    }
+  }
+  options.rounds = 0;
+  EXPECT_THROW(run_alloc_bench(options), ValueError);
+}
+
 TEST(AllocBench, CudaWithoutADeviceSaysSo) {
   if (memory::cuda_available()) GTEST_SKIP() << "a CUDA device is present: the error path needs a machine without one";
   EXPECT_THROW(allocators_for(BenchDevice::Cuda), DeviceError);
