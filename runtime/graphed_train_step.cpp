@@ -2,6 +2,7 @@
 
 #include "memory/current_stream.h"
 #include "memory/errors.h"
+#include "memory/registry.h"
 #include "runtime/autograd/grad_mode.h"
 
 namespace sublet {
@@ -34,6 +35,10 @@ Tensor GraphedTrainStep::replay_static() {
   memory::StreamGuard current(graph_.device(), graph_.stream());
   if (!graph_.captured()) {
     if (steps_ < warmup_steps_) throw Error("GraphedTrainStep: capture needs the eager warm-up steps first");
+    // What the eager warm-up steps left cached can serve none of the captured step's requests
+    // (they come from the graph's private pool) and no eager step follows: without this it
+    // stayed reserved beside the pool (ResNet-18 bs128 on the H200: 258 MiB reserved for 184).
+    memory::allocator_for(graph_.device()).empty_cache();
     graph_.capture([&] { loss_ = step_(input_, labels_); });
   }
   optimizer_.prepare_replay();
