@@ -82,6 +82,11 @@ json report_json(const AllocBenchResult& result) {
                   {"tensor_met", g.tensor_measured ? json(g.tensor_met) : json(nullptr)},
                   {"worst_tensor_ns", g.tensor_measured ? json(g.worst_tensor_ns) : json(nullptr)},
                   {"worst_tensor_label", g.tensor_measured ? json(g.worst_tensor_label) : json(nullptr)}};
+  json speedups = json::array();
+  for (const GoalCheck::Speedup& s : g.speedups)
+    speedups.push_back({{"faster_than", s.allocator}, {"required", s.required}, {"least", s.lowest},
+                        {"least_row", s.lowest_row}, {"met", s.met}});
+  doc["goals"]["speedups"] = speedups;
   return doc;
 }
 

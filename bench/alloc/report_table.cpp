@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,26 @@ GoalCheck check_goals(const AllocBenchResult& result) {
       if (ns > kTensorGoalNs) g.tensor_met = false;
     }
   }
+  for (const auto& [name, required] : kSpeedupGoals) {
+    if (std::none_of(result.allocators.begin(), result.allocators.end(), [&](const AllocatorInfo& a) { return a.name == name; }))
+      continue;
+    GoalCheck::Speedup s{name, required, std::numeric_limits<double>::infinity(), "", true};
+    for (const RowResult& row : result.rows) {
+      const CellResult* other = row.cell(name);
+      if (row.skipped || !other) continue;
+      const std::optional<double> ratio = result.ratio_to_baseline(row, *other);
+      if (!ratio) {  // a failed cell on either side: the goal is not shown to be met
+        s.met = false;
+        continue;
+      }
+      if (*ratio < s.lowest) {
+        s.lowest = *ratio;
+        s.lowest_row = row.label;
+      }
+    }
+    s.met = s.met && s.lowest >= required;
+    g.speedups.push_back(s);
+  }
   return g;
 }
 
@@ -141,6 +162,9 @@ void print_report(const AllocBenchResult& result, std::ostream& out) {
   if (g.tensor_measured)
     out << fmt::format("Goal for {}: tensor create+destroy <= {:g} ns: {} (worst {:.1f} ns, {})\n", result.baseline(),
                        kTensorGoalNs, g.tensor_met ? "met" : "MISSED", g.worst_tensor_ns, g.worst_tensor_label);
+  for (const GoalCheck::Speedup& s : g.speedups)
+    out << fmt::format("Goal for {}: at least {:g}x faster than {} on every row: {} (least {:.1f}x, {})\n",
+                       result.baseline(), s.required, s.allocator, s.met ? "met" : "MISSED", s.lowest, s.lowest_row);
   out << "\nAllocators:\n";
   for (const AllocatorInfo& a : result.allocators) {
     out << fmt::format("  {:<20} {}\n", a.name, a.description);

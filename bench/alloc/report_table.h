@@ -4,6 +4,8 @@
 // driver-calls table, whether sublet met its goals, and what each column is.
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/alloc/alloc_bench.h"
 
@@ -21,7 +23,20 @@ struct GoalCheck {
   bool tensor_met = false;
   double worst_tensor_ns = 0;
   std::string worst_tensor_label;
+  // "At least N times faster than X" on every timed row where both ran; only for the columns
+  // this run has (kSpeedupGoals).
+  struct Speedup {
+    std::string allocator;
+    double required = 0;
+    double lowest = 0;        // the smallest (X's ns / baseline's ns) over the rows
+    std::string lowest_row;   // where it is smallest
+    bool met = false;
+  };
+  std::vector<Speedup> speedups;
 };
+// Issue 7's ratio goals for sublet's caching allocator.
+inline const std::vector<std::pair<std::string, double>> kSpeedupGoals = {{"cudaMallocAsync", 10.0}, {"torch", 4.0}};
+
 // Over the baseline's cells; a failed cell misses the goal.
 GoalCheck check_goals(const AllocBenchResult& result);
 

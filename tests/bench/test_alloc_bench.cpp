@@ -233,6 +233,44 @@ TEST(AllocBench, RoundsReportTheMedianOfTheirMedians) {
   EXPECT_THROW(run_alloc_bench(options), ValueError);
 }
 
+CellResult timed_cell(const std::string& allocator, double ns) {
+  CellResult c;
+  c.allocator = allocator;
+  c.ok = true;
+  c.median_ns = ns;
+  return c;
+}
+
+TEST(AllocBenchGoals, SpeedupIsTheLeastRatioOverTheRowsOfColumnsThatRan) {
+  AllocBenchResult result;
+  result.allocators = {{"sublet", "", ""}, {"torch", "", ""}};  // no cudaMallocAsync column: no goal for it
+  RowResult pair;
+  pair.workload = "pair";
+  pair.label = "pair 512 B";
+  pair.cells = {timed_cell("sublet", 50), timed_cell("torch", 500)};
+  RowResult churn;
+  churn.workload = "churn";
+  churn.label = "churn";
+  churn.cells = {timed_cell("sublet", 100), timed_cell("torch", 390)};
+  RowResult replay;
+  replay.workload = "replay";
+  replay.label = "replay";
+  replay.skipped = true;
+  result.rows = {pair, churn, replay};
+  GoalCheck g = check_goals(result);
+  ASSERT_EQ(g.speedups.size(), 1u);
+  EXPECT_EQ(g.speedups[0].allocator, "torch");
+  EXPECT_DOUBLE_EQ(g.speedups[0].lowest, 3.9);
+  EXPECT_EQ(g.speedups[0].lowest_row, "churn");
+  EXPECT_FALSE(g.speedups[0].met);  // 4x asked for
+
+  result.rows[1].cells[1].median_ns = 400;
+  g = check_goals(result);
+  EXPECT_TRUE(g.speedups[0].met);
+  result.rows[0].cells[1].ok = false;  // a failed cell shows nothing: not met
+  EXPECT_FALSE(check_goals(result).speedups[0].met);
+}
+
 TEST(AllocBench, CudaWithoutADeviceSaysSo) {
   if (memory::cuda_available()) GTEST_SKIP() << "a CUDA device is present: the error path needs a machine without one";
   EXPECT_THROW(allocators_for(BenchDevice::Cuda), DeviceError);
