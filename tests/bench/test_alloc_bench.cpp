@@ -243,6 +243,7 @@ CellResult timed_cell(const std::string& allocator, double ns) {
 
 TEST(AllocBenchGoals, SpeedupIsTheLeastRatioOverTheRowsOfColumnsThatRan) {
   AllocBenchResult result;
+  result.options.device = BenchDevice::Cuda;
   result.allocators = {{"sublet", "", ""}, {"torch", "", ""}};  // no cudaMallocAsync column: no goal for it
   RowResult pair;
   pair.workload = "pair";
@@ -269,6 +270,8 @@ TEST(AllocBenchGoals, SpeedupIsTheLeastRatioOverTheRowsOfColumnsThatRan) {
   EXPECT_TRUE(g.speedups[0].met);
   result.rows[0].cells[1].ok = false;  // a failed cell shows nothing: not met
   EXPECT_FALSE(check_goals(result).speedups[0].met);
+  result.options.device = BenchDevice::Cpu;  // "torch" is c10's uncached CPU allocator there
+  EXPECT_TRUE(check_goals(result).speedups.empty());
 }
 
 TEST(AllocBench, CudaWithoutADeviceSaysSo) {
