@@ -40,6 +40,7 @@ struct StepFlags {
   bool tf32 = true;
   int cudnn_benchmark_limit = 10;
   bool profile_range = false;
+  std::string alloc_trace_path;
 };
 
 // "all": every allocator the device supports (the driver's async pool exists only on CUDA).
@@ -64,6 +65,7 @@ Device resolve_device(const std::string& name) {
 
 void run_bench_step(const StepFlags& flags) {
   check_output_file("--json", flags.json_path);
+  check_output_file("--alloc-trace", flags.alloc_trace_path);
   bench::StepBenchOptions options;
   options.device = resolve_device(flags.device);
   // Before the model is built, not after.
@@ -85,6 +87,10 @@ void run_bench_step(const StepFlags& flags) {
     std::cerr << "bench step: cuDNN algorithms " << (flags.cudnn_benchmark ? "timed per shape" : "from heuristics")
               << ", TF32 " << (flags.tf32 ? "allowed" : "off") << " for convolutions\n";
   const auto kinds = allocator_kinds(flags.allocator, options.device);
+  if (!flags.alloc_trace_path.empty() && (flags.models.size() != 1 || kinds.size() != 1))
+    throw ValueError("bench step --alloc-trace: records one run, so give one --model and one --allocator; got " +
+                     std::to_string(flags.models.size()) + " model(s) and " + std::to_string(kinds.size()) + " allocator(s)");
+  options.alloc_trace_path = flags.alloc_trace_path;
   std::vector<bench::StepBenchResult> results;
   for (const auto& model : flags.models) {
     options.model = model;
@@ -148,6 +154,9 @@ void add_bench_step_command(CLI::App& app) {
                    "torch.backends.cudnn.benchmark_limit")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  step->add_option("--alloc-trace", flags->alloc_trace_path,
+                   "record every allocation and free of the run as a sublet-alloc-trace file (for sublet replay and "
+                   "bench alloc --history); one model and one allocator");
   step->add_flag("--profile-range", flags->profile_range,
                  "mark the timed steps for `ncu --profile-from-start off` (cudaProfilerStart/Stop)");
   step->callback([flags] { run_bench_step(*flags); });

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <iostream>
 #include <random>
 #include <sstream>
 
 #include "memory/errors.h"
+#include "memory/history.h"
 #include "memory/registry.h"
+#include "memory/replay.h"
 #include "models/registry.h"
 #include "ops/profiler_range.h"
 #include "runtime/factories.h"
@@ -86,6 +89,22 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   result.options = options;
   result.threads = omp_get_max_threads();
   const Device device = options.device;
+  memory::AllocationHistory history;
+  if (!options.alloc_trace_path.empty()) history.attach(memory::allocator_for(device));
+  // Saved however the run ends (an OOM in a step included), since the trace is what explains it.
+  struct SaveTrace {
+    const StepBenchOptions& options;
+    memory::AllocationHistory& history;
+    ~SaveTrace() {
+      if (options.alloc_trace_path.empty()) return;
+      history.detach();
+      try {
+        memory::save_trace(options.alloc_trace_path, memory::trace_from_history(history.events()));
+      } catch (const std::exception& e) {
+        std::cerr << "bench step: could not write the allocation trace: " << e.what() << "\n";
+      }
+    }
+  } save_trace{options, history};
 
   auto model = models::create_model(options.model, {.in_channels = options.input.channels,
                                                     .num_classes = options.num_classes,

@@ -44,6 +44,10 @@ struct StepBenchOptions {
   // Wrap the timed steps (eager or graph replays) in ops::profiler_range_start/stop, so that
   // `ncu --profile-from-start off` records only them.
   bool profile_range = false;
+  // Non-empty: record every allocation and free of the device's allocator during the run
+  // (model build, warm-up and timed steps) and save it as a sublet-alloc-trace file, for
+  // `sublet replay` and `sublet bench alloc --history`.
+  std::string alloc_trace_path;
 };
 
 struct StepBenchResult {

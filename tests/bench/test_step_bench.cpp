@@ -5,6 +5,8 @@
 #include "bench/step/step_report.h"
 #include "memory/errors.h"
 #include "memory/registry.h"
+#include "memory/replay.h"
+#include "scratch_file.h"
 
 namespace sublet {
 namespace {
@@ -62,6 +64,22 @@ TEST(StepBench, TheBenchmarkLeavesNoTensorBehind) {
   const std::size_t before = memory_allocated(Device::cpu());
   bench::run_step_bench(tiny("resnet20"));
   EXPECT_EQ(memory_allocated(Device::cpu()), before);
+}
+
+TEST(StepBench, RecordsTheRunAsAnAllocationTraceThatReplays) {
+  sublet::testing::ScratchFile file("");
+  bench::StepBenchOptions o = tiny("resnet20");
+  o.alloc_trace_path = file.path();
+  const bench::StepBenchResult r = bench::run_step_bench(o);
+  const std::vector<memory::TraceEvent> trace = memory::load_trace(file.path());
+  std::size_t allocs = 0, frees = 0;
+  for (const memory::TraceEvent& e : trace) (e.action == memory::TraceEvent::Action::Alloc ? allocs : frees)++;
+  EXPECT_GT(allocs, 100u);
+  EXPECT_EQ(allocs, frees);  // the run leaves nothing behind, and the trace sees it all go
+  // The trace covers the model build and the warm-up too, so its peak is at least the timed steps'.
+  const memory::ReplayResult replay = memory::replay_trace(trace, "", std::size_t{1} << 34);
+  EXPECT_GE(replay.peak_allocated, r.peak_allocated_bytes);
+  EXPECT_FALSE(replay.out_of_memory);
 }
 
 TEST(StepBench, RejectsUnknownModelsAndBadCounts) {
