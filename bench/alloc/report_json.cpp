@@ -84,8 +84,10 @@ json report_json(const AllocBenchResult& result) {
                   {"worst_tensor_label", g.tensor_measured ? json(g.worst_tensor_label) : json(nullptr)}};
   json speedups = json::array();
   for (const GoalCheck::Speedup& s : g.speedups)
-    speedups.push_back({{"faster_than", s.allocator}, {"required", s.required}, {"least", s.lowest},
-                        {"least_row", s.lowest_row}, {"met", s.met}});
+    speedups.push_back({{"faster_than", s.allocator}, {"required", s.required}, {"rows", "pair, churn, replay"},
+                        {"least", s.lowest}, {"least_row", s.lowest_row}, {"met", s.met},
+                        {"least_tensor_rows", s.lowest_tensor_row.empty() ? json(nullptr) : json(s.lowest_tensor)},
+                        {"least_tensor_row", s.lowest_tensor_row.empty() ? json(nullptr) : json(s.lowest_tensor_row)}});
   doc["goals"]["speedups"] = speedups;
   return doc;
 }

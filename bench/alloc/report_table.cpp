@@ -112,18 +112,22 @@ GoalCheck check_goals(const AllocBenchResult& result) {
     if (result.options.device != BenchDevice::Cuda) break;
     if (std::none_of(result.allocators.begin(), result.allocators.end(), [&](const AllocatorInfo& a) { return a.name == name; }))
       continue;
-    GoalCheck::Speedup s{name, required, std::numeric_limits<double>::infinity(), "", true};
+    constexpr double kNone = std::numeric_limits<double>::infinity();
+    GoalCheck::Speedup s{name, required, kNone, "", true, kNone, ""};
     for (const RowResult& row : result.rows) {
       const CellResult* other = row.cell(name);
       if (row.skipped || !other) continue;
       const std::optional<double> ratio = result.ratio_to_baseline(row, *other);
+      const bool tensor_row = row.workload == "tensor";
       if (!ratio) {  // a failed cell on either side: the goal is not shown to be met
-        s.met = false;
+        if (!tensor_row) s.met = false;
         continue;
       }
-      if (*ratio < s.lowest) {
-        s.lowest = *ratio;
-        s.lowest_row = row.label;
+      double& lowest = tensor_row ? s.lowest_tensor : s.lowest;
+      std::string& where = tensor_row ? s.lowest_tensor_row : s.lowest_row;
+      if (*ratio < lowest) {
+        lowest = *ratio;
+        where = row.label;
       }
     }
     s.met = s.met && s.lowest >= required;
@@ -165,9 +169,15 @@ void print_report(const AllocBenchResult& result, std::ostream& out) {
   if (g.tensor_measured)
     out << fmt::format("Goal for {}: tensor create+destroy <= {:g} ns: {} (worst {:.1f} ns, {})\n", result.baseline(),
                        kTensorGoalNs, g.tensor_met ? "met" : "MISSED", g.worst_tensor_ns, g.worst_tensor_label);
-  for (const GoalCheck::Speedup& s : g.speedups)
-    out << fmt::format("Goal for {}: at least {:g}x faster than {} on every row: {} (least {:.1f}x, {})\n",
+  for (const GoalCheck::Speedup& s : g.speedups) {
+    out << fmt::format("Goal for {}: at least {:g}x faster than {} on every allocator row (pair, churn, replay): {} "
+                       "(least {:.1f}x, {})",
                        result.baseline(), s.required, s.allocator, s.met ? "met" : "MISSED", s.lowest, s.lowest_row);
+    if (!s.lowest_tensor_row.empty())
+      out << fmt::format("; tensor rows (runtimes, sublet's own overhead in both columns): least {:.1f}x, {}",
+                         s.lowest_tensor, s.lowest_tensor_row);
+    out << "\n";
+  }
   out << "\nAllocators:\n";
   for (const AllocatorInfo& a : result.allocators) {
     out << fmt::format("  {:<20} {}\n", a.name, a.description);

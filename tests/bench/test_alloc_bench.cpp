@@ -257,15 +257,21 @@ TEST(AllocBenchGoals, SpeedupIsTheLeastRatioOverTheRowsOfColumnsThatRan) {
   replay.workload = "replay";
   replay.label = "replay";
   replay.skipped = true;
-  result.rows = {pair, churn, replay};
+  RowResult tensor;  // compares runtimes: reported apart, not part of the allocator goal
+  tensor.workload = "tensor";
+  tensor.label = "tensor [256] f32";
+  tensor.cells = {timed_cell("sublet", 100), timed_cell("torch", 200)};
+  result.rows = {pair, tensor, churn, replay};
   GoalCheck g = check_goals(result);
+  EXPECT_DOUBLE_EQ(g.speedups[0].lowest_tensor, 2.0);
+  EXPECT_EQ(g.speedups[0].lowest_tensor_row, "tensor [256] f32");
   ASSERT_EQ(g.speedups.size(), 1u);
   EXPECT_EQ(g.speedups[0].allocator, "torch");
   EXPECT_DOUBLE_EQ(g.speedups[0].lowest, 3.9);
   EXPECT_EQ(g.speedups[0].lowest_row, "churn");
   EXPECT_FALSE(g.speedups[0].met);  // 4x asked for
 
-  result.rows[1].cells[1].median_ns = 400;
+  result.rows[2].cells[1].median_ns = 400;
   g = check_goals(result);
   EXPECT_TRUE(g.speedups[0].met);
   result.rows[0].cells[1].ok = false;  // a failed cell shows nothing: not met
