@@ -484,6 +484,7 @@ std::vector<Case> all_cases() {
        {}, {}, true},
       {"BenchAllocZeroRepetitions", {"bench", "alloc", "--repetitions", "0"},
        {"--repetitions: Value 0 not in range 1 to 1099511627776"}},
+      {"BenchAllocZeroRounds", {"bench", "alloc", "--rounds", "0"}, {"--rounds: Value 0 not in range 1 to 1000"}},
       {"BenchAllocJsonIsAFolder", {"bench", "alloc", "--device", "sim", "--quick", "--json", "out"},
        {"--json out: expected a file name, found a folder"}, {}, folder("out")},
       {"BenchAllocSvgFolderMissing", {"bench", "alloc", "--device", "sim", "--quick", "--svg", "no/plot.svg"},
@@ -508,6 +509,11 @@ std::vector<Case> all_cases() {
 
       // sublet bench step.
       {"BenchStepNoModel", {"bench", "step"}, {"--model is required"}},
+      {"BenchStepAllocTraceOfSeveralRuns",
+       {"bench", "step", "--model", "resnet20,resnet32", "--alloc-trace", "trace.json"},
+       {"bench step --alloc-trace: records one run, so give one --model and one --allocator; got 2 model(s) and 1 allocator(s)"}},
+      {"BenchStepAllocTraceIsAFolder", {"bench", "step", "--model", "resnet20", "--alloc-trace", "out"},
+       {"--alloc-trace out: expected a file name, found a folder"}, {}, folder("out")},
       {"BenchStepUnknownModel", {"bench", "step", "--model", "vgg16"},
        {"--model: vgg16 not in {resnet20,resnet32,resnet56,resnet18,resnet34,resnet50}"}},
       {"BenchStepMalformedInput", {"bench", "step", "--model", "resnet20", "--input", "3x32"},
