@@ -4,13 +4,16 @@
 //  - sizes round up to 512 B (large sizes by roundup_power2_divisions);
 //  - requests <= 1 MiB use the small pool (2 MiB segments), others the large pool (20 MiB
 //    segments below 10 MiB, else the request rounded up to 2 MiB);
-//  - best fit among free blocks of the same stream; split when the remainder is worth keeping;
-//    blocks >= max_split_size are never split and serve only requests within 20 MiB of them;
+//  - best fit among free blocks of the same stream (size bins with a bitmap, free_block_bins.h);
+//    split when the remainder is worth keeping; blocks >= max_split_size are never split and serve
+//    only requests within 20 MiB of them;
+//  - with expandable segments, one segment per stream serves every size (small requests still
+//    count as the small pool's in the statistics);
 //  - freeing a block (step 1) lowers allocated bytes at once; the block (step 2) joins the free
 //    set and merges with free neighbours. Reserved memory only shrinks in empty_cache(), on the
 //    out-of-memory path, or by garbage collection above the threshold.
-// Thread-safe: one mutex guards all state. A cache hit makes no backend call, no system call and
-// no heap allocation.
+// Thread-safe: one lock (allocator_mutex.h) guards all state. A cache hit makes no backend call,
+// no system call and no heap allocation.
 #include <cstddef>
 #include <cstdint>
 #include <deque>
