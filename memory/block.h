@@ -40,7 +40,6 @@ struct Block {
   bool allocated = false;           // handed to a caller and not yet freed
   bool cached = false;              // in its pool's free bins (free, reusable now)
   std::uint16_t free_bin = 0;       // which bin, while cached
-  bool mapped = true;               // false: an unmapped hole of an expandable segment (no memory)
   int pending_events = 0;           // stream events still to complete before reuse
   std::uint64_t free_stamp = 0;     // pool lookup count when freed (garbage-collection age)
   ExpandableSegment* expandable = nullptr;  // set when the block lies in an expandable segment

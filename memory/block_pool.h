@@ -23,14 +23,12 @@ struct BlockPool {
   bool reclaimable() const { return private_pool_id == 0 || released; }
 };
 
-// An address range reserved once and backed with physical memory as it grows at its end. Blocks
-// tile [base, base + extent_bytes); empty_cache() may unmap whole free pages inside it, which then
-// lie in unmapped blocks (Block::mapped false) until a request maps them again.
+// An address range reserved once and backed with physical memory from its start as it grows.
+// Blocks cover exactly the mapped prefix [base, base + mapped_bytes).
 struct ExpandableSegment {
   void* base = nullptr;
   std::size_t reserved_bytes = 0;  // virtual address range
-  std::size_t extent_bytes = 0;    // covered by blocks, mapped or not; the last block is mapped
-  std::size_t mapped_bytes = 0;    // physically backed (the segment's share of reserved memory)
+  std::size_t mapped_bytes = 0;    // physically backed prefix
   StreamHandle stream = nullptr;
   BlockPool* pool = nullptr;
   Block* head = nullptr;           // first block (nullptr while nothing is mapped)

@@ -55,7 +55,6 @@ class BlockArena {
     b->pending_events = 0;
     b->free_stamp = 0;
     b->expandable = nullptr;
-    b->mapped = true;
     b->category = BlockCategory::Unknown;
     b->annotation = 0;
     b->stream_uses.clear();
@@ -236,19 +235,17 @@ struct CachingAllocator::Impl {
     VirtualMemory* vm = backend.virtual_memory();
     ExpandableSegment* seg = expandable_segment_for(pool, stream);
     if (!seg) return nullptr;
-    if (Block* b = map_hole(*seg, size)) return b;
     Block* tail = last_block(*seg);
     const bool tail_free = is_free_and_cached(tail);
     const std::size_t have = tail_free ? tail->size : 0;
     const std::size_t map_bytes = round_up(size - have, vm->granularity());
-    if (seg->extent_bytes + map_bytes > seg->reserved_bytes) return nullptr;
+    if (seg->mapped_bytes + map_bytes > seg->reserved_bytes) return nullptr;
     if (!within_memory_limit(map_bytes)) return nullptr;
-    void* at = static_cast<char*>(seg->base) + seg->extent_bytes;
+    void* at = static_cast<char*>(seg->base) + seg->mapped_bytes;
     if (!vm->map(at, map_bytes)) return nullptr;
     ++stats.num_device_alloc;
     if (seg->mapped_bytes == 0) stats.segment.increase(pool.is_small, 1);
     seg->mapped_bytes += map_bytes;
-    seg->extent_bytes += map_bytes;
     count_new_reserved(pool.is_small, map_bytes);
     Block* b;
     if (tail_free) {
@@ -283,28 +280,20 @@ struct CachingAllocator::Impl {
     return size < max_split() && remaining > kSmallSize;
   }
 
-  // `b` keeps its first `size` bytes; a new block after it, in the bins of nothing yet, takes the
-  // rest (same segment, stream, pool and mapping). Returns the new block.
-  Block* cut(Block* b, std::size_t size) {
+  // Cuts `b` to `size`; the remainder after it becomes a free block. Returns the caller's block.
+  void split(Block* b, std::size_t size) {
+    const bool was_split = b->is_split();
     Block* rest = arena.make();
     rest->ptr = static_cast<char*>(b->ptr) + size;
     rest->size = b->size - size;
     rest->stream = b->stream;
     rest->pool = b->pool;
     rest->expandable = b->expandable;
-    rest->mapped = b->mapped;
     rest->prev = b;
     rest->next = b->next;
     if (rest->next) rest->next->prev = rest;
     b->next = rest;
     b->size = size;
-    return rest;
-  }
-
-  // Cuts `b` to `size`; the remainder after it becomes a free block. Returns the caller's block.
-  void split(Block* b, std::size_t size) {
-    const bool was_split = b->is_split();
-    Block* rest = cut(b, size);
     rest->free_stamp = b->pool->lookups;
     b->pool->free_blocks.insert(*rest);
     if (b->expandable) return;  // as PyTorch: expandable segments do not count inactive splits
@@ -394,98 +383,33 @@ struct CachingAllocator::Impl {
     arena.recycle(b);
   }
 
-  // ---- holes in expandable segments ----------------------------------------------------
-  // empty_cache() unmaps every whole free page of an expandable segment, inside it as well as at
-  // its end (as PyTorch's release of expandable blocks does): those pages become an unmapped
-  // block, which holds no memory, is never handed out and merges only with unmapped neighbours.
-  // Without this, the holes a training step leaves between live tensors (a CUDA graph's warm-up
-  // activations below the parameters, say) stayed reserved for good.
-
-  void unmap_free_pages(ExpandableSegment& seg) {
+  // Unmaps the free, granule-aligned tail of an expandable segment.
+  void shrink_expandable(ExpandableSegment& seg) {
+    Block* tail = last_block(seg);
+    if (!is_free_and_cached(tail)) return;
     VirtualMemory* vm = backend.virtual_memory();
-    const std::size_t page = vm->granularity();
+    const std::size_t tail_offset = static_cast<std::size_t>(static_cast<char*>(tail->ptr) - static_cast<char*>(seg.base));
+    const std::size_t keep = round_up(tail_offset, vm->granularity());
+    if (keep >= seg.mapped_bytes) return;
+    const std::size_t unmap_bytes = seg.mapped_bytes - keep;
     BlockPool& pool = *seg.pool;
-    const bool had_memory = seg.mapped_bytes > 0;
-    for (Block* b = seg.head; b; b = b->next) {
-      if (!is_free_and_cached(b)) continue;
-      const auto begin = reinterpret_cast<std::uintptr_t>(b->ptr);
-      const std::uintptr_t end = begin + b->size;
-      const std::uintptr_t first_page = round_up(begin, page);
-      const std::uintptr_t end_page = end / page * page;
-      if (end_page <= first_page) continue;
-      pool.free_blocks.erase(*b);
-      Block* hole = b;
-      if (first_page > begin) {  // the free bytes before the first whole page stay free
-        hole = cut(b, first_page - begin);
-        pool.free_blocks.insert(*b);
-      }
-      if (end_page < end) pool.free_blocks.insert(*cut(hole, end_page - first_page));
-      notify(AllocatorEventKind::SegmentUnmap, hole, hole->size);
-      vm->unmap(hole->ptr, hole->size);
-      ++stats.num_device_free;
-      seg.mapped_bytes -= hole->size;
-      stats.reserved_bytes.decrease(pool.is_small, static_cast<std::int64_t>(hole->size));
-      hole->mapped = false;
-      if (hole->prev && !hole->prev->mapped) {
-        hole = hole->prev;
-        absorb_next(hole);
-      }
-      if (hole->next && !hole->next->mapped) absorb_next(hole);
-      b = hole;
+    pool.free_blocks.erase(*tail);
+    void* at = static_cast<char*>(seg.base) + keep;
+    AllocatorEvent e{AllocatorEventKind::SegmentUnmap, reinterpret_cast<std::uintptr_t>(at), unmap_bytes, 0,
+                     seg.stream, BlockCategory::Unknown, 0};
+    if (observer) observer(e);
+    vm->unmap(at, unmap_bytes);
+    ++stats.num_device_free;
+    seg.mapped_bytes = keep;
+    stats.reserved_bytes.decrease(pool.is_small, static_cast<std::int64_t>(unmap_bytes));
+    tail->size -= unmap_bytes;
+    if (tail->size > 0) {
+      pool.free_blocks.insert(*tail);
+      return;
     }
-    // An unmapped block at the end holds nothing: the segment ends before it.
-    Block* last = last_block(seg);
-    if (last && !last->mapped) {
-      seg.extent_bytes = static_cast<std::size_t>(static_cast<char*>(last->ptr) - static_cast<char*>(seg.base));
-      if (last->prev) last->prev->next = nullptr; else seg.head = nullptr;
-      arena.recycle(last);
-    }
-    if (had_memory && seg.mapped_bytes == 0) stats.segment.decrease(pool.is_small, 1);
-  }
-
-  // For a request no mapped free block fits: the first hole (lowest address) whose pages, with
-  // the free blocks beside it, make room; maps as few of its pages as that needs. Returns the
-  // block, out of the bins, or nullptr.
-  Block* map_hole(ExpandableSegment& seg, std::size_t size) {
-    VirtualMemory* vm = backend.virtual_memory();
-    const std::size_t page = vm->granularity();
-    BlockPool& pool = *seg.pool;
-    for (Block* hole = seg.head; hole; hole = hole->next) {
-      if (hole->mapped) continue;
-      Block* before = is_free_and_cached(hole->prev) ? hole->prev : nullptr;
-      Block* after = is_free_and_cached(hole->next) ? hole->next : nullptr;
-      const std::size_t lead = before ? before->size : 0;
-      std::size_t map_bytes = round_up(size - std::min(size, lead), page);
-      if (map_bytes == 0) continue;  // `before` fits alone (the oversize rules refused it)
-      const bool whole = map_bytes >= hole->size;
-      if (whole) {
-        map_bytes = hole->size;
-        if (lead + hole->size + (after ? after->size : 0) < size) continue;
-      }
-      if (!within_memory_limit(map_bytes)) return nullptr;
-      if (!whole) cut(hole, map_bytes);  // the rest of the hole stays unmapped after it
-      if (!vm->map(hole->ptr, map_bytes)) {
-        if (!whole) absorb_next(hole);
-        return nullptr;
-      }
-      ++stats.num_device_alloc;
-      seg.mapped_bytes += map_bytes;
-      count_new_reserved(pool.is_small, map_bytes);
-      notify(AllocatorEventKind::SegmentMap, hole, map_bytes);
-      hole->mapped = true;
-      Block* b = hole;
-      if (before) {
-        pool.free_blocks.erase(*before);
-        absorb_next(before);
-        b = before;
-      }
-      if (whole && after) {
-        pool.free_blocks.erase(*after);
-        absorb_next(b);
-      }
-      return b;
-    }
-    return nullptr;
+    if (tail->prev) tail->prev->next = nullptr; else seg.head = nullptr;
+    arena.recycle(tail);
+    if (seg.mapped_bytes == 0) stats.segment.decrease(pool.is_small, 1);
   }
 
   void release_expandable_segments() {
@@ -496,7 +420,7 @@ struct CachingAllocator::Impl {
         ++it;
         continue;
       }
-      unmap_free_pages(seg);
+      shrink_expandable(seg);
       if (seg.mapped_bytes == 0) {
         vm->release(seg.base, seg.reserved_bytes);
         it = expandable_segments.erase(it);
@@ -627,8 +551,6 @@ struct CachingAllocator::Impl {
     return 1.0 - static_cast<double>(largest_free()) / static_cast<double>(free_bytes);
   }
 
-  // The blocks from `head` up to the end of the segment or the first unmapped block. An
-  // expandable segment with holes reads as one segment per mapped run, as in PyTorch's snapshots.
   SegmentInfo describe(const Block* head, bool expandable) const {
     SegmentInfo s;
     s.address = reinterpret_cast<std::uintptr_t>(head->ptr);
@@ -636,7 +558,7 @@ struct CachingAllocator::Impl {
     s.is_expandable = expandable;
     s.private_pool_id = head->pool->private_pool_id;
     s.stream = head->stream;
-    for (const Block* b = head; b && b->mapped; b = b->next) {
+    for (const Block* b = head; b; b = b->next) {
       BlockInfo info;
       info.address = reinterpret_cast<std::uintptr_t>(b->ptr);
       info.size = b->size;
@@ -822,8 +744,7 @@ std::vector<SegmentInfo> CachingAllocator::snapshot() const {
   std::vector<SegmentInfo> result;
   for (const Block& head : impl_->segments) result.push_back(impl_->describe(&head, false));
   for (const auto& seg : impl_->expandable_segments)
-    for (const Block* b = seg->head; b; b = b->next)
-      if (b->mapped && (!b->prev || !b->prev->mapped)) result.push_back(impl_->describe(b, true));
+    if (seg->head) result.push_back(impl_->describe(seg->head, true));
   std::sort(result.begin(), result.end(), [](const SegmentInfo& a, const SegmentInfo& b) { return a.address < b.address; });
   return result;
 }

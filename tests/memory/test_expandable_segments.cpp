@@ -1,12 +1,10 @@
-// Expandable segments: one address range per stream, backed page by page as it grows, and
-// given back page by page on empty_cache (free pages at its end and inside it).
+// Expandable segments: one address range per pool and stream, backed page by page as it grows,
+// and given back from its tail on empty_cache.
 #include <gtest/gtest.h>
 
-#include <random>
 #include <vector>
 
 #include "alloc_test_support.h"
-#include "allocator_invariants.h"
 
 using namespace sublet::memory;
 using sublet::memory::testing::SimulatedAllocator;
@@ -103,99 +101,4 @@ TEST(ExpandableSegments, FreeBlocksInsideTheRangeAreReused) {
   ASSERT_EQ(segments.size(), 1u);
   EXPECT_TRUE(segments[0].is_expandable);
   EXPECT_EQ(segments[0].blocks.size(), 1u);  // everything merged back
-}
-
-// empty_cache() gives back whole free pages inside the range too, not only at its end; the
-// hole then reads as a gap between two segments in the snapshot, and a request that fits it is
-// mapped there again rather than at the end.
-TEST(ExpandableSegments, EmptyCacheUnmapsFreePagesInsideTheRange) {
-  SimulatedAllocator a(1024 * kMiB, "expandable_segments:True");
-  Block* low = a.allocator.allocate(2 * kMiB);
-  Block* middle = a.allocator.allocate(6 * kMiB);
-  Block* high = a.allocator.allocate(2 * kMiB);
-  const char* hole = at(middle);
-  a.allocator.free(middle);
-  EXPECT_EQ(a.allocator.memory_reserved(), 10 * kMiB);
-  a.allocator.empty_cache();
-  EXPECT_EQ(a.allocator.memory_reserved(), 4 * kMiB);
-  EXPECT_EQ(a.allocator.memory_allocated(), 4 * kMiB);
-  EXPECT_EQ(a.backend->used_bytes(), 4 * kMiB);
-  EXPECT_EQ(a.stat("segment.all.current"), 1);  // still one range, now with a hole
-  const auto runs = a.allocator.snapshot();
-  ASSERT_EQ(runs.size(), 2u);
-  EXPECT_EQ(runs[0].total_size, 2 * kMiB);
-  EXPECT_EQ(runs[1].address, reinterpret_cast<std::uintptr_t>(at(high)));
-  sublet::memory::testing::expect_consistent(a.allocator);
-
-  const auto maps_before = a.stat("num_device_alloc");
-  Block* refill = a.allocator.allocate(4 * kMiB);  // fits the hole: mapped there, not at the end
-  EXPECT_EQ(at(refill), hole);
-  EXPECT_EQ(a.stat("num_device_alloc"), maps_before + 1);
-  EXPECT_EQ(a.allocator.memory_reserved(), 8 * kMiB);  // only the 4 MiB it needed
-  Block* rest = a.allocator.allocate(2 * kMiB);        // the rest of the hole
-  EXPECT_EQ(at(rest), hole + 4 * kMiB);
-  EXPECT_EQ(a.allocator.memory_reserved(), 10 * kMiB);
-  sublet::memory::testing::expect_consistent(a.allocator);
-  for (Block* b : {low, high, refill, rest}) a.allocator.free(b);
-  a.allocator.empty_cache();
-  EXPECT_EQ(a.allocator.memory_reserved(), 0u);
-  EXPECT_EQ(a.backend->used_bytes(), 0u);
-  EXPECT_EQ(a.stat("segment.all.current"), 0);
-}
-
-// A free block that starts or ends inside a page keeps those bytes free and mapped; a hole
-// next to a free block is mapped only as far as a request needs beyond that block.
-TEST(ExpandableSegments, PartlyFreePagesStayMappedAndServeWithTheHole) {
-  SimulatedAllocator a(1024 * kMiB, "expandable_segments:True");
-  Block* low = a.allocator.allocate(1 * kMiB + 512);  // [0, 1 MiB + 512)
-  Block* middle = a.allocator.allocate(5 * kMiB);     // up to 6 MiB + 512: pages 2-4 MiB are wholly inside
-  Block* high = a.allocator.allocate(1 * kMiB);
-  EXPECT_EQ(a.allocator.memory_reserved(), 8 * kMiB);
-  a.allocator.free(middle);
-  a.allocator.empty_cache();
-  EXPECT_EQ(a.allocator.memory_reserved(), 4 * kMiB);  // pages [2, 6) MiB unmapped
-  sublet::memory::testing::expect_consistent(a.allocator);
-  Block* small = a.allocator.allocate(512 * 1024);    // fits the mapped free bytes before the hole
-  EXPECT_EQ(at(small), at(low) + 1 * kMiB + 512);
-  EXPECT_EQ(a.allocator.memory_reserved(), 4 * kMiB);
-  a.allocator.free(small);
-  Block* big = a.allocator.allocate(4 * kMiB);        // the free bytes before it + two pages of the hole
-  EXPECT_EQ(at(big), at(low) + 1 * kMiB + 512);
-  EXPECT_EQ(a.allocator.memory_reserved(), 8 * kMiB);
-  sublet::memory::testing::expect_consistent(a.allocator);
-  for (Block* b : {low, high, big}) a.allocator.free(b);
-  a.allocator.empty_cache();
-  EXPECT_EQ(a.allocator.memory_reserved(), 0u);
-  EXPECT_EQ(a.backend->used_bytes(), 0u);
-}
-
-// Random sizes, frees and empty_cache() calls: the statistics always match the blocks, and
-// everything goes back at the end.
-TEST(ExpandableSegments, HolesKeepTheBookkeepingConsistent) {
-  SimulatedAllocator a(4096 * kMiB, "expandable_segments:True");
-  std::mt19937_64 rng(5);
-  std::vector<Block*> live;
-  int times_with_holes = 0;  // the range read as more than one run: holes were made and used
-  for (int i = 0; i < 4000; ++i) {
-    const unsigned op = static_cast<unsigned>(rng() % 100);
-    if (!live.empty() && op < 45) {
-      const std::size_t victim = rng() % live.size();
-      a.allocator.free(live[victim]);
-      live[victim] = live.back();
-      live.pop_back();
-    } else if (op < 48) {
-      a.allocator.empty_cache();
-      sublet::memory::testing::expect_consistent(a.allocator);
-      if (a.allocator.snapshot().size() > 1) ++times_with_holes;
-    } else {
-      live.push_back(a.allocator.allocate((std::size_t{1} << (9 + rng() % 15)) + rng() % 100000));
-    }
-  }
-  sublet::memory::testing::expect_consistent(a.allocator);
-  EXPECT_GT(times_with_holes, 10);
-  for (Block* b : live) a.allocator.free(b);
-  a.allocator.empty_cache();
-  EXPECT_EQ(a.allocator.memory_reserved(), 0u);
-  EXPECT_EQ(a.backend->used_bytes(), 0u);
-  EXPECT_EQ(a.stat("segment.all.current"), 0);
 }
