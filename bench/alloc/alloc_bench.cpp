@@ -204,12 +204,6 @@ std::vector<RowResult> run_round(const AllocBenchOptions& options, const std::ve
   return rows;
 }
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2.0;
-}
-
 // Cell by cell over the rounds: the median of the rounds' medians, the spread (p10, p90) of the
 // round whose median is closest to it; a cell that failed in any round fails.
 void merge_rounds(std::vector<RowResult>& rows, const std::vector<std::vector<RowResult>>& rounds) {
@@ -217,11 +211,15 @@ void merge_rounds(std::vector<RowResult>& rows, const std::vector<std::vector<Ro
     for (std::size_t c = 0; c < rows[r].cells.size(); ++c) {
       CellResult& cell = rows[r].cells[c];
       std::vector<double> medians, pair_medians;
+      std::uint64_t pairs_timed = 0;
+      std::size_t batches = 0;
       for (const auto& round : rounds) {
         const CellResult& other = round[r].cells[c];
         if (!other.ok && cell.ok) cell = other;  // keep the failure and its message
         medians.push_back(other.median_ns);
         if (other.allocator_pair_ns) pair_medians.push_back(*other.allocator_pair_ns);
+        pairs_timed += other.pairs_timed;
+        batches += other.batches;
       }
       cell.round_medians_ns = medians;
       if (!cell.ok) continue;
@@ -233,12 +231,8 @@ void merge_rounds(std::vector<RowResult>& rows, const std::vector<std::vector<Ro
           closest = &round[r].cells[c];
       cell.p10_ns = closest->p10_ns;
       cell.p90_ns = closest->p90_ns;
-      cell.pairs_timed = 0;
-      cell.batches = 0;
-      for (const auto& round : rounds) {
-        cell.pairs_timed += round[r].cells[c].pairs_timed;
-        cell.batches += round[r].cells[c].batches;
-      }
+      cell.pairs_timed = pairs_timed;
+      cell.batches = batches;
     }
   }
 }

@@ -25,6 +25,9 @@ struct Timing {
   std::size_t batches = 0;
 };
 
+// The median of `values` (an even count averages the middle two); 0 for none.
+double median_of(std::vector<double> values);
+
 // Nearest-rank percentile of sorted values; the median of an even count averages the middle two.
 Timing summarise_batches(std::vector<double> ns_per_pair, std::uint64_t pairs_timed);
 

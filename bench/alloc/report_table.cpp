@@ -108,10 +108,10 @@ GoalCheck check_goals(const AllocBenchResult& result) {
   }
   // The goals are about the GPU (PyTorch's CUDA caching allocator); on the CPU "torch" is c10's
   // uncached CPU allocator.
+  if (result.options.device != BenchDevice::Cuda) return g;
   for (const auto& goal : kSpeedupGoals) {
     const std::string& name = goal.first;  // no structured binding: clang 14 cannot capture one
     const double required = goal.second;
-    if (result.options.device != BenchDevice::Cuda) break;
     if (std::none_of(result.allocators.begin(), result.allocators.end(), [&](const AllocatorInfo& a) { return a.name == name; }))
       continue;
     constexpr double kNone = std::numeric_limits<double>::infinity();

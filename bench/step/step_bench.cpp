@@ -6,6 +6,7 @@
 #include <chrono>
 #include <ctime>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -89,22 +90,23 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   result.options = options;
   result.threads = omp_get_max_threads();
   const Device device = options.device;
-  memory::AllocationHistory history;
-  if (!options.alloc_trace_path.empty()) history.attach(memory::allocator_for(device));
-  // Saved however the run ends (an OOM in a step included), since the trace is what explains it.
+  // Only when asked for (the history's ring reserves a few MiB). Saved however the run ends (an
+  // OOM in a step included), since the trace is what explains it.
+  std::optional<memory::AllocationHistory> history;
+  if (!options.alloc_trace_path.empty()) history.emplace().attach(memory::allocator_for(device));
   struct SaveTrace {
-    const StepBenchOptions& options;
-    memory::AllocationHistory& history;
+    const std::string& path;
+    std::optional<memory::AllocationHistory>& history;
     ~SaveTrace() {
-      if (options.alloc_trace_path.empty()) return;
-      history.detach();
+      if (!history) return;
+      history->detach();
       try {
-        memory::save_trace(options.alloc_trace_path, memory::trace_from_history(history.events()));
+        memory::save_trace(path, memory::trace_from_history(history->events()));
       } catch (const std::exception& e) {
         std::cerr << "bench step: could not write the allocation trace: " << e.what() << "\n";
       }
     }
-  } save_trace{options, history};
+  } save_trace{options.alloc_trace_path, history};
 
   auto model = models::create_model(options.model, {.in_channels = options.input.channels,
                                                     .num_classes = options.num_classes,
