@@ -169,6 +169,10 @@ struct CachingAllocator::Impl {
     observer(AllocatorEvent{kind, reinterpret_cast<std::uintptr_t>(b->ptr), size,
                             b->requested_size, b->stream, b->category, b->annotation});
   }
+  // An event about the allocator as a whole (CacheEmptied, PeaksReset), not about one block.
+  void notify_marker(AllocatorEventKind kind) {
+    if (observer) observer(AllocatorEvent{kind, 0, 0, 0, nullptr, BlockCategory::Unknown, 0});
+  }
 
   // ---- finding and making blocks ---------------------------------------------------------
 
@@ -695,6 +699,7 @@ void CachingAllocator::record_stream(Block* block, StreamHandle stream) {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(impl_->mutex);
+  impl_->notify_marker(AllocatorEventKind::CacheEmptied);
   impl_->release_all_cached();
 }
 
@@ -716,6 +721,7 @@ std::size_t CachingAllocator::max_memory_reserved() const {
 }
 void CachingAllocator::reset_peak_memory_stats() {
   std::lock_guard lock(impl_->mutex);
+  impl_->notify_marker(AllocatorEventKind::PeaksReset);
   impl_->stats.reset_peak();
   impl_->active_stats.reset_peak(impl_->stats);
 }

@@ -63,8 +63,11 @@ struct SegmentInfo {
 
 // Optional listener for every allocator event (the allocation history of the profiling layer).
 // Called with the allocator's lock held: keep it short and never call back into the allocator.
+// CacheEmptied and PeaksReset mark calls of empty_cache() and reset_peak_memory_stats(), so that
+// a replayed trace does what the recorded program did.
 enum class AllocatorEventKind : std::uint8_t {
-  Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, Oom
+  Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, Oom,
+  CacheEmptied, PeaksReset
 };
 struct AllocatorEvent {
   AllocatorEventKind kind;

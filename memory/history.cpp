@@ -14,6 +14,8 @@ const char* event_kind_name(AllocatorEventKind kind) {
     case AllocatorEventKind::SegmentMap: return "segment_map";
     case AllocatorEventKind::SegmentUnmap: return "segment_unmap";
     case AllocatorEventKind::Oom: return "oom";
+    case AllocatorEventKind::CacheEmptied: return "empty_cache";
+    case AllocatorEventKind::PeaksReset: return "reset_peaks";
   }
   return "?";
 }
@@ -30,6 +32,14 @@ const char* category_name(BlockCategory category) {
     case BlockCategory::Temporary: return "temporary";
   }
   return "?";
+}
+
+std::optional<BlockCategory> category_from_name(std::string_view name) {
+  for (int c = 0; c <= static_cast<int>(BlockCategory::Temporary); ++c) {
+    const auto category = static_cast<BlockCategory>(c);
+    if (name == category_name(category)) return category;
+  }
+  return std::nullopt;
 }
 
 AllocationHistory::AllocationHistory(std::size_t capacity) : capacity_(capacity) {

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "memory/caching_allocator.h"
@@ -26,6 +28,8 @@ struct HistoryEvent {
 
 const char* event_kind_name(AllocatorEventKind kind);
 const char* category_name(BlockCategory category);
+// The category category_name() names; nullopt for any other text.
+std::optional<BlockCategory> category_from_name(std::string_view name);
 
 class AllocationHistory {
  public:

@@ -12,26 +12,33 @@
 namespace sublet::memory {
 
 struct TraceEvent {
-  enum class Action : std::uint8_t { Alloc, Free } action = Action::Alloc;
+  // EmptyCache and ResetPeaks: the program called empty_cache() / reset_peak_memory_stats() here.
+  enum class Action : std::uint8_t { Alloc, Free, EmptyCache, ResetPeaks } action = Action::Alloc;
   std::uint64_t id = 0;          // pairs a free with its alloc
   std::size_t size = 0;          // requested bytes (alloc only)
   std::uint64_t stream = 0;
+  // Alloc only: what the block held (its tag when it was freed: a tensor saved for backward is
+  // tagged Activation after its allocation). Informational: a replay allocates without it.
+  BlockCategory category = BlockCategory::Unknown;
 };
 
-// Alloc/free pairs from a history (frees matched to allocs by address); other events are dropped.
+// Alloc/free pairs from a history (frees matched to allocs by address) and the empty_cache() /
+// reset_peak_memory_stats() markers; other events are dropped.
 std::vector<TraceEvent> trace_from_history(const std::vector<HistoryEvent>& history);
 
-// JSON: {"format": "sublet-alloc-trace", "version": 1,
-//        "events": [{"action": "alloc", "id": 1, "size": 4096, "stream": 0}, {"action": "free", "id": 1}, ...]}
-// Writes atomically enough for a trace (temporary file + rename); reading validates every event
-// and throws IoError naming the file and the event.
+// JSON: {"format": "sublet-alloc-trace", "version": 2,
+//        "events": [{"action": "alloc", "id": 1, "size": 4096, "stream": 0, "category": "activation"},
+//                   {"action": "free", "id": 1}, {"action": "empty_cache"}, {"action": "reset_peaks"}, ...]}
+// Version 1 files (alloc and free only, no categories) read as before. Writes atomically enough
+// for a trace (temporary file + rename); reading validates every event and throws IoError naming
+// the file and the event.
 void save_trace(const std::string& path, const std::vector<TraceEvent>& events);
 std::vector<TraceEvent> load_trace(const std::string& path);
 
 struct ReplayResult {
   std::string setting;               // the config text ("default" when empty)
   std::size_t capacity = 0;
-  std::size_t peak_reserved = 0;
+  std::size_t peak_reserved = 0;     // both peaks since the trace's last reset_peaks (or its start)
   std::size_t peak_allocated = 0;
   double fragmentation_at_peak = 0;  // 1 - largest free block / free reserved, at the reserved peak
   std::int64_t device_allocs = 0;

@@ -62,6 +62,8 @@ PickleValue device_trace(const ProfileRun& run) {
   PickleValue::List trace;
   for (std::size_t i = 0; i < run.events.size(); ++i) {
     const memory::HistoryEvent& e = run.events[i];
+    // PyTorch's trace has no actions for these markers (its viewer would not know them).
+    if (e.kind == memory::AllocatorEventKind::CacheEmptied || e.kind == memory::AllocatorEventKind::PeaksReset) continue;
     const bool block_event = e.kind == memory::AllocatorEventKind::Alloc || e.kind == memory::AllocatorEventKind::FreeRequested ||
                              e.kind == memory::AllocatorEventKind::FreeCompleted;
     PickleValue::Dict entry{{"action", memory::event_kind_name(e.kind)},

@@ -20,8 +20,8 @@ const json& event_list(const json& doc, const std::string& path) {
     throw IoError(path + ": expected a JSON object with \"events\" or a list of events, found " + doc.type_name());
   if (doc.contains("format") && doc["format"] != kFormatName)
     throw IoError(path + ": format is " + doc["format"].dump() + ", expected \"" + kFormatName + "\"");
-  if (doc.contains("version") && doc["version"] != 1)
-    throw IoError(path + ": version " + doc["version"].dump() + " is not supported (expected 1)");
+  if (doc.contains("version") && doc["version"] != 1 && doc["version"] != 2)
+    throw IoError(path + ": version " + doc["version"].dump() + " is not supported (expected 1 or 2)");
   if (!doc.contains("events") || !doc["events"].is_array())
     throw IoError(path + ": expected an \"events\" list");
   return doc["events"];
@@ -66,6 +66,9 @@ ReplayHistory load_history(const std::string& path) {
     if (!event.contains("action") || !event["action"].is_string())
       throw IoError(where + ": missing \"action\" (\"alloc\" or \"free\")");
     const std::string action = event["action"].get<std::string>();
+    // Markers of empty_cache() / reset_peak_memory_stats() calls (trace version 2): the timing
+    // replay measures allocate and free only.
+    if (action == "empty_cache" || action == "reset_peaks") continue;
     const std::uint64_t id = unsigned_field(event, "id", where);
     if (action == "alloc") {
       const std::uint64_t size = unsigned_field(event, "size", where);
@@ -86,7 +89,7 @@ ReplayHistory load_history(const std::string& path) {
       live_bytes -= it->second.size;
       history.events.push_back({ReplayEvent::Action::Free, it->second.slot, 0});
     } else {
-      throw IoError(where + ": unknown action \"" + action + "\" (expected \"alloc\" or \"free\")");
+      throw IoError(where + ": unknown action \"" + action + "\" (expected \"alloc\", \"free\", \"empty_cache\" or \"reset_peaks\")");
     }
   }
   if (history.alloc_count == 0) throw IoError(path + ": the history has no alloc events to replay");

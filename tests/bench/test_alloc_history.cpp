@@ -33,6 +33,20 @@ TEST(AllocHistory, ReadsTheTraceFormatOfMemoryReplay) {
   EXPECT_EQ(h.peak_live_bytes, 4096u + 1048576u);  // 512 arrives after the 4096 is gone
 }
 
+TEST(AllocHistory, SkipsTheMarkersOfVersion2Traces) {
+  ScratchFile file(R"({"format": "sublet-alloc-trace", "version": 2, "events": [
+      {"action": "alloc", "id": 1, "size": 4096, "stream": 0, "category": "workspace"},
+      {"action": "free", "id": 1},
+      {"action": "empty_cache"},
+      {"action": "reset_peaks"},
+      {"action": "alloc", "id": 2, "size": 512}]})");
+  const ReplayHistory h = load_history(file.path());
+  ASSERT_EQ(h.events.size(), 3u);  // the two markers are not timed
+  EXPECT_EQ(h.events[2].action, Action::Alloc);
+  EXPECT_EQ(h.events[2].size, 512u);
+  EXPECT_EQ(h.alloc_count, 2u);
+}
+
 TEST(AllocHistory, ReadsABareEventListAndReusedIds) {
   ScratchFile file(R"([{"action": "alloc", "id": 1, "size": 100},
                        {"action": "free", "id": 1, "size": 100},
@@ -62,7 +76,7 @@ TEST(AllocHistory, CorruptFilesNameTheFileAndTheProblem) {
   expect_io_error(R"([{"action": "alloc", "id": 1, "size": 4)", "not valid JSON");  // truncated
   expect_io_error(R"("events")", "expected a JSON object");
   expect_io_error(R"({"format": "pytorch-snapshot", "events": []})", "format is \"pytorch-snapshot\"");
-  expect_io_error(R"({"format": "sublet-alloc-trace", "version": 2, "events": []})", "version 2");
+  expect_io_error(R"({"format": "sublet-alloc-trace", "version": 3, "events": []})", "version 3");
   expect_io_error(R"({"format": "sublet-alloc-trace"})", "\"events\" list");
   expect_io_error(R"([])", "no alloc events");
   expect_io_error(R"([{"action": "alloc", "id": 1, "size": 8}, 5])", "event 1: expected an object");

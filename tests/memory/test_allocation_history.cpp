@@ -20,7 +20,7 @@ TEST(AllocationHistory, RecordsEventsInOrderWithScopesAndCategories) {
   a.allocator.free(weight);
   a.allocator.empty_cache();
   const auto events = history.events();
-  ASSERT_EQ(events.size(), 5u);
+  ASSERT_EQ(events.size(), 6u);
   EXPECT_EQ(events[0].kind, AllocatorEventKind::SegmentAlloc);
   EXPECT_EQ(events[0].size, 20 * kMiB);
   EXPECT_EQ(events[1].kind, AllocatorEventKind::Alloc);
@@ -30,7 +30,8 @@ TEST(AllocationHistory, RecordsEventsInOrderWithScopesAndCategories) {
   EXPECT_EQ(annotation_name(events[1].annotation), "conv1/forward");
   EXPECT_EQ(events[2].kind, AllocatorEventKind::FreeRequested);
   EXPECT_EQ(events[3].kind, AllocatorEventKind::FreeCompleted);
-  EXPECT_EQ(events[4].kind, AllocatorEventKind::SegmentFree);
+  EXPECT_EQ(events[4].kind, AllocatorEventKind::CacheEmptied);  // the call, then what it released
+  EXPECT_EQ(events[5].kind, AllocatorEventKind::SegmentFree);
   for (std::size_t i = 1; i < events.size(); ++i) EXPECT_GE(events[i].time_ns, events[i - 1].time_ns);
   EXPECT_EQ(current_annotation(), 0u);  // the scope ended
 }

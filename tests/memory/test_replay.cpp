@@ -66,18 +66,60 @@ TEST(Replay, OtherKnobsChangeTheAnswer) {
   EXPECT_THROW(replay_trace(trace, "bogus:1", std::size_t{1} << 30), sublet::ConfigError);
 }
 
+TEST(Replay, EmptyCacheAndPeakResetsOfTheRunAreReplayedToo) {
+  // A run that empties its cache after a large transient phase and then measures its steady part
+  // from a peak reset, as `sublet bench step` does after the cuDNN benchmark and the warm-up.
+  SimulatedAllocator live(std::size_t{64} << 30);
+  AllocationHistory history;
+  history.attach(live.allocator);
+  Block* transient = live.allocator.allocate(std::size_t{2} << 30);
+  live.allocator.free(transient);
+  live.allocator.empty_cache();
+  live.allocator.reset_peak_memory_stats();
+  run_workload(live.allocator);
+  const auto trace = trace_from_history(history.events());
+  ASSERT_EQ(trace[2].action, TraceEvent::Action::EmptyCache);
+  ASSERT_EQ(trace[3].action, TraceEvent::Action::ResetPeaks);
+  const ReplayResult replayed = replay_trace(trace, "", std::size_t{64} << 30);
+  EXPECT_EQ(replayed.peak_reserved, live.allocator.max_memory_reserved());
+  EXPECT_EQ(replayed.peak_allocated, live.allocator.max_memory_allocated());
+  EXPECT_LT(replayed.peak_allocated, std::size_t{2} << 30);  // the transient phase came before the reset
+}
+
+TEST(Replay, TraceKeepsTheCategoryABlockEndedWith) {
+  SimulatedAllocator live(std::size_t{1} << 30);
+  AllocationHistory history;
+  history.attach(live.allocator);
+  Block* saved = live.allocator.allocate(4096);  // allocated untagged, as a forward output
+  Block* workspace = live.allocator.allocate(8192, nullptr, BlockCategory::Workspace);
+  live.allocator.set_category(saved, BlockCategory::Activation);  // then saved for backward
+  live.allocator.free(workspace);
+  live.allocator.free(saved);
+  const auto trace = trace_from_history(history.events());
+  ASSERT_EQ(trace.size(), 4u);
+  EXPECT_EQ(trace[0].category, BlockCategory::Activation);
+  EXPECT_EQ(trace[1].category, BlockCategory::Workspace);
+}
+
 TEST(Replay, TraceFilesRoundTripAndBadOnesAreRejected) {
-  const std::vector<TraceEvent> events = {{TraceEvent::Action::Alloc, 1, 4096, 0},
+  const std::vector<TraceEvent> events = {{TraceEvent::Action::Alloc, 1, 4096, 0, BlockCategory::Gradient},
                                           {TraceEvent::Action::Alloc, 2, 3 * kMiB, 7},
                                           {TraceEvent::Action::Free, 1, 0, 0},
+                                          {TraceEvent::Action::EmptyCache},
+                                          {TraceEvent::Action::ResetPeaks},
                                           {TraceEvent::Action::Free, 2, 0, 0}};
   const std::string path = temp_path("trace.json");
   save_trace(path, events);
   const auto loaded = load_trace(path);
   ASSERT_EQ(loaded.size(), events.size());
+  EXPECT_EQ(loaded[0].category, BlockCategory::Gradient);
+  EXPECT_EQ(loaded[1].category, BlockCategory::Unknown);
   EXPECT_EQ(loaded[1].size, 3 * kMiB);
   EXPECT_EQ(loaded[1].stream, 7u);
   EXPECT_EQ(loaded[2].action, TraceEvent::Action::Free);
+  EXPECT_EQ(loaded[3].action, TraceEvent::Action::EmptyCache);
+  EXPECT_EQ(loaded[4].action, TraceEvent::Action::ResetPeaks);
+  EXPECT_EQ(loaded[5].id, 2u);
 
   const auto write = [&](const std::string& text) {
     std::ofstream(path) << text;
@@ -92,6 +134,12 @@ TEST(Replay, TraceFilesRoundTripAndBadOnesAreRejected) {
   EXPECT_NE(write(R"([{"action":"free","id":3}])").find("event 0: free of id 3"), std::string::npos);
   EXPECT_NE(write(R"([{"action":"alloc","id":1}])").find("needs a non-negative integer \"size\""), std::string::npos);
   EXPECT_NE(write(R"([{"action":"grow","id":1,"size":5}])").find("unknown action 'grow'"), std::string::npos);
+  EXPECT_NE(write(R"([{"action":"free"}])").find("event 0: a \"free\" event needs"), std::string::npos);
+  EXPECT_NE(write(R"([{"action":"alloc","id":1,"size":5,"category":"weights"}])").find("unknown \"category\" \"weights\""),
+            std::string::npos);
+  EXPECT_NE(write(R"({"format":"sublet-alloc-trace","version":3,"events":[]})").find("version 3 is not one this build reads"),
+            std::string::npos);
+  EXPECT_EQ(write(R"({"format":"sublet-alloc-trace","version":1,"events":[{"action":"alloc","id":1,"size":5}]})"), "accepted");
   EXPECT_NE(write(R"({"format":"other"})").find("sublet-alloc-trace"), std::string::npos);
   std::remove(path.c_str());
   EXPECT_THROW(load_trace(path), sublet::IoError);
