@@ -86,7 +86,7 @@ Tensor ResNet::forward(const Tensor& input) {
     throw ShapeError("ResNet: expected input [N, " + std::to_string(config_.in_channels) + ", H, W], got " +
                      shape_str(input.sizes()));
   }
-  Tensor x = (*relu)((*bn1)((*conv1)(input)));
+  Tensor x = bn1->forward_relu((*conv1)(input));  // relu(bn1(conv1(input))), fused on the GPU
   if (maxpool) x = (*maxpool)(x);
   for (auto& stage : stages) x = (*stage)(x);
   return (*fc)((*flatten)((*avgpool)(x)));

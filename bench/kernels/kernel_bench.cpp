@@ -8,7 +8,14 @@
 //  - max pooling: the 32-bit-index kernels, then the 64-bit ones (PoolIndexing::Wide).
 // The yardstick is a device-to-device copy of the activation (one read, one write): the GB/s
 // column counts the bytes each kernel must move, so the dense kernels should approach the
-// copy's figure. Prints a table; writes JSON to argv[1] (default kernel_bench.json).
+// copy's figure.
+// Then batch norm + residual add + ReLU, training mode, on ResNet-18's 32x32 activation shapes
+// (batch 128 and 512) and ResNet-50's last two stages: the fused kernels (ops/batch_norm_relu.h)
+// against the composition they replace (cuDNN batch norm, add, ReLU forward; ReLU's gradient,
+// cuDNN batch norm backward), each pass timed on its own as replays of a CUDA graph of
+// kRepeats calls: these kernels take a few microseconds, less than launching them from the host,
+// so only a graph shows their GPU time (what a graphed training step pays).
+// Prints a table; writes JSON to argv[1] (default kernel_bench.json).
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -22,6 +29,8 @@
 
 #include "memory/cuda_check.h"
 #include "memory/registry.h"
+#include "ops/batch_norm.h"
+#include "ops/batch_norm_relu.h"
 #include "ops/context.h"
 #include "ops/copy.h"
 #include "ops/cuda/pooling_cuda.h"
@@ -74,6 +83,34 @@ double time_us(const ops::Context& ctx, const std::function<void()>& launch) {
   return 1000.0 * ms / kRepeats;
 }
 
+// Mean microseconds per call of `launch` as a CUDA graph of kRepeats calls, replayed after one
+// untimed replay (and kWarmup calls before the capture).
+double graph_time_us(const ops::Context& ctx, const std::function<void()>& launch) {
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  for (int i = 0; i < kWarmup; ++i) launch();
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  SUBLET_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kRepeats; ++i) launch();
+  SUBLET_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  SUBLET_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  SUBLET_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  SUBLET_CUDA_CHECK(cudaEventCreate(&start));
+  SUBLET_CUDA_CHECK(cudaEventCreate(&stop));
+  SUBLET_CUDA_CHECK(cudaEventRecord(start, stream));
+  SUBLET_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  SUBLET_CUDA_CHECK(cudaEventRecord(stop, stream));
+  SUBLET_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  SUBLET_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  SUBLET_CUDA_CHECK(cudaEventDestroy(start));
+  SUBLET_CUDA_CHECK(cudaEventDestroy(stop));
+  SUBLET_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  SUBLET_CUDA_CHECK(cudaGraphDestroy(graph));
+  return 1000.0 * ms / kRepeats;
+}
+
 struct Row {
   std::string op, shape, path;
   double us = 0, bytes = 0, baseline_us = 0;  // baseline: the fallback path of the same op
@@ -93,6 +130,92 @@ void print(const Row& r) {
   std::printf("%-22s %-16s %-9s %9.1f us %8.0f GB/s", r.op.c_str(), r.shape.c_str(), r.path.c_str(), r.us, gbps);
   if (r.baseline_us > 0) std::printf("   %.2fx faster than the fallback", r.baseline_us / r.us);
   std::printf("\n");
+}
+
+// Fused batch norm + add + ReLU against cuDNN batch norm, add and ReLU, forward and backward, on
+// a stream of its own (the legacy default stream cannot be captured).
+void add_batch_norm_relu_rows(const ops::Context& default_ctx, const std::vector<float>& host,
+                              const std::function<void(Row)>& add) {
+  // Declared before the buffers, so it outlives their frees.
+  struct OwnStream {
+    cudaStream_t handle = nullptr;
+    OwnStream() { SUBLET_CUDA_CHECK(cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking)); }
+    ~OwnStream() {
+      cudaStreamSynchronize(handle);  // a destructor cannot throw; the run's results are printed already
+      cudaStreamDestroy(handle);
+    }
+  } stream;
+  ops::Context ctx = default_ctx;
+  ctx.stream = stream.handle;
+  const std::vector<ops::BatchNormShape> shapes = {{128, 64, 8, 8},  {128, 128, 4, 4}, {128, 256, 2, 2},
+                                                   {128, 512, 1, 1}, {512, 64, 8, 8},  {64, 1024, 14, 14},
+                                                   {64, 2048, 7, 7}};
+  std::int64_t largest = 0;
+  for (const auto& s : shapes) largest = std::max(largest, s.numel());
+  const std::size_t bytes = static_cast<std::size_t>(largest) * sizeof(float);
+  Buffer x(bytes, ctx), residual(bytes, ctx), y(bytes, ctx), tmp(bytes, ctx), grad(bytes, ctx), grad_in(bytes, ctx),
+      relu_grad(bytes, ctx);
+  for (const Buffer* buffer : {&x, &residual, &grad}) {
+    ops::copy_bytes(gpu(), buffer->as<float>(), Device::cpu(), host.data(), bytes);
+  }
+  const std::size_t channel_bytes = 2048 * sizeof(float);
+  Buffer weight(channel_bytes, ctx), bias(channel_bytes, ctx), running_mean(channel_bytes, ctx),
+      running_var(channel_bytes, ctx), save_mean(channel_bytes, ctx), save_invstd(channel_bytes, ctx),
+      grad_weight(channel_bytes, ctx), grad_bias(channel_bytes, ctx);
+  const std::vector<float> ones(2048, 1.0f);
+  for (const Buffer* buffer : {&weight, &running_var}) {
+    ops::copy_bytes(gpu(), buffer->as<float>(), Device::cpu(), ones.data(), channel_bytes);
+  }
+  const DType f32 = DType::Float32;
+  for (const ops::BatchNormShape& s : shapes) {
+    const Shape sizes = {s.batch, s.channels, s.height, s.width};
+    const Shape strides = {s.channels * s.spatial(), s.spatial(), s.width, 1};
+    const std::string shape = shape_str(sizes);
+    const double n = static_cast<double>(s.numel());
+    // Least traffic: forward reads x and the residual and writes y; backward reads the gradient,
+    // y and x and writes the input's and the residual's gradients.
+    const double forward_bytes = 3 * n * sizeof(float), backward_bytes = 5 * n * sizeof(float);
+    auto fused_forward = [&] {
+      ops::batch_norm_relu_forward_training(ctx, s, f32, x.as<float>(), residual.as<float>(), weight.as<float>(),
+                                            bias.as<float>(), running_mean.as<float>(), running_var.as<float>(), 0.1,
+                                            1e-5, y.as<float>(), save_mean.as<float>(), save_invstd.as<float>());
+    };
+    auto composed_forward = [&] {
+      ops::batch_norm_forward_training(ctx, s, f32, x.as<float>(), weight.as<float>(), bias.as<float>(),
+                                       running_mean.as<float>(), running_var.as<float>(), 0.1, 1e-5,
+                                       tmp.as<float>(), save_mean.as<float>(), save_invstd.as<float>());
+      ops::binary(ctx, ops::BinaryOp::Add, f32, sizes, {tmp.as<float>(), strides}, {tmp.as<float>(), strides},
+                  {residual.as<float>(), strides}, 1.0);
+      ops::unary(ctx, ops::UnaryOp::Relu, f32, sizes, {y.as<float>(), strides}, {tmp.as<float>(), strides});
+    };
+    auto fused_backward = [&] {
+      ops::batch_norm_relu_backward_training(ctx, s, f32, grad.as<float>(), y.as<float>(), x.as<float>(),
+                                             weight.as<float>(), save_mean.as<float>(), save_invstd.as<float>(),
+                                             grad_in.as<float>(), grad_weight.as<float>(), grad_bias.as<float>(),
+                                             relu_grad.as<float>());
+    };
+    auto composed_backward = [&] {
+      ops::binary(ctx, ops::BinaryOp::ReluBackward, f32, sizes, {relu_grad.as<float>(), strides},
+                  {grad.as<float>(), strides}, {y.as<float>(), strides}, 1.0);
+      ops::batch_norm_backward_training(ctx, s, f32, relu_grad.as<float>(), x.as<float>(), weight.as<float>(),
+                                        save_mean.as<float>(), save_invstd.as<float>(), grad_in.as<float>(),
+                                        grad_weight.as<float>(), grad_bias.as<float>());
+    };
+    const bool fused = ops::batch_norm_relu_fused(ctx, s, f32);
+    const double composed_forward_us = graph_time_us(ctx, composed_forward);
+    if (fused) {
+      add({"bn+add+relu forward", shape, "fused", graph_time_us(ctx, fused_forward), forward_bytes,
+           composed_forward_us});
+    }
+    add({"bn+add+relu forward", shape, "cudnn+2", composed_forward_us, forward_bytes, 0});
+    const double composed_backward_us = graph_time_us(ctx, composed_backward);
+    if (fused) {
+      add({"bn+add+relu backward", shape, "fused", graph_time_us(ctx, fused_backward), backward_bytes,
+           composed_backward_us});
+    }
+    add({"bn+add+relu backward", shape, "cudnn+1", composed_backward_us, backward_bytes, 0});
+  }
+  SUBLET_CUDA_CHECK(cudaStreamSynchronize(stream.handle));
 }
 
 }  // namespace
@@ -196,6 +319,7 @@ int main(int argc, char** argv) {
          backward_bytes, backward_wide});
     add({"max_pool2d backward", shape, "int64", backward_wide, backward_bytes, 0});
   }
+  add_batch_norm_relu_rows(ctx, host, add);
   SUBLET_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(ctx.stream)));
 
   nlohmann::json list = nlohmann::json::array();

@@ -29,7 +29,7 @@ BatchNorm2d::BatchNorm2d(const BatchNorm2dOptions& options) : Module("BatchNorm2
   }
 }
 
-Tensor BatchNorm2d::forward(const Tensor& input) {
+void BatchNorm2d::check_input(const Tensor& input) const {
   if (input.dim() != 4) {
     throw ShapeError("BatchNorm2d: input must be 4-D (N,C,H,W), got " + shape_str(input.sizes()));
   }
@@ -37,16 +37,33 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
     throw ShapeError("BatchNorm2d: expected " + std::to_string(options_.num_features()) + " channels, got input " +
                      shape_str(input.sizes()));
   }
+}
+
+double BatchNorm2d::count_batch_and_momentum() {
   // Without running statistics the batch statistics are used in eval too (PyTorch does the same).
-  const bool use_batch_stats = is_training() || !options_.track_running_stats();
   double momentum = options_.momentum().value_or(0.0);
   if (is_training() && options_.track_running_stats()) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(1.0);
     if (!options_.momentum()) momentum = 1.0 / static_cast<double>(num_batches_tracked.item<std::int64_t>());
   }
-  return functional::batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats, momentum,
+  return momentum;
+}
+
+Tensor BatchNorm2d::forward(const Tensor& input) {
+  check_input(input);
+  const double momentum = count_batch_and_momentum();
+  return functional::batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats(), momentum,
                                 options_.eps());
+}
+
+Tensor BatchNorm2d::forward_relu(const Tensor& input, const Tensor& residual) {
+  return call_with_hooks(input, [&](const Tensor& x) {
+    check_input(x);
+    const double momentum = count_batch_and_momentum();
+    return functional::batch_norm_relu(x, residual, running_mean, running_var, weight, bias, use_batch_stats(),
+                                       momentum, options_.eps());
+  });
 }
 
 }  // namespace sublet::nn

@@ -44,12 +44,22 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(std::int64_t num_features) : BatchNorm2d(BatchNorm2dOptions(num_features)) {}
   // input [N, C, H, W] with C = num_features.
   Tensor forward(const Tensor& input) override;
+  // relu(forward(input) + residual) (residual may be undefined), with this module's hooks; on a
+  // CUDA device in training one fused kernel each way (nn::functional::batch_norm_relu). A ResNet
+  // block's `relu(bn(x))` and `relu(bn(x) + identity)` call this in place of bn then relu.
+  Tensor forward_relu(const Tensor& input, const Tensor& residual = {});
   const BatchNorm2dOptions& options() const { return options_; }
 
   Tensor weight, bias;                                     // [C]; undefined without affine
   Tensor running_mean, running_var, num_batches_tracked;   // undefined without track_running_stats
 
  private:
+  void check_input(const Tensor& input) const;
+  // Counts the batch when training with running statistics; the momentum to use (the cumulative
+  // 1 / num_batches_tracked where the options' momentum is nullopt).
+  double count_batch_and_momentum();
+  bool use_batch_stats() const { return is_training() || !options_.track_running_stats(); }
+
   BatchNorm2dOptions options_;
 };
 

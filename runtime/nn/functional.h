@@ -85,6 +85,14 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                   const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
                   double momentum = 0.1, double eps = 1e-5);
 
+// relu(batch_norm(input, ...) + residual), the tail of a ResNet block (residual may be undefined:
+// relu(batch_norm(input))). In training on a CUDA device it runs as one fused kernel each way
+// (ops/batch_norm_relu.h) where the channel sizes allow, and composes batch_norm, add and relu
+// otherwise; both give the same values and gradients within float rounding.
+Tensor batch_norm_relu(const Tensor& input, const Tensor& residual, const Tensor& running_mean,
+                       const Tensor& running_var, const Tensor& weight = {}, const Tensor& bias = {},
+                       bool training = false, double momentum = 0.1, double eps = 1e-5);
+
 Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options);
 Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& options);
 Tensor adaptive_avg_pool2d(const Tensor& input, Pair2d output_size);

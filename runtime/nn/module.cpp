@@ -12,6 +12,10 @@ Tensor Module::forward(const Tensor&) {
 }
 
 Tensor Module::operator()(const Tensor& input) {
+  return call_with_hooks(input, [this](const Tensor& x) { return forward(x); });
+}
+
+Tensor Module::call_with_hooks(const Tensor& input, const std::function<Tensor(const Tensor&)>& body) {
   for (auto& [id, hook] : forward_pre_hooks_) hook(*this, input);
   Tensor x = input;
   // Backward hooks ride on identity nodes around the module: one on its input fires when the
@@ -30,7 +34,7 @@ Tensor Module::operator()(const Tensor& input) {
       *grad_output = Tensor();
     })[0];
   }
-  Tensor output = forward(x);
+  Tensor output = body(x);
   if (backward_hooks && output.requires_grad()) {
     output = autograd::hook_point(type_name_ + ".backward_pre_hook", {output},
                                   [self, grad_output, input_tracked](const autograd::TensorList& g) {

@@ -94,6 +94,11 @@ class Module {
   HookId register_backward_hook(BackwardHook hook);
   void remove_hook(HookId id);
 
+ protected:
+  // Runs `body` as this module's forward with every hook operator() runs: for a module's other
+  // entry points (BatchNorm2d::forward_relu) that callers use in place of operator().
+  Tensor call_with_hooks(const Tensor& input, const std::function<Tensor(const Tensor&)>& body);
+
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const std::string& name) const;

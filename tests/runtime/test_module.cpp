@@ -1,5 +1,7 @@
 // nn::Module: registration and dotted names, train/eval, hooks, zero_grad, in-place conversion.
 #include "memory/errors.h"
+#include "runtime/nn/batch_norm.h"
+#include "runtime/nn/functional.h"
 #include "runtime/nn/linear.h"
 #include "runtime_test_util.h"
 
@@ -98,6 +100,34 @@ TEST(Module, ForwardHooksSeeInputsAndOutputsAndCanBeRemoved) {
   b(ones({2, 4}));
   EXPECT_EQ(pre, 1);
   EXPECT_EQ(post, 2);
+}
+
+// BatchNorm2d::forward_relu is the module's other entry point (ResNet blocks call it in place of
+// bn then relu): the module's hooks fire for it, a training batch is counted, and it computes
+// relu(bn(x) + residual).
+TEST(Module, BatchNormForwardReluRunsTheHooksAndCountsTheBatch) {
+  nn::BatchNorm2d bn(nn::BatchNorm2dOptions(3).dtype(DType::Float64));
+  int pre = 0, post = 0, backward = 0;
+  bn.register_forward_pre_hook([&](nn::Module&, const Tensor&) { ++pre; });
+  bn.register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& out) {
+    EXPECT_EQ(out.sizes(), (Shape{2, 3, 4, 4}));
+    ++post;
+  });
+  bn.register_backward_hook([&](nn::Module&, const Tensor& gi, const Tensor&) {
+    EXPECT_TRUE(gi.defined());
+    ++backward;
+  });
+  const Tensor x = testing::random64({2, 3, 4, 4}, 8, true), residual = testing::random64({2, 3, 4, 4}, 9);
+  const Tensor out = bn.forward_relu(x, residual);
+  EXPECT_EQ(pre, 1);
+  EXPECT_EQ(post, 1);
+  EXPECT_EQ(bn.num_batches_tracked.item<std::int64_t>(), 1);
+  out.sum().backward();
+  EXPECT_EQ(backward, 1);
+  nn::BatchNorm2d reference(nn::BatchNorm2dOptions(3).dtype(DType::Float64));
+  const Tensor expected = reference(x.detach()).add(residual).relu();
+  EXPECT_LE(out.detach().sub(expected).pow(2.0).max().sqrt().item<double>(), 1e-12);
+  EXPECT_LE(bn.running_var.sub(reference.running_var).pow(2.0).max().sqrt().item<double>(), 1e-12);
 }
 
 TEST(Module, BackwardHooksFireInReverseLayerOrder) {

@@ -102,6 +102,35 @@ TEST(FunctionalBatchNorm, EvalUsesRunningStatsAndHasGradients) {
   expect_throw_with([&] { F::batch_norm(x, grad_buffer, running_var, w, b, true); }, {"batch_norm", "must not require grad"});
 }
 
+// On the CPU batch_norm_relu composes batch_norm, add and relu; checked here are its gradients
+// (the residual's included) and its argument checks. The fused GPU kernels are checked against
+// it in tests/runtime/test_batch_norm_relu_cuda.cpp.
+TEST(FunctionalBatchNormRelu, GradcheckWithAndWithoutResidual) {
+  const Tensor x = random64({3, 2, 4, 3}, 40, true), r = random64({3, 2, 4, 3}, 41, true);
+  const Tensor w = random64({2}, 42, true), b = random64({2}, 43, true);
+  EXPECT_LE(gradcheck([&](const std::vector<Tensor>& in) {
+              return F::batch_norm_relu(in[0], in[3], Tensor(), Tensor(), in[1], in[2], /*training=*/true);
+            }, {x, w, b, r}),
+            kTolerance);
+  EXPECT_LE(gradcheck([&](const std::vector<Tensor>& in) {
+              return F::batch_norm_relu(in[0], Tensor(), Tensor(), Tensor(), in[1], in[2], /*training=*/true);
+            }, {x, w, b}),
+            kTolerance);
+  const Tensor out = F::batch_norm_relu(x, r, Tensor(), Tensor(), w, b, true);
+  EXPECT_EQ(out.min().item<double>(), 0.0) << "some values are clipped by the ReLU";
+  EXPECT_GT(out.max().item<double>(), 0.0);
+}
+
+TEST(FunctionalBatchNormRelu, ResidualMustMatchTheInput) {
+  const Tensor x = random64({3, 2, 4, 3}, 44), w = random64({2}, 45), b = random64({2}, 46);
+  expect_throw_with([&] { F::batch_norm_relu(x, random64({3, 2, 4, 4}, 47), Tensor(), Tensor(), w, b, true); },
+                    {"batch_norm_relu", "residual", "[3, 2, 4, 3]", "[3, 2, 4, 4]"});
+  expect_throw_with([&] { F::batch_norm_relu(x, x.to(DType::Float32), Tensor(), Tensor(), w, b, true); },
+                    {"batch_norm_relu", "float"});
+  expect_throw_with([&] { F::batch_norm_relu(x, Tensor(), Tensor(), Tensor(), w, b, false); },
+                    {"batch_norm", "running_mean"});
+}
+
 TEST(FunctionalPooling, MaxPoolGradcheckAndDefaultStride) {
   const Tensor x = random64({2, 3, 7, 6}, 30, true);
   const auto options = F::MaxPool2dFuncOptions(3).stride({2, 1}).padding(1).dilation({1, 2});

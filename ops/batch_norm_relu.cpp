@@ -1,0 +1,68 @@
+#include "ops/batch_norm_relu.h"
+
+#include <string>
+
+#include "memory/errors.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "ops/cuda/batch_norm_relu_cuda.h"
+#endif
+
+namespace sublet::ops {
+
+namespace {
+
+void require_fused(const Context& ctx, const BatchNormShape& shape, DType dtype) {
+  if (!batch_norm_relu_fused(ctx, shape, dtype)) {
+    throw ValueError("batch_norm_relu: the fused kernels need a CUDA device, float32 or float64 and at most " +
+                     std::to_string(kFusedBatchNormMaxPerChannel) + " values per channel; got " + ctx.device.str() +
+                     ", " + dtype_name(dtype) + ", " + std::to_string(shape.batch * shape.spatial()) +
+                     " values per channel");
+  }
+}
+
+}  // namespace
+
+bool batch_norm_relu_fused(const Context& ctx, const BatchNormShape& shape, DType dtype) {
+#ifdef SUBLET_HAVE_CUDA
+  return ctx.device.is_cuda() && (dtype == DType::Float32 || dtype == DType::Float64) &&
+         shape.batch * shape.spatial() <= kFusedBatchNormMaxPerChannel;
+#else
+  (void)ctx, (void)shape, (void)dtype;
+  return false;
+#endif
+}
+
+void batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& shape, DType dtype, const void* input,
+                                      const void* residual, const void* weight, const void* bias, void* running_mean,
+                                      void* running_var, double momentum, double eps, void* output, void* save_mean,
+                                      void* save_invstd) {
+  shape.validate(true);
+  require_fused(ctx, shape, dtype);
+  if (!(eps > 0)) throw ValueError("batch_norm_relu: eps must be > 0, got " + std::to_string(eps));
+  if (!(momentum >= 0 && momentum <= 1))
+    throw ValueError("batch_norm_relu: momentum must be in [0, 1], got " + std::to_string(momentum));
+#ifdef SUBLET_HAVE_CUDA
+  cuda::batch_norm_relu_forward_training(ctx, shape, dtype, input, residual, weight, bias, running_mean, running_var,
+                                         momentum, eps, output, save_mean, save_invstd);
+#else
+  (void)input, (void)residual, (void)weight, (void)bias, (void)running_mean, (void)running_var, (void)output,
+      (void)save_mean, (void)save_invstd;  // require_fused threw: a build without CUDA has no fused kernels
+#endif
+}
+
+void batch_norm_relu_backward_training(const Context& ctx, const BatchNormShape& shape, DType dtype,
+                                       const void* grad_output, const void* output, const void* input,
+                                       const void* weight, const void* save_mean, const void* save_invstd,
+                                       void* grad_input, void* grad_weight, void* grad_bias, void* grad_residual) {
+  shape.validate(true);
+  require_fused(ctx, shape, dtype);
+#ifdef SUBLET_HAVE_CUDA
+  cuda::batch_norm_relu_backward_training(ctx, shape, dtype, grad_output, output, input, weight, save_mean,
+                                          save_invstd, grad_input, grad_weight, grad_bias, grad_residual);
+#else
+  (void)grad_output, (void)output, (void)input, (void)weight, (void)save_mean, (void)save_invstd, (void)grad_input,
+      (void)grad_weight, (void)grad_bias, (void)grad_residual;  // require_fused threw
+#endif
+}
+
+}  // namespace sublet::ops

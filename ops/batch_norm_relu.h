@@ -1,0 +1,44 @@
+#pragma once
+// Training-mode batch norm fused with the ReLU that follows it, and optionally with a residual
+// added before the ReLU, as a ResNet block's tail:  output = relu(batch_norm(input) + residual).
+// Same semantics as ops/batch_norm.h (batch statistics, biased variance for normalising, running
+// statistics moved towards the unbiased variance); one kernel per pass on the GPU.
+//
+// Only where batch_norm_relu_fused() says so: CUDA devices, float32/float64, and channels of at
+// most kFusedBatchNormMaxPerChannel values (one block per channel, its values in registers).
+// Callers compose batch_norm, add and relu otherwise (runtime/nn/functional.h:
+// batch_norm_relu does).
+#include <cstdint>
+
+#include "ops/batch_norm.h"
+#include "ops/context.h"
+#include "ops/dtype.h"
+
+namespace sublet::ops {
+
+// N * H * W of the largest channel the fused kernels take: 512 threads x 4 values. Measured on an
+// H200 (bench/kernels, CUDA-graph replays, 2026-12-01): fused forward + backward 8.4-11.7 us
+// against 12.2-16.6 us composed for channels of 128-2048 values (ResNet-18 32x32 batch 128,
+// layers 2-4), but 21.4 against 18.7 us at 8192 (its layer1) and 214 against 142 us at 3136 with
+// 2048 channels (ResNet-50's last stage): one block per channel with its values in registers runs
+// out of parallelism and occupancy there, where cuDNN spreads a channel over many blocks.
+inline constexpr std::int64_t kFusedBatchNormMaxPerChannel = 2048;
+
+bool batch_norm_relu_fused(const Context& ctx, const BatchNormShape& shape, DType dtype);
+
+// residual may be nullptr; weight, bias, running_mean, running_var as in batch_norm_forward_training.
+// Writes output, save_mean[C] and save_invstd[C]. Throws ValueError where batch_norm_relu_fused is false.
+void batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& shape, DType dtype, const void* input,
+                                      const void* residual, const void* weight, const void* bias, void* running_mean,
+                                      void* running_var, double momentum, double eps, void* output, void* save_mean,
+                                      void* save_invstd);
+
+// Gradients from grad_output of the fused forward: `output` is its result (the ReLU's mask comes
+// from it), `input` its input. grad_residual (the residual's gradient: grad_output where
+// output > 0) and any of grad_input, grad_weight, grad_bias may be nullptr when not wanted.
+void batch_norm_relu_backward_training(const Context& ctx, const BatchNormShape& shape, DType dtype,
+                                       const void* grad_output, const void* output, const void* input,
+                                       const void* weight, const void* save_mean, const void* save_invstd,
+                                       void* grad_input, void* grad_weight, void* grad_bias, void* grad_residual);
+
+}  // namespace sublet::ops
