@@ -64,22 +64,29 @@ class Buffer {
   memory::Block* block_;
 };
 
-// Mean microseconds per call of `launch` over kRepeats calls, after kWarmup, by CUDA events on
-// the context's stream.
-double time_us(const ops::Context& ctx, const std::function<void()>& launch) {
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  for (int i = 0; i < kWarmup; ++i) launch();
+// Milliseconds between CUDA events recorded on `stream` before and after `enqueue`.
+float elapsed_ms(cudaStream_t stream, const std::function<void()>& enqueue) {
   cudaEvent_t start = nullptr, stop = nullptr;
   SUBLET_CUDA_CHECK(cudaEventCreate(&start));
   SUBLET_CUDA_CHECK(cudaEventCreate(&stop));
   SUBLET_CUDA_CHECK(cudaEventRecord(start, stream));
-  for (int i = 0; i < kRepeats; ++i) launch();
+  enqueue();
   SUBLET_CUDA_CHECK(cudaEventRecord(stop, stream));
   SUBLET_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0;
   SUBLET_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   SUBLET_CUDA_CHECK(cudaEventDestroy(start));
   SUBLET_CUDA_CHECK(cudaEventDestroy(stop));
+  return ms;
+}
+
+// Mean microseconds per call of `launch` over kRepeats calls, after kWarmup, by CUDA events on
+// the context's stream.
+double time_us(const ops::Context& ctx, const std::function<void()>& launch) {
+  for (int i = 0; i < kWarmup; ++i) launch();
+  const float ms = elapsed_ms(static_cast<cudaStream_t>(ctx.stream), [&] {
+    for (int i = 0; i < kRepeats; ++i) launch();
+  });
   return 1000.0 * ms / kRepeats;
 }
 
@@ -95,17 +102,7 @@ double graph_time_us(const ops::Context& ctx, const std::function<void()>& launc
   SUBLET_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   SUBLET_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   SUBLET_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  SUBLET_CUDA_CHECK(cudaEventCreate(&start));
-  SUBLET_CUDA_CHECK(cudaEventCreate(&stop));
-  SUBLET_CUDA_CHECK(cudaEventRecord(start, stream));
-  SUBLET_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  SUBLET_CUDA_CHECK(cudaEventRecord(stop, stream));
-  SUBLET_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  SUBLET_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  SUBLET_CUDA_CHECK(cudaEventDestroy(start));
-  SUBLET_CUDA_CHECK(cudaEventDestroy(stop));
+  const float ms = elapsed_ms(stream, [&] { SUBLET_CUDA_CHECK(cudaGraphLaunch(exec, stream)); });
   SUBLET_CUDA_CHECK(cudaGraphExecDestroy(exec));
   SUBLET_CUDA_CHECK(cudaGraphDestroy(graph));
   return 1000.0 * ms / kRepeats;
