@@ -3,8 +3,8 @@
 # (10 classes) and ResNet-50 224x224 batch 64 (1000 classes), fp32, torchvision's architectures,
 # random data, median of 30 steps after 5 warm-up steps:
 #   sublet eager, sublet with the step captured in a CUDA graph, PyTorch (bench/pytorch_step.py,
-#   cudnn.benchmark on), and `--allocator all` (caching | raw | async side by side) for
-#   ResNet-18 batch 128 and ResNet-50 batch 64.
+#   cudnn.benchmark on) eager and with its step captured in a CUDA graph, and `--allocator all`
+#   (caching | raw | async side by side) for ResNet-18 batch 128 and ResNet-50 batch 64.
 # Every run writes JSON into OUT_DIR; bench/gpu_step_table.py then prints one table with ratios.
 #
 #   bench/gpu_step_suite.sh OUT_DIR
@@ -58,6 +58,8 @@ for config in "${configs[@]}"; do
   run "${tag}_sublet_graph" "$sublet" bench step "${common[@]}" --cuda-graph --json "$out/${tag}_sublet_graph.json"
   if [[ -n "$python" ]]; then
     run "${tag}_pytorch" "$python" "$here/pytorch_step.py" "${common[@]}" --json "$out/${tag}_pytorch.json"
+    run "${tag}_pytorch_graph" "$python" "$here/pytorch_step.py" "${common[@]}" --cuda-graph \
+        --json "$out/${tag}_pytorch_graph.json"
   else
     echo "!!! no python3 with torch: PyTorch runs skipped (set PYTHON=...)" >&2
   fi

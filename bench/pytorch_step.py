@@ -3,9 +3,13 @@
 
     python3 bench/pytorch_step.py [--device cpu|cuda|auto] --model M[,M...] [--input CxHxW]
         [--batch-size B] [--classes K] [--steps N] [--warmup W] [--small-input-stem] [--seed S]
-        [--threads T] [--json PATH]
+        [--threads T] [--cuda-graph] [--json PATH]
 
 Step: forward, cross-entropy, backward, SGD(lr 0.1, momentum 0.9) step, zero_grad(set_to_none).
+--cuda-graph (CUDA): the warm-up runs on a side stream, then one whole step is captured with
+torch.cuda.graph (PyTorch's whole-network capture: gradients set to None before the capture, so
+backward allocates them in the graph's pool) and the timed steps are its replays; the peaks are
+then counted from the capture on, as sublet's --cuda-graph counts them.
 resnet18/34/50 are torchvision's; resnet20/32/56 are defined here exactly as sublet's
 models/resnet.h builds them (3x3 stem with 16 channels, basic blocks of 16/32/64 planes, 1x1
 conv + BN projections where the shape changes, global average pool, fc; torchvision's init).
@@ -129,12 +133,17 @@ def run(args, model_name, device, shape):
         optimizer.zero_grad(set_to_none=True)
         return value
 
-    print(f"pytorch step: {model_name} on {device}, {args.warmup} warm-up + {args.steps} timed steps", file=sys.stderr)
-    for _ in range(args.warmup):
-        step()
+    print(f"pytorch step: {model_name} on {device}, {args.warmup} warm-up + {args.steps} timed steps"
+          + (" (CUDA graph replays)" if args.cuda_graph else ""), file=sys.stderr)
+    if args.cuda_graph:
+        step = capture_step(args, model, optimizer, images, labels)
+    else:
+        for _ in range(args.warmup):
+            step()
     if cuda:
         torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+        if not args.cuda_graph:  # a graph's peaks count from its capture on
+            torch.cuda.reset_peak_memory_stats()
     step_ms, cpu_ms = [], []
     if cuda and args.profile_range:
         torch.cuda.cudart().cudaProfilerStart()
@@ -150,6 +159,7 @@ def run(args, model_name, device, shape):
     ms = statistics.median(step_ms)
     return {
         "framework": f"pytorch {torch.__version__}",
+        "cuda_graph": bool(args.cuda_graph),
         "model": model_name,
         "device": "cuda:0" if cuda else "cpu",
         "batch_size": args.batch_size,
@@ -165,6 +175,36 @@ def run(args, model_name, device, shape):
         "warmup": args.warmup,
         "step_ms": step_ms,
     }
+
+
+def capture_step(args, model, optimizer, images, labels):
+    """Warm-up on a side stream, then one training step captured as a CUDA graph; returns a
+    function that replays it (PyTorch's documented whole-network capture)."""
+    def train_step():
+        loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(max(args.warmup, 1)):  # cudnn.benchmark picks its engines here, not in the capture
+            optimizer.zero_grad(set_to_none=True)
+            train_step()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = train_step()
+
+    def replay():
+        graph.replay()
+        return static_loss
+
+    return replay
 
 
 def print_table(results):
@@ -194,6 +234,8 @@ def main():
                         help="CPU threads (default: OMP_NUM_THREADS, else every core)")
     parser.add_argument("--profile-range", action="store_true",
                         help="mark the timed steps for `ncu --profile-from-start off` (cudaProfilerStart/Stop)")
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="capture the step into a CUDA graph after the warm-up and time its replays (CUDA)")
     parser.add_argument("--json", help="write the result(s) here: one object, or a list for several models")
     args = parser.parse_args()
 
@@ -207,6 +249,8 @@ def main():
         raise SystemExit("error: --device cuda: this PyTorch has no usable CUDA device")
     device = torch.device("cuda:0" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
                           else "cpu")
+    if args.cuda_graph and device.type != "cuda":
+        raise SystemExit("error: --cuda-graph needs --device cuda (CUDA graphs are a GPU feature)")
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
     else:
