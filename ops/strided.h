@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/shape_vector.h"
+
 namespace sublet::ops {
 
-using Shape = std::vector<std::int64_t>;
+using Shape = ShapeVector;
 
 struct StridedRef {
   void* data = nullptr;

@@ -13,12 +13,6 @@ std::string shape_str(const Shape& shape) {
   return text + "]";
 }
 
-std::int64_t shape_numel(const Shape& shape) {
-  std::int64_t n = 1;
-  for (auto s : shape) n *= s;
-  return n;
-}
-
 Shape contiguous_strides(const Shape& sizes) {
   Shape strides(sizes.size());
   std::int64_t stride = 1;

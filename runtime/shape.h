@@ -5,12 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "ops/shape_vector.h"
+#include "ops/strided.h"
+
 namespace sublet {
 
-using Shape = std::vector<std::int64_t>;
+using Shape = ops::ShapeVector;  // sizes and strides, up to 6 dimensions without a heap allocation
 
 std::string shape_str(const Shape& shape);  // "[2, 3]"
-std::int64_t shape_numel(const Shape& shape);
+using ops::shape_numel;  // the product of the sizes (one function: Shape is ops' type)
 Shape contiguous_strides(const Shape& sizes);
 
 // NumPy broadcasting: "add: shapes [2, 3] and [4, 3] cannot be broadcast".
