@@ -11,13 +11,19 @@
 
 namespace sublet::ops {
 
-namespace {
+namespace detail {
 
-void check_eps(double eps) {
-  if (!(eps > 0)) throw ValueError("batch_norm: eps must be > 0, got " + std::to_string(eps));
+void check_eps(const char* op, double eps) {
+  if (!(eps > 0)) throw ValueError(std::string(op) + ": eps must be > 0, got " + std::to_string(eps));
 }
 
-}  // namespace
+void check_momentum(const char* op, double momentum) {
+  if (!(momentum >= 0 && momentum <= 1)) {
+    throw ValueError(std::string(op) + ": momentum must be in [0, 1], got " + std::to_string(momentum));
+  }
+}
+
+}  // namespace detail
 
 void BatchNormShape::validate(bool training) const {
   if (batch < 1 || channels < 1 || height < 1 || width < 1) {
@@ -37,10 +43,8 @@ void batch_norm_forward_training(const Context& ctx, const BatchNormShape& shape
                                  void* running_mean, void* running_var, double momentum,
                                  double eps, void* output, void* save_mean, void* save_invstd) {
   shape.validate(true);
-  check_eps(eps);
-  if (!(momentum >= 0 && momentum <= 1)) {
-    throw ValueError("batch_norm: momentum must be in [0, 1], got " + std::to_string(momentum));
-  }
+  detail::check_eps("batch_norm", eps);
+  detail::check_momentum("batch_norm", momentum);
 #ifdef SUBLET_HAVE_CUDA
   if (ctx.device.is_cuda()) {
     return cuda::batch_norm_forward_training(ctx, shape, dtype, input, weight, bias, running_mean,
@@ -62,7 +66,7 @@ void batch_norm_forward_eval(const Context& ctx, const BatchNormShape& shape, DT
                              const void* running_mean, const void* running_var, double eps,
                              void* output) {
   shape.validate(false);
-  check_eps(eps);
+  detail::check_eps("batch_norm", eps);
 #ifdef SUBLET_HAVE_CUDA
   if (ctx.device.is_cuda()) {
     return cuda::batch_norm_forward_eval(ctx, shape, dtype, input, weight, bias, running_mean,
@@ -103,7 +107,7 @@ void batch_norm_backward_eval(const Context& ctx, const BatchNormShape& shape, D
                               const void* running_mean, const void* running_var, double eps,
                               void* grad_input, void* grad_weight, void* grad_bias) {
   shape.validate(false);
-  check_eps(eps);
+  detail::check_eps("batch_norm", eps);
 #ifdef SUBLET_HAVE_CUDA
   if (ctx.device.is_cuda()) {
     return cuda::batch_norm_backward_eval(ctx, shape, dtype, grad_output, input, weight,

@@ -22,6 +22,13 @@ struct BatchNormShape {
   void validate(bool training) const;
 };
 
+namespace detail {
+// ValueError "<op>: eps must be > 0, got ..." / "<op>: momentum must be in [0, 1], got ...";
+// shared by the batch norm ops here and the fused ones (ops/batch_norm_relu.h).
+void check_eps(const char* op, double eps);
+void check_momentum(const char* op, double momentum);
+}  // namespace detail
+
 // output = (input - mean) * invstd * weight + bias with the batch's statistics.
 // Writes save_mean[C] and save_invstd[C] = 1/sqrt(var_biased + eps) for the backward pass.
 // weight and bias may be nullptr (no affine transform); running_mean and running_var may be

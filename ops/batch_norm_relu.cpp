@@ -38,9 +38,8 @@ void batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& 
                                       void* save_invstd) {
   shape.validate(true);
   require_fused(ctx, shape, dtype);
-  if (!(eps > 0)) throw ValueError("batch_norm_relu: eps must be > 0, got " + std::to_string(eps));
-  if (!(momentum >= 0 && momentum <= 1))
-    throw ValueError("batch_norm_relu: momentum must be in [0, 1], got " + std::to_string(momentum));
+  detail::check_eps("batch_norm_relu", eps);
+  detail::check_momentum("batch_norm_relu", momentum);
 #ifdef SUBLET_HAVE_CUDA
   cuda::batch_norm_relu_forward_training(ctx, shape, dtype, input, residual, weight, bias, running_mean, running_var,
                                          momentum, eps, output, save_mean, save_invstd);

@@ -123,7 +123,7 @@ class ShapeVector {
   template <typename It, typename = typename std::iterator_traits<It>::iterator_category>
   iterator insert(const_iterator position, It first, It last) {
     const auto at = static_cast<size_type>(position - begin());
-    const std::vector<value_type> added(first, last);  // the source may alias this vector
+    const ShapeVector added(first, last);  // a copy first: the source may alias this vector
     reserve(size_ + added.size());
     std::copy_backward(data() + at, data() + size_, data() + size_ + added.size());
     std::copy(added.begin(), added.end(), data() + at);
@@ -131,7 +131,7 @@ class ShapeVector {
     return data() + at;
   }
   iterator insert(const_iterator position, size_type count, value_type value) {
-    const std::vector<value_type> added(count, value);
+    const ShapeVector added(count, value);
     return insert(position, added.begin(), added.end());
   }
   iterator erase(const_iterator position) { return erase(position, position + 1); }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "memory/current_stream.h"
@@ -19,6 +20,14 @@ namespace sublet::ops::testing {
 
 inline Device gpu() { return Device::cuda(0); }
 inline Context gpu_context() { return Context::for_device(gpu()); }
+
+// The batch norm tests' tolerances (cuDNN accumulates the statistics in float, the CPU kernel in
+// double): float32 rtol 1e-4, atol 1e-5; float64 rtol 1e-10, atol 1e-12.
+template <typename T>
+struct BatchNormTolerance {
+  static constexpr double rtol = std::is_same_v<T, float> ? 1e-4 : 1e-10;
+  static constexpr double atol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+};
 
 // A block of device memory holding a copy of host values (or `count` uninitialised elements).
 template <typename T>

@@ -14,14 +14,8 @@ using namespace sublet::ops::testing;
 namespace {
 
 template <typename T>
-struct Tolerance {
-  static constexpr double rtol = std::is_same_v<T, float> ? 1e-4 : 1e-10;
-  static constexpr double atol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
-};
-
-template <typename T>
 void check_training(bool affine, bool running_mean_given, bool running_var_given, const std::string& what) {
-  using Tol = Tolerance<T>;
+  using Tol = BatchNormTolerance<T>;
   const BatchNormShape s{4, 3, 5, 6};
   const DType dtype = DTypeOf<T>::value;
   const auto input = random_values<T>(s.numel(), 81, -2, 3);
@@ -70,7 +64,7 @@ void check_training(bool affine, bool running_mean_given, bool running_var_given
 
 template <typename T>
 void check_eval(bool affine, const std::string& what) {
-  using Tol = Tolerance<T>;
+  using Tol = BatchNormTolerance<T>;
   const BatchNormShape s{3, 4, 2, 7};
   const DType dtype = DTypeOf<T>::value;
   const auto input = random_values<T>(s.numel(), 91, -2, 3);

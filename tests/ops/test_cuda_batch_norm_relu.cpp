@@ -21,12 +21,6 @@ using namespace sublet::ops::testing;
 
 namespace {
 
-template <typename T>
-struct Tolerance {
-  static constexpr double rtol = std::is_same_v<T, float> ? 1e-4 : 1e-10;
-  static constexpr double atol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
-};
-
 struct Variant {
   bool residual = true, affine = true, running = true;
   std::string name() const {
@@ -37,7 +31,7 @@ struct Variant {
 
 template <typename T>
 void check_against_cpu(const BatchNormShape& s, const Variant& v) {
-  using Tol = Tolerance<T>;
+  using Tol = BatchNormTolerance<T>;
   const std::string what = std::string(std::is_same_v<T, float> ? "float " : "double ") + v.name() + " [" +
                            std::to_string(s.batch) + "," + std::to_string(s.channels) + "," +
                            std::to_string(s.height) + "," + std::to_string(s.width) + "]";
