@@ -14,7 +14,7 @@
 #include "bench/alloc/torch_plugin_loader.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 
 namespace sublet::cli {

@@ -14,7 +14,7 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "ops/conv_settings.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "models/registry.h"
 

@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::cli {
 namespace {

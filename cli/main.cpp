@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "memory/config.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 
 int main(int argc, char** argv) {
   // OpenMP threads that spin while waiting steal the cores from each other and from anything

@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 #include "memory/replay.h"
 
 namespace sublet::cli {
@@ -22,7 +22,7 @@ const std::vector<std::string> kDefaultSettings = {
 };
 
 void print_results(const std::vector<memory::ReplayResult>& results, std::size_t events) {
-  const auto bytes = [](std::size_t b) { return memory::format_bytes(static_cast<std::int64_t>(b)); };
+  const auto bytes = [](std::size_t b) { return sublet::format_bytes(static_cast<std::int64_t>(b)); };
   fmt::print("Replayed {} events on the simulated backend (capacity {}).\n\n", events, bytes(results.front().capacity));
   fmt::print("{:<40} {:>14} {:>14} {:>10} {:>13} {:>8}\n", "setting", "peak reserved", "peak allocated",
              "frag@peak", "device allocs", "fits?");

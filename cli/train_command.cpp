@@ -15,7 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "models/registry.h"
 #include "train/progress.h"
 #include "train/trainer.h"

@@ -5,7 +5,7 @@
 
 #include <ostream>
 
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 #include "memory/registry.h"
 
 namespace sublet::examples {
@@ -14,8 +14,8 @@ namespace {
 void print_row(std::ostream& out, memory::CachingAllocator& allocator, const std::string& step, const std::string& note) {
   const auto stats = allocator.memory_stats();
   fmt::print(out, "{:<34} {:>18} {:>18} {:>12}   {}\n", step,
-             memory::format_bytes(static_cast<std::int64_t>(allocator.memory_allocated())),
-             memory::format_bytes(static_cast<std::int64_t>(allocator.memory_reserved())),
+             sublet::format_bytes(static_cast<std::int64_t>(allocator.memory_allocated())),
+             sublet::format_bytes(static_cast<std::int64_t>(allocator.memory_reserved())),
              stats.at("num_device_alloc"), note);
 }
 
@@ -27,7 +27,7 @@ int two_step_release_demo(Device device, std::size_t buffer_bytes, std::ostream&
   allocator.reset_peak_memory_stats();
   allocator.reset_accumulated_memory_stats();
   fmt::print(out, "Two-step release on {} ({} backend), buffer of {}\n\n", device.str(),
-             allocator.backend().name(), memory::format_bytes(static_cast<std::int64_t>(buffer_bytes)));
+             allocator.backend().name(), sublet::format_bytes(static_cast<std::int64_t>(buffer_bytes)));
   fmt::print(out, "{:<34} {:>18} {:>18} {:>12}\n", "step", "memory_allocated", "memory_reserved", "device allocs");
   print_row(out, allocator, "start", "");
 
@@ -43,8 +43,8 @@ int two_step_release_demo(Device device, std::size_t buffer_bytes, std::ostream&
   print_row(out, allocator, "empty_cache()", "the segment goes back to the device");
 
   fmt::print(out, "\nPeak allocated {}, peak reserved {}.\n",
-             memory::format_bytes(static_cast<std::int64_t>(allocator.max_memory_allocated())),
-             memory::format_bytes(static_cast<std::int64_t>(allocator.max_memory_reserved())));
+             sublet::format_bytes(static_cast<std::int64_t>(allocator.max_memory_allocated())),
+             sublet::format_bytes(static_cast<std::int64_t>(allocator.max_memory_reserved())));
   out << allocator.memory_summary();
   return 0;
 }

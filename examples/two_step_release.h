@@ -1,7 +1,7 @@
 #pragma once
 #include <iosfwd>
 
-#include "memory/device.h"
+#include "core/device.h"
 
 namespace sublet::examples {
 

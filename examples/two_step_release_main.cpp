@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "examples/two_step_release.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 
 int main(int argc, char** argv) {

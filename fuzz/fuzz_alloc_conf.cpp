@@ -7,7 +7,7 @@
 #include <string>
 
 #include "memory/config.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace {
 // 0 and 1 divisions both mean plain 512-byte rounding; the text form writes 1.

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "fuzz/fuzz_input_file.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/data/cifar10.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <string>
 
-#include "memory/device.h"
+#include "core/device.h"
 
 namespace sublet::memory {
 

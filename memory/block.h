@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "memory/backend.h"
-#include "memory/device.h"
+#include "core/device.h"
 
 namespace sublet::memory {
 

@@ -9,7 +9,7 @@
 #include "memory/allocator_mutex.h"
 #include "memory/annotation.h"
 #include "memory/block_pool.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/oom_message.h"
 
 namespace sublet::memory {

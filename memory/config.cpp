@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::memory {
 namespace {

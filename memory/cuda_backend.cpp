@@ -4,7 +4,7 @@
 
 #include "memory/cuda_check.h"
 #include "memory/cuda_driver.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::memory {
 namespace {

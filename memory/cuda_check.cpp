@@ -3,7 +3,7 @@
 #include <string>
 
 #include "memory/cuda_driver.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::detail {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::memory {
 namespace {

@@ -4,7 +4,7 @@
 // never see each other's choice; the default is nullptr, the legacy default stream, which
 // orders itself against every blocking stream of the device.
 // The CPU has no streams: current_stream(Device::cpu()) is always nullptr.
-#include "memory/device.h"
+#include "core/device.h"
 
 namespace sublet::memory {
 

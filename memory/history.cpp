@@ -1,6 +1,6 @@
 #include "memory/history.h"
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::memory {
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::memory {
 namespace {

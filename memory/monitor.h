@@ -8,7 +8,7 @@
 #include <iosfwd>
 #include <string>
 
-#include "memory/device.h"
+#include "core/device.h"
 #include "memory/registry.h"
 
 namespace sublet {

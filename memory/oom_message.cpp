@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 
 namespace sublet::memory {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <mutex>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/host_backend.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "memory/cuda_async_backend.h"

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "memory/caching_allocator.h"
-#include "memory/device.h"
+#include "core/device.h"
 
 namespace sublet::memory {
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/simulated_backend.h"
 
 namespace sublet::memory {

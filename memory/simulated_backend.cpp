@@ -2,7 +2,7 @@
 
 #include <iterator>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::memory {
 namespace {

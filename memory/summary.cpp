@@ -6,7 +6,7 @@
 #include <string>
 
 #include "memory/caching_allocator.h"
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 
 namespace sublet::memory {
 namespace {
@@ -59,18 +59,6 @@ void append_single(std::string& out, const std::string& title, const Stat& s) {
 }
 
 }  // namespace
-
-std::string format_bytes(std::int64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  static constexpr std::array<const char*, 5> kUnits = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes) / 1024.0;
-  std::size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < kUnits.size()) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return fmt::format("{:.2f} {}", value, kUnits[unit]);
-}
 
 std::string CachingAllocator::memory_summary() const {
   const DeviceStats s = stats();

@@ -3,7 +3,7 @@
 #include <functional>
 #include <utility>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "models/resnet.h"
 
 namespace sublet::models {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "ops/cuda/batch_norm_relu_cuda.h"
 #endif

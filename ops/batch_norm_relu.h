@@ -12,7 +12,7 @@
 
 #include "ops/batch_norm.h"
 #include "ops/context.h"
-#include "ops/dtype.h"
+#include "core/dtype.h"
 
 namespace sublet::ops {
 

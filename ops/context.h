@@ -3,7 +3,7 @@
 // on, and the allocator that serves its workspaces (so memory stats include workspaces).
 #include "memory/caching_allocator.h"
 #include "memory/current_stream.h"
-#include "memory/device.h"
+#include "core/device.h"
 #include "memory/registry.h"
 
 namespace sublet::ops {

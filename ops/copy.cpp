@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cpu/copy_cpu.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "ops/cuda/copy_cuda.h"

@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "ops/context.h"
-#include "ops/dtype.h"
+#include "core/dtype.h"
 #include "ops/strided.h"
 
 namespace sublet::ops {

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "ops/context.h"
-#include "ops/dtype.h"
+#include "core/dtype.h"
 
 namespace sublet::ops {
 

@@ -1,6 +1,6 @@
 #include "ops/elementwise.h"
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cpu/elementwise_cpu.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "ops/cuda/elementwise_cuda.h"

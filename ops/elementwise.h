@@ -3,7 +3,7 @@
 // already broadcast them: stride 0 on broadcast dimensions). `out` may alias an input with the
 // same strides (in-place ops). Dispatches by ctx.device.
 #include "ops/context.h"
-#include "ops/dtype.h"
+#include "core/dtype.h"
 #include "ops/strided.h"
 
 namespace sublet::ops {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cpu/loss_cpu.h"
 #include "ops/nn_dispatch.h"
 #ifdef SUBLET_HAVE_CUDA

@@ -1,6 +1,6 @@
 #include "ops/matmul.h"
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cpu/matmul_cpu.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "ops/cuda/matmul_cuda.h"

@@ -4,7 +4,7 @@
 // read in place. Each matrix must be row-major or column-major with a unit stride somewhere
 // (matmul_operand_ok); the runtime copies other layouts first.
 #include "ops/context.h"
-#include "ops/dtype.h"
+#include "core/dtype.h"
 #include "ops/strided.h"
 
 namespace sublet::ops {

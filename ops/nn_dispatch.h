@@ -5,9 +5,9 @@
 #include <string>
 #include <utility>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/context.h"
-#include "ops/dtype.h"
+#include "core/dtype.h"
 
 namespace sublet::ops::detail {
 

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cpu/optim_update_cpu.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "ops/cuda/optim_update_cuda.h"

@@ -23,7 +23,7 @@
 #include <span>
 
 #include "ops/context.h"
-#include "ops/dtype.h"
+#include "core/dtype.h"
 
 namespace sublet::ops {
 

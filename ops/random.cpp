@@ -1,6 +1,6 @@
 #include "ops/random.h"
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cpu/random_cpu.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "ops/cuda/random_cuda.h"

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "ops/context.h"
-#include "ops/dtype.h"
+#include "core/dtype.h"
 
 namespace sublet::ops {
 

@@ -1,6 +1,6 @@
 #include "ops/reduce.h"
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cpu/reduce_cpu.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "ops/cuda/reduce_cuda.h"

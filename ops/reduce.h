@@ -4,7 +4,7 @@
 // view reduces without a copy. Outputs are contiguous over the outer dimensions.
 // Float32 sums accumulate in double; results never depend on the number of threads.
 #include "ops/context.h"
-#include "ops/dtype.h"
+#include "core/dtype.h"
 #include "ops/strided.h"
 
 namespace sublet::ops {

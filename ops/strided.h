@@ -5,11 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/shape_vector.h"
+#include "core/shape_vector.h"
 
 namespace sublet::ops {
-
-using Shape = ShapeVector;
 
 struct StridedRef {
   void* data = nullptr;
@@ -20,11 +18,5 @@ struct ConstStridedRef {
   const void* data = nullptr;
   Shape strides;
 };
-
-inline std::int64_t shape_numel(const Shape& sizes) {
-  std::int64_t n = 1;
-  for (auto s : sizes) n *= s;
-  return n;
-}
 
 }  // namespace sublet::ops

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 #include "profile/output_file.h"
 
 namespace sublet::profile {
@@ -101,7 +101,7 @@ void write_chrome_trace(const std::string& path, const ProfileRun& run, const st
     if (!block_event && e.kind != memory::AllocatorEventKind::FreeCompleted) {
       const bool oom = e.kind == memory::AllocatorEventKind::Oom;
       events.push_back({{"ph", "i"}, {"name", std::string(memory::event_kind_name(e.kind)) + " " +
-                                                  memory::format_bytes(static_cast<std::int64_t>(e.size))},
+                                                  sublet::format_bytes(static_cast<std::int64_t>(e.size))},
                         {"cat", "allocator"}, {"s", oom ? "g" : "t"}, {"pid", kPid}, {"tid", kEventTrack}, {"ts", ts},
                         {"args", {{"address", e.address}, {"size", e.size}, {"requested_size", e.requested_size}}}});
     }

@@ -1,6 +1,6 @@
 #include "profile/event_log.h"
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::profile {
 

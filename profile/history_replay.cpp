@@ -5,7 +5,7 @@
 
 #include "memory/annotation.h"
 #include "memory/config.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/simulated_backend.h"
 
 namespace sublet::profile {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::profile {
 

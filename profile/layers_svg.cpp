@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 #include "profile/svg_document.h"
 
 namespace sublet::profile {
@@ -90,7 +90,7 @@ std::string layers_svg(const ProfileRun& run, const std::vector<LayerRow>& rows,
         const double from = v > 0 ? pos : neg + v;
         const std::string title = fmt::format("{} {}: {} {}{}", e.module, p == 0 ? "fwd" : "bwd/optimizer",
                                               category_label(Category(c)), v > 0 ? "+" : "-",
-                                              memory::format_bytes(static_cast<std::int64_t>(std::abs(v))));
+                                              sublet::format_bytes(static_cast<std::int64_t>(std::abs(v))));
         svg.rect(x_in(p, from), y + 2, x_in(p, from + std::abs(v)) - x_in(p, from), kRowHeight - 4,
                  category_color(Category(c)), title);
         (v > 0 ? pos : neg) += v;

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "memory/errors.h"
-#include "memory/format_bytes.h"
+#include "core/errors.h"
+#include "core/format_bytes.h"
 #include "profile/output_file.h"
 
 namespace sublet::profile {
@@ -21,7 +21,7 @@ std::string csv_field(const std::string& text) {
 
 std::string signed_bytes(std::int64_t bytes) {
   if (bytes == 0) return "0";
-  return fmt::format("{}{}", bytes > 0 ? "+" : "-", memory::format_bytes(bytes > 0 ? bytes : -bytes));
+  return fmt::format("{}{}", bytes > 0 ? "+" : "-", sublet::format_bytes(bytes > 0 ? bytes : -bytes));
 }
 
 }  // namespace
@@ -111,12 +111,12 @@ std::string layers_table(const std::vector<LayerRow>& rows, int step) {
     for (std::size_t c = 1; c < kNumCategories; ++c)
       if (r.allocated_by_category[c] > r.allocated_by_category[top]) top = c;
     const std::string top_text = r.allocated_by_category[top] > 0
-                                     ? fmt::format("{} {}", category_label(Category(top)), memory::format_bytes(r.allocated_by_category[top]))
+                                     ? fmt::format("{} {}", category_label(Category(top)), sublet::format_bytes(r.allocated_by_category[top]))
                                      : "";
     out += fmt::format("{:<34} {:<9} {:>10} {:>11} {:>11} {:>6} {:>11} {:>11} {:>11} {:>4}  {}\n",
-                       fmt::format("{}{}", r.holds_step_peak ? "*" : " ", name), phase_name(r.phase), memory::format_bytes(r.allocated_at_entry),
+                       fmt::format("{}{}", r.holds_step_peak ? "*" : " ", name), phase_name(r.phase), sublet::format_bytes(r.allocated_at_entry),
                        signed_bytes(r.net), signed_bytes(r.peak_above_entry), r.count_allocated,
-                       memory::format_bytes(r.bytes_allocated), memory::format_bytes(r.bytes_freed),
+                       sublet::format_bytes(r.bytes_allocated), sublet::format_bytes(r.bytes_freed),
                        signed_bytes(r.reserved_change), r.device_allocs, top_text);
   }
   return out;

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 #include "profile/svg_document.h"
 
 namespace sublet::profile {
@@ -58,8 +58,8 @@ std::string memory_timeline_svg(const ProfileRun& run, const std::vector<LayerRo
     if (r.step != step || !is_band(r) || r.end_event <= r.begin_event) continue;
     const double x0 = x_of(std::max(r.begin_event, first)), x1 = x_of(std::min(r.end_event, last));
     svg.rect(x0, kTop, x1 - x0, plot_h, band_color(r.phase, band++ % 2 == 1),
-             fmt::format("{} {}: net {}, peak +{}", r.module, phase_name(r.phase), memory::format_bytes(r.net),
-                         memory::format_bytes(r.peak_above_entry)));
+             fmt::format("{} {}: net {}, peak +{}", r.module, phase_name(r.phase), sublet::format_bytes(r.net),
+                         sublet::format_bytes(r.peak_above_entry)));
     if (x1 - x0 >= 7) svg.text((x0 + x1) / 2, kTop - 6, r.module + " " + phase_name(r.phase), 9, "start", "", -50);
   }
 
@@ -123,7 +123,7 @@ std::string memory_timeline_svg(const ProfileRun& run, const std::vector<LayerRo
   const double px = x_of(peak.peak_event + 1), py = y_of(static_cast<double>(peak.peak_allocated));
   svg.line(px, py, px, kTop + plot_h, "black", 1, "stroke-dasharray=\"2,2\"");
   svg.circle(px, py, 5, "white", "step peak");
-  const std::string label = fmt::format("peak {}{}", memory::format_bytes(peak.peak_allocated),
+  const std::string label = fmt::format("peak {}{}", sublet::format_bytes(peak.peak_allocated),
                                         holder ? " in " + holder->module + " " + phase_name(holder->phase) : "");
   const bool right_half = px > kLeft + plot_w * 0.6;
   svg.text(right_half ? px - 8 : px + 8, std::max(py - 8, kTop + 12), label, 12, right_half ? "end" : "start", "font-weight=\"bold\"");
@@ -132,7 +132,7 @@ std::string memory_timeline_svg(const ProfileRun& run, const std::vector<LayerRo
   double ly = kTop + 4;
   const double lx = kLeft + plot_w + 16;
   svg.line(lx, ly + 5, lx + 14, ly + 5, "#222222", 2);
-  svg.text(lx + 20, ly + 9, fmt::format("reserved (peak {})", memory::format_bytes(peak.peak_reserved)), 10);
+  svg.text(lx + 20, ly + 9, fmt::format("reserved (peak {})", sublet::format_bytes(peak.peak_reserved)), 10);
   ly += 20;
   svg.text(lx, ly + 9, "allocated, by category:", 10);
   ly += 16;

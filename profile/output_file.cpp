@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::profile {
 

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/replay.h"
 #include "profile/chrome_trace.h"
 #include "profile/history_replay.h"

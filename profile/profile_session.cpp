@@ -5,7 +5,7 @@
 
 #include "memory/annotation.h"
 #include "memory/config.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "runtime/allocation_scope.h"
 #include "runtime/factories.h"

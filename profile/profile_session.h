@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "memory/caching_allocator.h"
-#include "memory/device.h"
+#include "core/device.h"
 #include "memory/history.h"
 #include "profile/category_accounting.h"
 #include "profile/event_log.h"

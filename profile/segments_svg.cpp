@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "memory/annotation.h"
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 #include "profile/svg_document.h"
 
 namespace sublet::profile {
@@ -22,16 +22,16 @@ std::string segments_svg(const ProfileRun& run, const ReplayedState& state, cons
   svg.text(10, 42,
            fmt::format("{} segments, reserved {}, allocated {}, largest free block {}, fragmentation {:.1f}% "
                        "(1 - largest free block / free reserved)",
-                       state.segments.size(), memory::format_bytes(static_cast<std::int64_t>(state.reserved)),
-                       memory::format_bytes(static_cast<std::int64_t>(state.allocated)),
-                       memory::format_bytes(static_cast<std::int64_t>(state.largest_free_block)), 100.0 * state.fragmentation),
+                       state.segments.size(), sublet::format_bytes(static_cast<std::int64_t>(state.reserved)),
+                       sublet::format_bytes(static_cast<std::int64_t>(state.allocated)),
+                       sublet::format_bytes(static_cast<std::int64_t>(state.largest_free_block)), 100.0 * state.fragmentation),
            11);
   svg.text(10, 58, fmt::format("{} allocator; every segment is drawn full width", run.allocator_config.empty() ? "default" : run.allocator_config), 10);
   for (std::size_t i = 0; i < state.segments.size(); ++i) {
     const memory::SegmentInfo& s = state.segments[i];
     const double y = kTop + kRowHeight * static_cast<double>(i);
     svg.text(kLabelWidth - 8, y + kRowHeight - 8,
-             fmt::format("{} {}{}: {} blocks", memory::format_bytes(static_cast<std::int64_t>(s.total_size)),
+             fmt::format("{} {}{}: {} blocks", sublet::format_bytes(static_cast<std::int64_t>(s.total_size)),
                          s.is_small_pool ? "small" : "large", s.is_expandable ? " expandable" : "", s.blocks.size()),
              10, "end");
     const auto offset = [&](std::uintptr_t address) { return static_cast<double>(address - s.address) / static_cast<double>(s.total_size); };
@@ -43,8 +43,8 @@ std::string segments_svg(const ProfileRun& run, const ReplayedState& state, cons
                                                         category_label(report_category(b.category)))
                                           : "free";
       svg.rect(x, y + 3, w, kRowHeight - 6, allocated ? category_color(report_category(b.category)) : kFree,
-               fmt::format("{}: {} (requested {})", owner, memory::format_bytes(static_cast<std::int64_t>(b.size)),
-                           memory::format_bytes(static_cast<std::int64_t>(b.requested_size))),
+               fmt::format("{}: {} (requested {})", owner, sublet::format_bytes(static_cast<std::int64_t>(b.size)),
+                           sublet::format_bytes(static_cast<std::int64_t>(b.requested_size))),
                b.state == memory::BlockInfo::State::ActivePending ? "stroke=\"black\" stroke-dasharray=\"2,2\"" : "");
       if (w >= 1.5) svg.line(x, y + 3, x, y + kRowHeight - 3, "white", 0.8);  // block boundary: shows the splits
     }

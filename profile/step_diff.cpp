@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "memory/annotation.h"
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 
 namespace sublet::profile {
 namespace {
@@ -62,12 +62,12 @@ std::string format_step_diff(const StepDiff& d) {
                                 d.later, d.earlier);
   if (d.added.empty()) out += "  none: step " + std::to_string(d.later) + " leaves nothing behind that step " + std::to_string(d.earlier) + " did not.\n";
   for (const auto& g : d.added)
-    out += fmt::format("  + {:>11} in {:>4} blocks  {:<16} {}\n", memory::format_bytes(g.bytes), g.count, category_label(g.category), g.annotation);
-  if (!d.added.empty()) out += fmt::format("  total {} more\n", memory::format_bytes(d.added_bytes));
+    out += fmt::format("  + {:>11} in {:>4} blocks  {:<16} {}\n", sublet::format_bytes(g.bytes), g.count, category_label(g.category), g.annotation);
+  if (!d.added.empty()) out += fmt::format("  total {} more\n", sublet::format_bytes(d.added_bytes));
   out += fmt::format("Blocks alive after step {} that are gone after step {}:\n", d.earlier, d.later);
   if (d.removed.empty()) out += "  none\n";
   for (const auto& g : d.removed)
-    out += fmt::format("  - {:>11} in {:>4} blocks  {:<16} {}\n", memory::format_bytes(g.bytes), g.count, category_label(g.category), g.annotation);
+    out += fmt::format("  - {:>11} in {:>4} blocks  {:<16} {}\n", sublet::format_bytes(g.bytes), g.count, category_label(g.category), g.annotation);
   return out;
 }
 

@@ -4,12 +4,12 @@
 
 #include <numeric>
 
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 
 namespace sublet::profile {
 namespace {
 
-std::string b(std::int64_t bytes) { return memory::format_bytes(bytes); }
+std::string b(std::int64_t bytes) { return sublet::format_bytes(bytes); }
 std::string sb(std::int64_t bytes) { return fmt::format("{}{}", bytes < 0 ? "-" : "+", b(bytes < 0 ? -bytes : bytes)); }
 
 const LayerRow* find_row(const std::vector<LayerRow>& rows, int step, const std::string& module, Phase phase) {

@@ -1,5 +1,5 @@
 // clone, dtype and device conversions, fill_ and copy_.
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/copy.h"
 #include "runtime/autograd/function.h"
 #include "runtime/kernel_args.h"

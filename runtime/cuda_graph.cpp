@@ -4,7 +4,7 @@
 
 #include "memory/cuda_check.h"
 #include "memory/current_stream.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 
 namespace sublet {

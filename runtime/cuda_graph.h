@@ -26,7 +26,7 @@
 #include <functional>
 
 #include "memory/caching_allocator.h"
-#include "memory/device.h"
+#include "core/device.h"
 
 namespace sublet {
 

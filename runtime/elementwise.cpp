@@ -1,5 +1,5 @@
 // Elementwise ops with NumPy broadcasting, their backward closures, and the in-place variants.
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/elementwise.h"
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"

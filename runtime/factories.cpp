@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/random.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/kernel_args.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
 

@@ -1,7 +1,7 @@
 #include "runtime/graphed_train_step.h"
 
 #include "memory/current_stream.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "runtime/autograd/grad_mode.h"
 

@@ -1,6 +1,6 @@
 #include "runtime/init.h"
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/autograd/grad_mode.h"
 
 namespace sublet::init {

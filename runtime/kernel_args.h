@@ -3,7 +3,7 @@
 // shares. Not for users (include runtime/tensor.h).
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/context.h"
 #include "ops/strided.h"
 #include "runtime/tensor.h"

@@ -1,5 +1,5 @@
 // Matrix products: 2-D, batched 3-D, and a 2-D operand broadcast over the other's batch.
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/matmul.h"
 #include "runtime/autograd/function.h"
 #include "runtime/kernel_args.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "memory/cuda_check.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet {
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "memory/device.h"
+#include "core/device.h"
 #include "runtime/data/batch_buffer.h"
 
 namespace sublet {

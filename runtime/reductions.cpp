@@ -2,7 +2,7 @@
 // broadcasting), with their backward closures.
 #include <algorithm>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/reduce.h"
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"

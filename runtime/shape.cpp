@@ -1,6 +1,6 @@
 #include "runtime/shape.h"
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet {
 

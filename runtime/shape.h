@@ -5,15 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "ops/shape_vector.h"
+#include "core/shape_vector.h"
 #include "ops/strided.h"
 
 namespace sublet {
 
-using Shape = ops::ShapeVector;  // sizes and strides, up to 6 dimensions without a heap allocation
-
 std::string shape_str(const Shape& shape);  // "[2, 3]"
-using ops::shape_numel;  // the product of the sizes (one function: Shape is ops' type)
 Shape contiguous_strides(const Shape& sizes);
 
 // NumPy broadcasting: "add: shapes [2, 3] and [4, 3] cannot be broadcast".

@@ -7,7 +7,7 @@
 
 #include "memory/block.h"
 #include "memory/caching_allocator.h"
-#include "memory/device.h"
+#include "core/device.h"
 #include "runtime/intrusive_ptr.h"
 
 namespace sublet {

@@ -4,7 +4,7 @@
 #include <new>
 #include <ostream>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "ops/copy.h"
 #include "runtime/allocation_scope.h"

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "memory/device.h"
-#include "ops/dtype.h"
+#include "core/device.h"
+#include "core/dtype.h"
 #include "runtime/generator.h"
 #include "runtime/shape.h"
 #include "runtime/storage.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "ops/dtype.h"
+#include "core/dtype.h"
 #include "runtime/intrusive_ptr.h"
 #include "runtime/shape.h"
 #include "runtime/storage.h"

@@ -4,8 +4,8 @@
 // A DType or a Device converts to options implicitly: zeros({2, 3}, DType::Int64).
 #include <optional>
 
-#include "memory/device.h"
-#include "ops/dtype.h"
+#include "core/device.h"
+#include "core/dtype.h"
 
 namespace sublet {
 

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <optional>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"
 #include "runtime/kernel_args.h"

@@ -8,7 +8,7 @@
 #include <memory>
 #include <utility>
 
-#include "memory/device.h"
+#include "core/device.h"
 #include "runtime/data/batch_buffer.h"
 #include "runtime/data/loader.h"
 #include "runtime/tensor.h"

@@ -5,7 +5,7 @@
 #include <charconv>
 #include <map>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/io/safetensors.h"
 #include "train/metrics_json.h"
 #include "train/tensor_records.h"

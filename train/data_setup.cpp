@@ -7,7 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/data/cifar10.h"
 #include "runtime/data/mnist.h"
 #include "runtime/data/synthetic.h"

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/io/atomic_write.h"
 
 namespace sublet::train {

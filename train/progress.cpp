@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 
 namespace sublet::train {
 namespace {
 
 std::string progress_text(const StepProgress& p) {
-  using memory::format_bytes;
+  using sublet::format_bytes;
   return fmt::format("epoch {}/{} [{}/{}] loss {:.4f} | {:.0f} img/s | allocated {} (peak {}) | reserved {} (peak {})",
                      p.epoch, p.epochs, p.batches_done, p.batches_total, p.mean_loss, p.img_per_s,
                      format_bytes(static_cast<std::int64_t>(p.allocated_bytes)),
@@ -42,7 +42,7 @@ void ProgressPrinter::step_finished(const StepProgress& p) {
 
 void ProgressPrinter::epoch_finished(const EpochMetrics& m, std::int64_t epochs) {
   end_open_line();
-  using memory::format_bytes;
+  using sublet::format_bytes;
   fmt::print(out_,
              "epoch {}/{}: train loss {:.4f}, train acc {:.2f}%, test acc {:.2f}%, {:.0f} img/s, peak allocated {}, "
              "peak reserved {} ({:.1f} s)\n",

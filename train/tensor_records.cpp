@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::train {
 namespace {
@@ -12,8 +12,9 @@ const char* record_dtype(DType dtype) {
     case DType::Float32: return "F32";
     case DType::Float64: return "F64";
     case DType::Int64: return "I64";
+    default: break;
   }
-  throw DTypeError("to_record: unsupported dtype");
+  throw DTypeError(std::string("to_record: expected float32, float64 or int64, got ") + dtype_name(dtype));
 }
 
 }  // namespace

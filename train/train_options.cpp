@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "models/registry.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/device.h"
+#include "core/device.h"
 #include "runtime/data/batch_buffer.h"
 
 namespace sublet::train {

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "memory/errors.h"
-#include "memory/format_bytes.h"
+#include "core/errors.h"
+#include "core/format_bytes.h"
 #include "memory/registry.h"
 #include "models/registry.h"
 #include "runtime/autograd/grad_mode.h"

@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "memory/device.h"
-#include "memory/errors.h"
+#include "core/device.h"
+#include "core/errors.h"
 #include "runtime/data/loader.h"
 #include "runtime/nn/module.h"
 #include "runtime/optim/lr_scheduler.h"

@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/generator.h"
 #include "train/trainer.h"
 

@@ -8,8 +8,8 @@
 #include "bench/alloc/history.h"
 #include "bench/alloc/tensor_workload.h"
 #include "bench/alloc/workloads.h"
-#include "memory/errors.h"
-#include "memory/format_bytes.h"
+#include "core/errors.h"
+#include "core/format_bytes.h"
 
 namespace sublet::bench {
 namespace {
@@ -152,7 +152,7 @@ std::vector<RowResult> run_round(const AllocBenchOptions& options, const std::ve
     RowResult row;
     row.workload = "pair";
     row.size_bytes = size;
-    row.label = "pair " + memory::format_bytes(static_cast<std::int64_t>(size));
+    row.label = "pair " + sublet::format_bytes(static_cast<std::int64_t>(size));
     row.peak_live_bytes = size;
     run_row(row, entries, progress, [&](AllocatorUnderTest& a) { return time_pair(a, size, plan); });
     rows.push_back(std::move(row));

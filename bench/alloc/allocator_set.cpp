@@ -5,7 +5,7 @@
 #include "bench/alloc/caching_allocators.h"
 #include "bench/alloc/malloc_allocator.h"
 #include "bench/alloc/sublet_tensors.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/host_backend.h"
 #include "memory/registry.h"
 #include "memory/simulated_backend.h"

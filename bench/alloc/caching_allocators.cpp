@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
-#include "memory/errors.h"
-#include "memory/format_bytes.h"
+#include "core/errors.h"
+#include "core/format_bytes.h"
 
 namespace sublet::bench {
 
@@ -40,8 +40,8 @@ AllocationHandle UncachedBackendUnderTest::allocate(std::size_t bytes) {
   void* ptr = backend_->allocate(bytes);
   if (!ptr)
     throw OutOfMemoryError(backend_->name() + " backend (uncached): could not allocate " +
-                           memory::format_bytes(static_cast<std::int64_t>(bytes)) + " with " +
-                           memory::format_bytes(static_cast<std::int64_t>(live_bytes_)) + " live");
+                           sublet::format_bytes(static_cast<std::int64_t>(bytes)) + " with " +
+                           sublet::format_bytes(static_cast<std::int64_t>(live_bytes_)) + " live");
   sizes_.emplace(ptr, bytes);
   live_bytes_ += bytes;
   peak_bytes_ = std::max(peak_bytes_, live_bytes_);

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "memory/cuda_check.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::bench {
 

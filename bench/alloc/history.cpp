@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::bench {
 namespace {

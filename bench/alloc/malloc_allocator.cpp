@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::bench {
 

@@ -4,7 +4,7 @@
 
 #include "bench/alloc/report_table.h"
 #include "bench/alloc/tensor_workload.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::bench {
 namespace {

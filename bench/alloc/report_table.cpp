@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bench/alloc/tensor_workload.h"
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 
 namespace sublet::bench {
 namespace {
@@ -36,7 +36,7 @@ std::string latency_cell(const AllocBenchResult& result, const RowResult& row, c
 
 std::string cost_cell(const CellResult& cell) {
   if (!cell.ok) return "FAILED";
-  const std::string peak = cell.peak_reserved_bytes ? memory::format_bytes(static_cast<std::int64_t>(*cell.peak_reserved_bytes)) : "n/a";
+  const std::string peak = cell.peak_reserved_bytes ? sublet::format_bytes(static_cast<std::int64_t>(*cell.peak_reserved_bytes)) : "n/a";
   const std::string calls = cell.driver_allocation_calls ? std::to_string(*cell.driver_allocation_calls) : "n/a";
   return peak + " / " + calls;
 }
@@ -166,7 +166,7 @@ void print_report(const AllocBenchResult& result, std::ostream& out) {
   const GoalCheck g = check_goals(result);
   out << fmt::format("\n\nGoals for {}: pair <= {:g} ns at every size: {} (worst {:.1f} ns at {}); churn <= {:g} ns: {} ({:.1f} ns)\n",
                      result.baseline(), kPairGoalNs, g.pair_met ? "met" : "MISSED", g.worst_pair_ns,
-                     memory::format_bytes(static_cast<std::int64_t>(g.worst_pair_size)), kChurnGoalNs,
+                     sublet::format_bytes(static_cast<std::int64_t>(g.worst_pair_size)), kChurnGoalNs,
                      g.churn_met ? "met" : "MISSED", g.churn_ns);
   if (g.tensor_measured)
     out << fmt::format("Goal for {}: tensor create+destroy <= {:g} ns: {} (worst {:.1f} ns, {})\n", result.baseline(),

@@ -11,7 +11,7 @@
 #include "bench/alloc/tensor_workload.h"
 #include "memory/caching_allocator.h"
 #include "memory/config.h"
-#include "memory/device.h"
+#include "core/device.h"
 #include "memory/registry.h"
 
 namespace sublet::bench {

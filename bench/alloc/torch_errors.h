@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::bench {
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <mutex>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::bench {
 namespace {

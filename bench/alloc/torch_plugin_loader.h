@@ -10,7 +10,7 @@
 #include "bench/alloc/allocator_under_test.h"
 #include "bench/alloc/tensor_factory_under_test.h"
 #include "bench/alloc/torch_plugin.h"
-#include "memory/device.h"
+#include "core/device.h"
 
 namespace sublet::bench {
 

@@ -8,7 +8,7 @@
 
 #include "bench/alloc/torch_errors.h"
 #include "bench/alloc/torch_plugin.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #ifdef SUBLET_TORCH_PLUGIN_WITH_CUDA
 #include "bench/alloc/torch_allocator.h"
 #endif

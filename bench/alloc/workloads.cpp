@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::bench {
 namespace {

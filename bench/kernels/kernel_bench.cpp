@@ -40,7 +40,7 @@
 namespace {
 
 using namespace sublet;
-using sublet::ops::Shape;
+using sublet::Shape;
 
 constexpr int kWarmup = 3;
 constexpr int kRepeats = 20;
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
   const std::vector<Shape> shapes = {{64, 64, 112, 112}, {64, 256, 56, 56}, {64, 512, 28, 28},
                                      {64, 1024, 14, 14}, {64, 2048, 7, 7}};
   std::int64_t largest = 0;
-  for (const auto& s : shapes) largest = std::max(largest, ops::shape_numel(s));
+  for (const auto& s : shapes) largest = std::max(largest, sublet::shape_numel(s));
   const std::size_t capacity = static_cast<std::size_t>(largest) + 4;  // room to shift by one element
   std::vector<float> host(capacity);
   std::mt19937_64 engine(1);
@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
     rows.push_back(std::move(r));
   };
   for (const Shape& sizes : shapes) {
-    const std::int64_t n = ops::shape_numel(sizes);
+    const std::int64_t n = sublet::shape_numel(sizes);
     const Shape strides = {sizes[1] * sizes[2] * sizes[3], sizes[2] * sizes[3], sizes[3], 1};
     const Shape scalar_strides(4, 0);
     const double bytes1 = 2.0 * n * sizeof(float), bytes2 = 3.0 * n * sizeof(float);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "ops/profiler_range.h"
 #include "runtime/nn/functional.h"

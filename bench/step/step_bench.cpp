@@ -10,7 +10,7 @@
 #include <random>
 #include <sstream>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/history.h"
 #include "memory/registry.h"
 #include "memory/replay.h"

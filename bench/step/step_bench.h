@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/device.h"
+#include "core/device.h"
 #include "memory/registry.h"
 #include "runtime/nn/module.h"
 #include "runtime/optim/optimizer.h"

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 
 namespace sublet::bench {
 
@@ -14,8 +14,8 @@ void print_step_table(const std::vector<StepBenchResult>& results, std::ostream&
     out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>8} {:>11.2f} {:>10.1f} {:>14} {:>14} {:>8} {:>6} {:>12.1f}\n",
                        r.options.model, r.options.device.str(), r.options.batch_size, r.options.input.str(),
                        r.threads, r.ms_per_step, r.img_per_s,
-                       memory::format_bytes(static_cast<std::int64_t>(r.peak_allocated_bytes)),
-                       memory::format_bytes(static_cast<std::int64_t>(r.peak_reserved_bytes)),
+                       sublet::format_bytes(static_cast<std::int64_t>(r.peak_allocated_bytes)),
+                       sublet::format_bytes(static_cast<std::int64_t>(r.peak_reserved_bytes)),
                        memory::allocator_kind_name(r.options.allocator), r.options.cuda_graph ? "yes" : "no",
                        r.device_allocs_per_step);
   }

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cpu/im2col_cpu.h"
 
 #if defined(__AVX2__) && defined(__FMA__)

@@ -2,9 +2,10 @@
 // Calls f(T{}) with T the C++ type of `dtype`, so a kernel template is written once for all
 // element types.
 #include <cstdint>
+#include <string>
 
-#include "memory/errors.h"
-#include "ops/dtype.h"
+#include "core/errors.h"
+#include "core/dtype.h"
 
 namespace sublet::ops::cpu {
 
@@ -14,8 +15,9 @@ void dispatch_dtype(DType dtype, F&& f) {
     case DType::Float32: f(float{}); return;
     case DType::Float64: f(double{}); return;
     case DType::Int64: f(std::int64_t{}); return;
+    default: break;
   }
-  throw DTypeError("unknown dtype");
+  throw DTypeError(std::string("CPU kernels: no kernel for dtype ") + dtype_name(dtype));
 }
 
 template <typename F>

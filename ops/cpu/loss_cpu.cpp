@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::ops::cpu {
 

@@ -2,7 +2,7 @@
 
 #include <Eigen/Core>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cpu/dtype_dispatch.h"
 
 namespace sublet::ops::cpu {

@@ -5,7 +5,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cpu/dtype_dispatch.h"
 #include "ops/cpu/strided_loop.h"
 

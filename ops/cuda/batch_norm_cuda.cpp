@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/cudnn_descriptors.h"
 #include "ops/cuda/device_guard.h"

@@ -4,7 +4,7 @@
 // with invstd = 1/sqrt(running_var + eps) in double and the sums in double, as the CPU kernel.
 #include "ops/cuda/batch_norm_cuda.h"
 #include "ops/cuda/block_reduce.cuh"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/device_guard.h"
 #include "ops/cuda/launch.cuh"

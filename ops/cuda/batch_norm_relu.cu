@@ -15,7 +15,7 @@
 #include <string>
 #include <type_traits>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/device_guard.h"
 #include "ops/cuda/int_divider.h"

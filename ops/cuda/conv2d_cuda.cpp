@@ -20,7 +20,7 @@
 #include <mutex>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/cudnn_descriptors.h"
 #include "ops/cuda/device_guard.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "memory/cuda_check.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/conv_settings.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/cudnn_descriptors.h"

@@ -22,7 +22,7 @@
 
 #include "ops/context.h"
 #include "ops/conv2d.h"
-#include "ops/dtype.h"
+#include "core/dtype.h"
 
 namespace sublet::ops::cuda {
 

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/dtype.h"
+#include "core/dtype.h"
 
 namespace sublet::ops::cuda {
 

@@ -5,7 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "memory/cuda_check.h"
-#include "memory/device.h"
+#include "core/device.h"
 
 namespace sublet::ops::cuda {
 

@@ -4,7 +4,7 @@
 // for bit.
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/device_guard.h"
 #include "ops/cuda/dropout_cuda.h"

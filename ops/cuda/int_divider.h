@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 #if defined(__CUDACC__)
 #define SUBLET_HOST_DEVICE __host__ __device__

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "ops/cuda/block_reduce.cuh"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/device_guard.h"
 #include "ops/cuda/index_check.h"

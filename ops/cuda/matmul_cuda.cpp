@@ -9,7 +9,7 @@
 #include <climits>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cpu/dtype_dispatch.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/device_guard.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/device_guard.h"
 #include "ops/cuda/device_math.cuh"

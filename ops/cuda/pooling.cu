@@ -11,7 +11,7 @@
 // tensors keep the 64-bit kernels.
 #include <cmath>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/device_guard.h"
 #include "ops/cuda/device_math.cuh"

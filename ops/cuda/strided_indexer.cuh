@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/strided.h"
 
 namespace sublet::ops::cuda {

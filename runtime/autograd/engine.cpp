@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/allocation_scope.h"
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"

@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/kernel_args.h"
 
 namespace sublet::autograd {

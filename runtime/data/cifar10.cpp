@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/io/file_bytes.h"
 
 namespace sublet::data {

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/data/random.h"
 
 namespace sublet::data {

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/io/file_bytes.h"
 
 namespace sublet::data {

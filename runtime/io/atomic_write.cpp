@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::io {
 namespace {

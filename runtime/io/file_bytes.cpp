@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/io/atomic_write.h"
 
 namespace sublet::io {

@@ -12,7 +12,7 @@
 #include <set>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/io/atomic_write.h"
 
 // The format is little-endian and we copy bytes straight into typed values.

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"

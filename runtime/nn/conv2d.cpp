@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/factories.h"
 #include "runtime/init.h"
 

@@ -3,7 +3,7 @@
 // the op's name and what was expected and found.
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/kernel_args.h"
 #include "runtime/tensor.h"
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/factories.h"
 
 namespace sublet::nn {

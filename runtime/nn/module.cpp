@@ -1,6 +1,6 @@
 #include "runtime/nn/module.h"
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/allocation_scope.h"
 #include "runtime/autograd/function.h"
 #include "runtime/autograd/grad_mode.h"

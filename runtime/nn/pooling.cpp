@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::nn {
 

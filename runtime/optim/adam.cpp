@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/optim_update.h"
 #include "runtime/optim/fused_params.h"
 

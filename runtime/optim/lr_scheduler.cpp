@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::optim {
 

@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/optim_update.h"
 #include "ops/stream_capture.h"
 #include "runtime/allocation_scope.h"

@@ -1,6 +1,6 @@
 #include "runtime/optim/sgd.h"
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/optim_update.h"
 #include "runtime/optim/fused_params.h"
 

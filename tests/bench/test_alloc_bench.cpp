@@ -19,7 +19,7 @@
 #include "bench/alloc/report_table.h"
 #include "bench/alloc/tensor_workload.h"
 #include "bench/alloc/workloads.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "runtime/tensor.h"
 #include "scratch_file.h"

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "bench/alloc/history.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "scratch_file.h"
 
 namespace sublet::bench {

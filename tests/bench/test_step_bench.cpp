@@ -3,7 +3,7 @@
 
 #include "bench/step/step_bench.h"
 #include "bench/step/step_report.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "memory/replay.h"
 #include "scratch_file.h"

@@ -11,7 +11,7 @@
 #include "bench/alloc/alloc_bench.h"
 #include "bench/alloc/allocator_set.h"
 #include "bench/alloc/torch_plugin_loader.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "scratch_file.h"
 
 namespace sublet::bench {

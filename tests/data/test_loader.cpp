@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/data/loader.h"
 #include "runtime/data/synthetic.h"
 

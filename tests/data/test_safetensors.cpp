@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/io/safetensors.h"
 #include "test_support.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet::testing {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/data/synthetic.h"
 
 namespace sublet::data {

@@ -6,7 +6,7 @@
 
 #include "memory/caching_allocator.h"
 #include "memory/config.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 
 using sublet::ConfigError;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "alloc_test_support.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 
 using namespace sublet::memory;
 using sublet::OutOfMemoryError;

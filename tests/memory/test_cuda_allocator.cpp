@@ -14,7 +14,7 @@
 
 #include "memory/cuda_backend.h"
 #include "memory/cuda_check.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #endif
 
 using namespace sublet::memory;

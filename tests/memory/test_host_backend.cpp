@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/host_backend.h"
 #include "memory/registry.h"
 

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "alloc_test_support.h"
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 #include "memory/monitor.h"
 
 using namespace sublet::memory;

@@ -3,7 +3,7 @@
 
 #include "alloc_test_support.h"
 #include "allocator_invariants.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 
 using namespace sublet::memory;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "alloc_test_support.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/replay.h"
 
 using namespace sublet::memory;

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
 #include "runtime/nn/activation.h"

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "models/registry.h"
 
 namespace sublet {

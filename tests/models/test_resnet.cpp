@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "models/registry.h"
 #include "models/resnet.h"
 #include "runtime/autograd/grad_mode.h"

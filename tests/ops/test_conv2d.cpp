@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "nn_test_support.h"
 #include "ops/cpu/conv2d_avx2_cpu.h"

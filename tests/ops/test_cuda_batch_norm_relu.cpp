@@ -11,7 +11,7 @@
 #include <string>
 
 #include "cuda_test_support.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/batch_norm.h"
 #include "ops/batch_norm_relu.h"
 

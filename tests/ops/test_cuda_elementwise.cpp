@@ -8,7 +8,7 @@
 #include <random>
 
 #include "cuda_test_support.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cuda/elementwise_plan.h"
 #include "ops/elementwise.h"
 

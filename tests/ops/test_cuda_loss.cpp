@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda_test_support.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/loss.h"
 
 using namespace sublet;

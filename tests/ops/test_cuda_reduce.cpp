@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "cuda_test_support.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/reduce.h"
 
 using namespace sublet;

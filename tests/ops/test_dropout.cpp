@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "nn_test_support.h"
 
 namespace sublet::ops {

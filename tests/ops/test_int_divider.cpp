@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/cuda/int_divider.h"
 
 namespace sublet::ops::cuda {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "nn_test_support.h"
 
 namespace sublet::ops {

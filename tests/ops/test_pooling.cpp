@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "nn_test_support.h"
 
 namespace sublet::ops {

@@ -1,8 +1,8 @@
-// ops::ShapeVector (the Shape of sizes and strides) against std::vector<int64_t> as the
+// ShapeVector (the Shape of sizes and strides) against std::vector<int64_t> as the
 // reference: 20,000 random operations of every kind the class offers, on vectors that cross
 // between inline storage (up to kInline values) and the heap, with copies and moves in both
 // states; then the conversions and the comparisons.
-#include "ops/shape_vector.h"
+#include "core/shape_vector.h"
 
 #include <gtest/gtest.h>
 

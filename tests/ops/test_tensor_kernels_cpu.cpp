@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "ops/copy.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "memory/format_bytes.h"
+#include "core/format_bytes.h"
 #include "memory/replay.h"
 #include "models/registry.h"
 #include "profile/history_replay.h"
@@ -214,7 +214,7 @@ TEST(ProfileOutputs, SummaryExplainsPeakEstimateFragmentationAndTheStepDiff) {
                            "memory_summary() at step 2's peak", "memory_summary() at the end", "Allocated memory"})
     EXPECT_NE(summary.find(part), std::string::npos) << part;
   // ResNet-20 has 0.27 M parameters: about 1.04 MiB of float32 weights.
-  EXPECT_NE(summary.find(memory::format_bytes(static_cast<std::int64_t>(p.run.parameter_bytes))), std::string::npos);
+  EXPECT_NE(summary.find(sublet::format_bytes(static_cast<std::int64_t>(p.run.parameter_bytes))), std::string::npos);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "runtime/factories.h"
 #include "runtime/tensor.h"

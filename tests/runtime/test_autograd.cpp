@@ -1,6 +1,6 @@
 // The autograd engine: gradients, accumulation, retain_graph, grad mode, multi-output nodes,
 // custom ops through record(), hooks, and very deep graphs.
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/autograd/function.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime_test_util.h"

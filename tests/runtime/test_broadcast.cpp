@@ -2,7 +2,7 @@
 #include <cmath>
 #include <functional>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime_test_util.h"
 

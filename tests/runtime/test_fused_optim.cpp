@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "fused_optim_support.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
 

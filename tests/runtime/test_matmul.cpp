@@ -1,5 +1,5 @@
 // Matrix products against a naive triple loop, for plain, transposed and batched operands.
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime_test_util.h"
 
 namespace sublet {

@@ -1,5 +1,5 @@
 // nn::Module: registration and dotted names, train/eval, hooks, zero_grad, in-place conversion.
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/nn/batch_norm.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/linear.h"

@@ -1,7 +1,7 @@
 // Optimizers and learning-rate schedules against hand-computed updates.
 #include <cmath>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/lr_scheduler.h"
 #include "runtime/optim/sgd.h"

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "memory/current_stream.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "runtime/pinned_buffer.h"
 #include "runtime/tensor.h"

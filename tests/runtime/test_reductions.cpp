@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime_test_util.h"
 
 namespace sublet {

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/allocation_scope.h"
 #include "runtime/init.h"
 #include "runtime_test_util.h"

@@ -1,5 +1,5 @@
 // View ops share storage and allocate nothing; their values match index arithmetic.
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime_test_util.h"
 
 namespace sublet {

@@ -8,7 +8,7 @@
 #include <functional>
 #include <fstream>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "runtime/io/safetensors.h"
 #include "train/checkpoint.h"
 #include "train_test_support.h"

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "../memory/allocator_invariants.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/fault_injecting_backend.h"
 #include "memory/host_backend.h"
 #include "memory/registry.h"

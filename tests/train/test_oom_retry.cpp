@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "train_test_support.h"
 

@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "memory/errors.h"
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "train/data_setup.h"
 #include "train/train_options.h"

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "bench/alloc/torch_plugin.h"
-#include "memory/errors.h"
+#include "core/errors.h"
 
 #ifndef FAKE_PLUGIN_ABI_VERSION
 #define FAKE_PLUGIN_ABI_VERSION sublet::bench::kTorchPluginAbiVersion

@@ -1,6 +1,6 @@
-#include "memory/device.h"
+#include "core/device.h"
 
-#include "memory/errors.h"
+#include "core/errors.h"
 
 namespace sublet {
 

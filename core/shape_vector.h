@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <vector>
 
-namespace sublet::ops {
+namespace sublet {
 
 class ShapeVector {
  public:
@@ -171,4 +171,14 @@ class ShapeVector {
   std::unique_ptr<value_type[]> heap_;  // set once more than kInline values were needed
 };
 
-}  // namespace sublet::ops
+// Sizes and strides of a tensor or of a kernel's iteration space.
+using Shape = ShapeVector;
+
+// The product of the sizes: the number of elements of a tensor of this shape.
+inline std::int64_t shape_numel(const Shape& sizes) {
+  std::int64_t n = 1;
+  for (auto s : sizes) n *= s;
+  return n;
+}
+
+}  // namespace sublet
