@@ -53,12 +53,13 @@ GradcheckResult gradcheck_report(const GradcheckFn& fn, const std::vector<Tensor
       const double numeric = (plus - minus) / (2.0 * options.eps);
       const double error = std::abs(analytic[j] - numeric) /
                            std::max({1.0, std::abs(analytic[j]), std::abs(numeric)});
-      if (error > result.max_error || result.worst.empty()) {
-        if (error >= result.max_error) {
-          result.max_error = error;
-          result.worst = "input " + std::to_string(i) + ", element " + std::to_string(j) + ": analytic " +
-                         std::to_string(analytic[j]) + ", numeric " + std::to_string(numeric);
-        }
+      // Written so that a NaN error (a NaN or infinite gradient on either side) is the worst
+      // one and stays: `error > max` alone is false for NaN and would hide it.
+      const bool worse = !(error <= result.max_error) || result.worst.empty();
+      if (worse && !std::isnan(result.max_error)) {
+        result.max_error = error;
+        result.worst = "input " + std::to_string(i) + ", element " + std::to_string(j) + ": analytic " +
+                       std::to_string(analytic[j]) + ", numeric " + std::to_string(numeric);
       }
     }
   }

@@ -9,7 +9,8 @@
 // every gradient path counts. Checked inputs: those with requires_grad set, or, when none is
 // set, every float64 input (int64 inputs such as labels pass through). Checked inputs must be
 // float64. Error per element: |analytic - numeric| / max(1, |analytic|, |numeric|), i.e.
-// relative for large gradients and absolute for small ones. CPU tensors only.
+// relative for large gradients and absolute for small ones. CPU tensors only. A NaN or
+// infinite gradient (analytic or numeric) makes max_error NaN, which fails every `<=` check.
 #include <cstdint>
 #include <functional>
 #include <string>

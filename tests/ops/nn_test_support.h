@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/context.h"
+#include "tests/nan_safe_max.h"
 
 namespace sublet::ops::testing {
 
@@ -58,8 +59,8 @@ std::vector<double> numeric_gradient(Forward&& forward, std::vector<double> x,
 inline double max_relative_error(const std::vector<double>& actual, const std::vector<double>& expected) {
   double difference = 0, scale = 0;
   for (std::size_t i = 0; i < expected.size(); ++i) {
-    difference = std::max(difference, std::abs(actual[i] - expected[i]));
-    scale = std::max(scale, std::abs(expected[i]));
+    difference = sublet::testing::nan_safe_max(difference, std::abs(actual[i] - expected[i]));
+    scale = sublet::testing::nan_safe_max(scale, std::abs(expected[i]));
   }
   return scale > 0 ? difference / scale : difference;
 }

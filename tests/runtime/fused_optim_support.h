@@ -13,6 +13,7 @@
 #include "runtime/factories.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/tensor.h"
+#include "tests/nan_safe_max.h"
 
 namespace sublet::testing {
 
@@ -55,7 +56,7 @@ inline double max_relative_difference(const std::vector<Tensor>& a, const std::v
     const auto x = a[i].to(Device::cpu()).to(DType::Float64).to_vector<double>();
     const auto y = b[i].to(Device::cpu()).to(DType::Float64).to_vector<double>();
     for (std::size_t k = 0; k < x.size(); ++k)
-      worst = std::max(worst, std::abs(x[k] - y[k]) / std::max(1.0, std::abs(y[k])));
+      worst = nan_safe_max(worst, std::abs(x[k] - y[k]) / std::max(1.0, std::abs(y[k])));
   }
   return worst;
 }

@@ -1,5 +1,8 @@
 // Every differentiable op's backward against central finite differences in float64
 // (GradcheckOptions defaults: eps 1e-6), random seeded inputs, tolerance 1e-6.
+#include <cmath>
+#include <limits>
+
 #include "runtime/autograd/function.h"
 #include "runtime/gradcheck.h"
 #include "runtime_test_util.h"
@@ -119,6 +122,28 @@ TEST(Gradcheck, CatchesAWrongBackward) {
   const GradcheckResult r = gradcheck_report(wrong_square, {random64({4}, 23).add(3.0)});
   EXPECT_GT(r.max_error, 0.05) << r.worst;
   EXPECT_NE(r.worst.find("input 0"), std::string::npos);
+}
+
+TEST(Gradcheck, CatchesANaNBackward) {
+  // A backward that returns NaN for one element (the forward is fine): max_error must be NaN,
+  // so that EXPECT_LE(max_error, tolerance) fails, and `worst` must name the element.
+  auto nan_backward = [](const Inputs& x) {
+    Tensor out;
+    {
+      NoGradGuard no_grad;
+      out = x[0] * 2.0;
+    }
+    autograd::record("nan_backward", {x[0]}, {out}, [](const autograd::TensorList& g) {
+      Tensor grad = g[0] * 2.0;
+      grad.data<double>()[2] = std::numeric_limits<double>::quiet_NaN();
+      return autograd::TensorList{grad};
+    });
+    return out;
+  };
+  const GradcheckResult r = gradcheck_report(nan_backward, {random64({5}, 26)});
+  EXPECT_TRUE(std::isnan(r.max_error)) << r.max_error << " " << r.worst;
+  EXPECT_FALSE(r.max_error <= kTolerance);
+  EXPECT_NE(r.worst.find("element 2"), std::string::npos) << r.worst;
 }
 
 TEST(Gradcheck, OnlyFlaggedInputsAreChecked) {

@@ -12,6 +12,7 @@
 #include "graph_training_support.h"
 #include "memory/registry.h"
 #include "runtime/optim/sgd.h"
+#include "tests/nan_safe_max.h"
 
 namespace sublet {
 namespace {
@@ -47,15 +48,15 @@ TEST(ResNet20GpuStep, MatchesCpuLossAndGradients) {
   for (std::size_t i = 0; i < cpu.grads.size(); ++i) {
     ASSERT_EQ(cpu.grads[i].size(), gpu.grads[i].size());
     float scale = 0.0f;
-    for (float g : cpu.grads[i]) scale = std::max(scale, std::abs(g));
+    for (float g : cpu.grads[i]) scale = testing::nan_safe_max(scale, std::abs(g));
     ASSERT_GT(scale, 0.0f) << "parameter " << i << " got a zero gradient on the CPU";
     float worst = 0.0f;
     for (std::size_t k = 0; k < cpu.grads[i].size(); ++k)
-      worst = std::max(worst, std::abs(gpu.grads[i][k] - cpu.grads[i][k]));
+      worst = testing::nan_safe_max(worst, std::abs(gpu.grads[i][k] - cpu.grads[i][k]));
     EXPECT_LE(worst, 2e-3f * scale) << "gradient of parameter " << i << " (max |grad| " << scale << ")";
     float worst_param = 0.0f;
     for (std::size_t k = 0; k < cpu.params[i].size(); ++k)
-      worst_param = std::max(worst_param, std::abs(gpu.params[i][k] - cpu.params[i][k]));
+      worst_param = testing::nan_safe_max(worst_param, std::abs(gpu.params[i][k] - cpu.params[i][k]));
     EXPECT_LE(worst_param, 0.05f * 2e-3f * scale + 1e-6f) << "parameter " << i << " after the update";
   }
 }

@@ -1,0 +1,112 @@
+#pragma once
+// Runs the real `sublet` binary (SUBLET_BINARY, set by tests/cli/CMakeLists.txt) as a child
+// process and collects how it ended: for the CLI tests that check what a user sees.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sublet::cli_test {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  bool exited = false;  // false: killed by a signal (or by the timeout)
+  int exit_code = -1;
+  int signal = 0;
+  std::string out;
+  std::string err;
+};
+
+inline std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Runs SUBLET_BINARY with `args` in `cwd` (so that default paths such as data/mnist resolve
+// inside the scratch folder), `env` added to this process's environment. No core files: a crash
+// shows as a signal in the outcome, not as a file in the test folder.
+inline Outcome run_sublet(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+                   const fs::path& cwd, std::chrono::seconds timeout = std::chrono::seconds(180)) {
+  const fs::path out_path = cwd / ".stdout";
+  const fs::path err_path = cwd / ".stderr";
+  std::vector<std::string> argv_text{SUBLET_BINARY};
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  std::vector<std::string> env_text;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (!env.contains(entry.substr(0, entry.find('=')))) env_text.push_back(entry);
+  }
+  for (const auto& [key, value] : env) env_text.push_back(key + "=" + value);
+  // Sleeping OpenMP waiters, and no re-exec of sublet to get them (see cli/main.cpp).
+  if (!env.contains("OMP_WAIT_POLICY") && std::getenv("OMP_WAIT_POLICY") == nullptr)
+    env_text.push_back("OMP_WAIT_POLICY=passive");
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_text) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    if (!std::freopen(out_path.c_str(), "w", stdout) || !std::freopen(err_path.c_str(), "w", stderr)) ::_exit(126);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  Outcome outcome;
+  if (pid < 0) return outcome;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      outcome.err = "(timed out after " + std::to_string(timeout.count()) + " s)\n";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  outcome.exited = WIFEXITED(status);
+  outcome.exit_code = outcome.exited ? WEXITSTATUS(status) : -1;
+  outcome.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  outcome.out = read_text(out_path);
+  outcome.err += read_text(err_path);
+  return outcome;
+}
+
+// The non-empty lines sublet printed. Under a sanitizer build (scripts/sanitize.sh) the runtime
+// adds its own "==PID==WARNING: ..." lines, e.g. for each refused 1 TiB allocation: not ours.
+inline std::vector<std::string> non_empty_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos || line.starts_with("==")) continue;
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+inline std::size_t count_of(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
+}  // namespace sublet::cli_test
