@@ -24,9 +24,14 @@ int main(int argc, char** argv) {
   CLI::App app{"sublet: a small C++ deep-learning runtime with a PyTorch-style caching allocator"};
   app.require_subcommand(1);
   app.failure_message(sublet::cli::failure_message);
-  // Every command refuses a bad SUBLET_ALLOC_CONF before it starts work, including those that
-  // create their allocators late (profile) or not from the environment at all (bench alloc).
-  app.parse_complete_callback([] { sublet::memory::AllocatorConfig::from_environment(); });
+  // Every command refuses a bad SUBLET_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF) before it starts
+  // work, including those that create their allocators late (profile) or not from the
+  // environment at all (bench alloc); and says once when PyTorch's variable is not used.
+  app.parse_complete_callback([] {
+    sublet::memory::AllocatorConfig::from_environment();
+    const sublet::memory::ConfigOrigin origin = sublet::memory::config_origin_from_environment();
+    if (origin.ignored_pytorch) std::cerr << "note: allocator configuration " << origin.describe() << "\n";
+  });
   sublet::cli::add_demo_command(app);
   sublet::cli::add_bench_alloc_command(app);
   sublet::cli::add_bench_step_command(app);

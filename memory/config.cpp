@@ -20,8 +20,12 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(begin, end - begin + 1));
 }
 
+// The variable the text came from ("SUBLET_ALLOC_CONF" or "PYTORCH_CUDA_ALLOC_CONF"), named in
+// every error. Set for the duration of one parse() call on this thread.
+thread_local const char* parsing_variable = kSubletAllocConf;
+
 [[noreturn]] void fail(const std::string& key, const std::string& value, const std::string& allowed) {
-  throw ConfigError("SUBLET_ALLOC_CONF: bad value '" + value + "' for " + key + ": expected " + allowed);
+  throw ConfigError(std::string(parsing_variable) + ": bad value '" + value + "' for " + key + ": expected " + allowed);
 }
 
 // Splits on commas that are not inside [...].
@@ -39,7 +43,7 @@ std::vector<std::string> split_options(const std::string& text) {
       current += c;
     }
   }
-  if (depth != 0) throw ConfigError("SUBLET_ALLOC_CONF: unbalanced brackets in '" + text + "'");
+  if (depth != 0) throw ConfigError(std::string(parsing_variable) + ": unbalanced brackets in '" + text + "'");
   parts.push_back(current);
   return parts;
 }
@@ -50,10 +54,16 @@ std::size_t parse_unsigned(const std::string& key, const std::string& value, con
   return std::stoull(value);
 }
 
-std::size_t parse_division(const std::string& key, const std::string& value) {
-  const std::string allowed = "a power of two (1, 2, 4, ..., 2^30), or a list like [256:1,512:2,>:8]";
+constexpr std::size_t kMaxDivisions = std::size_t{1} << 30;
+
+// A single value must be a power of two; a list entry may also be 0 ("no rounding" for that
+// interval), as PyTorch accepts.
+std::size_t parse_division(const std::string& key, const std::string& value, bool zero_allowed) {
+  const std::string allowed = zero_allowed ? "0 (no rounding) or a power of two up to 2^30 (1073741824) in a list entry"
+                                           : "a power of two (1, 2, 4, ..., at most 2^30 = 1073741824), or a list like [256:1,512:2,>:8]";
   const std::size_t v = parse_unsigned(key, value, allowed);
-  if (v == 0 || !std::has_single_bit(v) || v > (std::size_t{1} << 30)) fail(key, value, allowed);
+  if (v == 0 && zero_allowed) return 0;
+  if (v == 0 || !std::has_single_bit(v) || v > kMaxDivisions) fail(key, value, allowed);
   return v;
 }
 
@@ -77,7 +87,7 @@ void parse_division_list(const std::string& value, AllocatorConfig& config) {
     const auto colon = entry.find(':');
     if (colon == std::string::npos || saw_rest) fail(key, value, allowed);
     const std::string size_text = trim(entry.substr(0, colon));
-    const std::size_t divisions = parse_division(key, trim(entry.substr(colon + 1)));
+    const std::size_t divisions = parse_division(key, trim(entry.substr(colon + 1)), true);
     if (size_text == ">") {
       for (std::size_t i = next_index; i < AllocatorConfig::kRoundupIntervals; ++i) config.roundup_power2_divisions[i] = divisions;
       next_index = AllocatorConfig::kRoundupIntervals;
@@ -109,6 +119,15 @@ std::size_t AllocatorConfig::divisions_for(std::size_t size) const {
 }
 
 AllocatorConfig AllocatorConfig::parse(const std::string& text, const AllocatorConfig& defaults) {
+  return parse(text, defaults, kSubletAllocConf);
+}
+
+AllocatorConfig AllocatorConfig::parse(const std::string& text, const AllocatorConfig& defaults, const char* variable) {
+  struct VariableScope {
+    const char* saved = parsing_variable;
+    explicit VariableScope(const char* v) { parsing_variable = v; }
+    ~VariableScope() { parsing_variable = saved; }
+  } scope(variable);
   AllocatorConfig config = defaults;
   if (trim(text).empty()) return config;
   for (const std::string& raw : split_options(text)) {
@@ -116,20 +135,22 @@ AllocatorConfig AllocatorConfig::parse(const std::string& text, const AllocatorC
     if (option.empty()) continue;
     const auto colon = option.find(':');
     if (colon == std::string::npos)
-      throw ConfigError("SUBLET_ALLOC_CONF: option '" + option + "' has no value; expected key:value");
+      throw ConfigError(std::string(parsing_variable) + ": option '" + option + "' has no value; expected key:value");
     const std::string key = trim(option.substr(0, colon));
     const std::string value = trim(option.substr(colon + 1));
     if (key == "max_split_size_mb") {
-      const std::string allowed = "an integer number of MiB >= 20 (the large-segment size)";
+      // PyTorch: "must be > 20" (the large-segment size): a smaller limit would leave segments
+      // that no block may split.
+      const std::string allowed = "an integer number of MiB > 20 (the large-segment size) and at most 2^40 (1099511627776)";
       const std::size_t mb = parse_unsigned(key, value, allowed);
-      if (mb < 20 || mb > (std::size_t{1} << 40)) fail(key, value, allowed);
+      if (mb <= 20 || mb > (std::size_t{1} << 40)) fail(key, value, allowed);
       config.max_split_size = mb * kMiB;
     } else if (key == "roundup_power2_divisions") {
       if (!value.empty() && value.front() == '[') {
         if (value.back() != ']') fail(key, value, "a list closed by ']'");
         parse_division_list(value, config);
       } else {
-        config.roundup_power2_divisions.fill(parse_division(key, value));
+        config.roundup_power2_divisions.fill(parse_division(key, value, false));
       }
     } else if (key == "expandable_segments") {
       config.expandable_segments = parse_bool(key, value);
@@ -140,7 +161,7 @@ AllocatorConfig AllocatorConfig::parse(const std::string& text, const AllocatorC
       if (!(in >> threshold) || !in.eof() || !(threshold > 0.0 && threshold < 1.0)) fail(key, value, allowed);
       config.garbage_collection_threshold = threshold;
     } else {
-      throw ConfigError("SUBLET_ALLOC_CONF: unknown option '" + key + "' (value '" + value +
+      throw ConfigError(std::string(parsing_variable) + ": unknown option '" + key + "' (value '" + value +
                         "'); known options: max_split_size_mb, roundup_power2_divisions, "
                         "expandable_segments, garbage_collection_threshold");
     }
@@ -148,14 +169,38 @@ AllocatorConfig AllocatorConfig::parse(const std::string& text, const AllocatorC
   return config;
 }
 
+ConfigOrigin config_origin_from_environment() {
+  const char* sublet = std::getenv(kSubletAllocConf);
+  const char* pytorch = std::getenv(kPytorchAllocConf);
+  const bool has_sublet = sublet && !trim(sublet).empty();
+  const bool has_pytorch = pytorch && !trim(pytorch).empty();
+  ConfigOrigin origin;
+  if (has_sublet) {
+    origin.variable = kSubletAllocConf;
+    origin.text = sublet;
+    origin.ignored_pytorch = has_pytorch;
+  } else if (has_pytorch) {
+    origin.variable = kPytorchAllocConf;
+    origin.text = pytorch;
+  }
+  return origin;
+}
+
+std::string ConfigOrigin::describe() const {
+  if (variable.empty()) return "defaults (SUBLET_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF unset)";
+  std::string out = "from " + variable;
+  if (ignored_pytorch) out += "; PYTORCH_CUDA_ALLOC_CONF ignored because SUBLET_ALLOC_CONF is set";
+  return out;
+}
+
 AllocatorConfig AllocatorConfig::from_environment(const AllocatorConfig& defaults) {
-  const char* text = std::getenv("SUBLET_ALLOC_CONF");
-  return text ? parse(text, defaults) : defaults;
+  const ConfigOrigin origin = config_origin_from_environment();
+  return origin.variable.empty() ? defaults : parse(origin.text, defaults, origin.variable.c_str());
 }
 
 void AllocatorConfig::validate() const {
-  if (max_split_size_set() && max_split_size < 20 * kMiB)
-    throw ConfigError("AllocatorConfig: max_split_size must be >= 20 MiB, got " + std::to_string(max_split_size) + " bytes");
+  if (max_split_size_set() && max_split_size <= 20 * kMiB)
+    throw ConfigError("AllocatorConfig: max_split_size must be > 20 MiB, got " + std::to_string(max_split_size) + " bytes");
   for (std::size_t d : roundup_power2_divisions)
     if (d > 1 && !std::has_single_bit(d))
       throw ConfigError("AllocatorConfig: roundup_power2_divisions must be powers of two, got " + std::to_string(d));

@@ -3,7 +3,9 @@
 // users learned there carries over:
 //   max_split_size_mb:512,roundup_power2_divisions:16,expandable_segments:True,
 //   garbage_collection_threshold:0.6      and the list form roundup_power2_divisions:[256:1,512:2,>:8]
-// SUBLET_ALLOC_CONF is read in exactly one place (AllocatorConfig::from_environment).
+// The environment is read in exactly one place (config_origin_from_environment): SUBLET_ALLOC_CONF,
+// or, when it is unset, PyTorch's PYTORCH_CUDA_ALLOC_CONF (same keys), so that a PyTorch user's
+// settings carry over; when both are set, sublet's wins and the origin says the other was ignored.
 #include <array>
 #include <cstddef>
 #include <limits>
@@ -12,6 +14,18 @@
 namespace sublet::memory {
 
 inline constexpr std::size_t kMiB = 1024 * 1024;
+inline constexpr const char* kSubletAllocConf = "SUBLET_ALLOC_CONF";
+inline constexpr const char* kPytorchAllocConf = "PYTORCH_CUDA_ALLOC_CONF";
+
+// Where the environment's allocator settings come from.
+struct ConfigOrigin {
+  std::string variable;          // kSubletAllocConf, kPytorchAllocConf, or empty: none set
+  std::string text;              // that variable's value
+  bool ignored_pytorch = false;  // both were set: PYTORCH_CUDA_ALLOC_CONF was not used
+  // "from PYTORCH_CUDA_ALLOC_CONF", "defaults (...unset)", "from SUBLET_ALLOC_CONF; PYTORCH_... ignored ..."
+  std::string describe() const;
+};
+ConfigOrigin config_origin_from_environment();
 
 struct AllocatorConfig {
   // Roundup divisions are chosen per power-of-two size interval starting at 1 MiB:
@@ -35,7 +49,10 @@ struct AllocatorConfig {
   // memory::default_config). Throws ConfigError naming the key, the value and what is allowed.
   static AllocatorConfig parse(const std::string& text, const AllocatorConfig& defaults);
   static AllocatorConfig parse(const std::string& text) { return parse(text, AllocatorConfig{}); }
-  // SUBLET_ALLOC_CONF on top of `defaults`; the defaults as they are when it is unset or empty.
+  // The same, with `variable` (the environment variable the text came from) named in errors.
+  static AllocatorConfig parse(const std::string& text, const AllocatorConfig& defaults, const char* variable);
+  // The environment's settings (config_origin_from_environment) on top of `defaults`; the
+  // defaults as they are when neither variable is set.
   static AllocatorConfig from_environment(const AllocatorConfig& defaults);
   static AllocatorConfig from_environment() { return from_environment(AllocatorConfig{}); }
   // The canonical text form (parse(to_string()) gives the same config).

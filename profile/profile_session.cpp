@@ -105,6 +105,8 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
   allocator.reset_peak_memory_stats();
   allocator.reset_accumulated_memory_stats();
   run.allocator_config = allocator.config().to_string();
+  run.allocator_config_origin =
+      options.alloc_conf.empty() ? memory::config_origin_from_environment().describe() : "from --alloc-conf";
   run.backend_name = allocator.backend().name();
   run.device_capacity = allocator.backend().memory_info().total_bytes;
 

@@ -50,6 +50,7 @@ struct StepRecord {
 struct ProfileRun {
   ProfileOptions options;
   std::string allocator_config;   // canonical text of the profiled allocator's configuration
+  std::string allocator_config_origin;  // "--alloc-conf", or where the environment's came from
   std::string backend_name;
   std::size_t device_capacity = 0;
   Baseline baseline;

@@ -65,7 +65,8 @@ std::string summary_report(const ProfileRun& run, const std::vector<LayerRow>& r
   out += fmt::format("sublet profile: {} on {} ({} backend), batch {}, input {}x{}x{}, {} classes, {} optimizer, {} steps\n",
                      o.model_name, o.device.str(), run.backend_name, o.batch_size, o.input_shape[0], o.input_shape[1],
                      o.input_shape[2], o.num_classes, o.optimizer, o.steps);
-  out += fmt::format("allocator configuration: {}\n\n", run.allocator_config.empty() ? "default" : run.allocator_config);
+  out += fmt::format("allocator configuration: {} ({})\n\n", run.allocator_config.empty() ? "default" : run.allocator_config,
+                     run.allocator_config_origin);
 
   out += "Step peaks (allocated = bytes in live blocks; reserved = segments held from the device)\n";
   out += fmt::format("  {:>4} {:>14} {:>14} {:>14} {:>14}  {}\n", "step", "peak allocated", "peak reserved", "at start", "at end", "peak reached in");

@@ -78,12 +78,52 @@ TEST(AllocatorConfig, TextFormRoundTrips) {
 }
 
 TEST(AllocatorConfig, ReadsTheEnvironmentVariable) {
+  unsetenv("PYTORCH_CUDA_ALLOC_CONF");
   setenv("SUBLET_ALLOC_CONF", "max_split_size_mb:64", 1);
   EXPECT_EQ(AllocatorConfig::from_environment().max_split_size, 64 * kMiB);
   setenv("SUBLET_ALLOC_CONF", "max_split_size_mb:6", 1);
   EXPECT_THROW(AllocatorConfig::from_environment(), ConfigError);
   unsetenv("SUBLET_ALLOC_CONF");
   EXPECT_FALSE(AllocatorConfig::from_environment().max_split_size_set());
+}
+
+// PyTorch's variable is honoured when sublet's is unset; with both set, sublet's wins and the
+// origin says PyTorch's was ignored. Errors name the variable the bad text came from.
+TEST(AllocatorConfig, HonoursPytorchsVariableWhenSubletsIsUnset) {
+  unsetenv("SUBLET_ALLOC_CONF");
+  unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  EXPECT_EQ(sublet::memory::config_origin_from_environment().describe(),
+            "defaults (SUBLET_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF unset)");
+
+  setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128", 1);
+  EXPECT_EQ(AllocatorConfig::from_environment().max_split_size, 128 * kMiB);
+  EXPECT_EQ(sublet::memory::config_origin_from_environment().describe(), "from PYTORCH_CUDA_ALLOC_CONF");
+
+  setenv("SUBLET_ALLOC_CONF", "max_split_size_mb:64", 1);
+  EXPECT_EQ(AllocatorConfig::from_environment().max_split_size, 64 * kMiB);
+  const auto origin = sublet::memory::config_origin_from_environment();
+  EXPECT_TRUE(origin.ignored_pytorch);
+  EXPECT_EQ(origin.describe(), "from SUBLET_ALLOC_CONF; PYTORCH_CUDA_ALLOC_CONF ignored because SUBLET_ALLOC_CONF is set");
+
+  unsetenv("SUBLET_ALLOC_CONF");
+  setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:5", 1);
+  try {
+    AllocatorConfig::from_environment();
+    ADD_FAILURE() << "max_split_size_mb:5 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("PYTORCH_CUDA_ALLOC_CONF: bad value '5'", 0), 0u) << e.what();
+  }
+  unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  // A parse of code-given text still names sublet's variable afterwards.
+  EXPECT_EQ(error_of("max_split_size_mb:5").rfind("SUBLET_ALLOC_CONF:", 0), 0u);
+}
+
+// PyTorch accepts 0 ("no rounding") for an interval of the list form, not as the single value.
+TEST(AllocatorConfig, DivisionListAcceptsZero) {
+  const AllocatorConfig c = AllocatorConfig::parse("roundup_power2_divisions:[256:0,>:4]");
+  EXPECT_EQ(c.divisions_for(100 * kMiB), 0u);
+  EXPECT_EQ(c.divisions_for(600 * kMiB), 4u);
+  EXPECT_NE(error_of("roundup_power2_divisions:0").find("power of two"), std::string::npos);
 }
 
 // A device's defaults sit under SUBLET_ALLOC_CONF: keys the text names replace them, the others
@@ -114,7 +154,12 @@ TEST(AllocatorConfig, ErrorsNameKeyValueAndWhatIsAllowed) {
 
   const std::string small = error_of("max_split_size_mb:10");
   EXPECT_NE(small.find("'10'"), std::string::npos) << small;
-  EXPECT_NE(small.find(">= 20"), std::string::npos) << small;
+  EXPECT_NE(small.find("> 20"), std::string::npos) << small;
+  // PyTorch: "must be > 20"; 20 itself is refused, and a value past the maximum names it.
+  EXPECT_NE(error_of("max_split_size_mb:20").find("'20'"), std::string::npos);
+  EXPECT_EQ(AllocatorConfig::parse("max_split_size_mb:21").max_split_size, 21 * kMiB);
+  EXPECT_NE(error_of("max_split_size_mb:2000000000000").find("at most 2^40 (1099511627776)"), std::string::npos);
+  EXPECT_NE(error_of("roundup_power2_divisions:2147483648").find("at most 2^30"), std::string::npos);
 
   EXPECT_NE(error_of("roundup_power2_divisions:3").find("power of two"), std::string::npos);
   EXPECT_NE(error_of("roundup_power2_divisions:[256:1,100:2]").find("power of two"), std::string::npos);
