@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/atomic_write.h"
 #include "core/errors.h"
 
 namespace sublet::cli {
@@ -58,7 +59,10 @@ void check_output_file(const std::string& flag, const fs::path& path) {
   if (!path.has_filename() || fs::is_directory(path, error)) {
     throw IoError(flag + " " + path.string() + ": expected a file name, found a folder");
   }
-  const fs::path parent = fs::absolute(path).parent_path();
+  // Links lead to the file written; devices and FIFOs are written in place (core/atomic_write.h).
+  const io::OutputTarget target = io::check_writable_target(path, flag + " " + path.string());
+  if (target.in_place) return;
+  const fs::path parent = fs::absolute(target.path).parent_path();
   if (!fs::exists(parent, error)) {
     throw IoError(flag + " " + path.string() + ": the directory " + parent.string() + " does not exist");
   }

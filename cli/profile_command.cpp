@@ -4,6 +4,7 @@
 // study (profile/profile_report.h lists the files) into DIR; prints the last step's layer table.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -64,7 +65,8 @@ void run_profile(const ProfileArgs& args) {
   options.device = train::resolve_device(args.device.empty() ? "auto" : args.device);
   if (!(args.lr > 0.0 && args.lr <= 100.0)) throw ValueError(fmt::format("--lr must be in (0, 100], got {}", args.lr));
   memory::AllocatorConfig::parse(args.alloc_conf);  // a bad string fails here, not after the model is built
-  check_output_folder("--out", args.out);  // before the run, not after it
+  check_output_folder("--out", args.out);  // before the run, not after it: the folder and every file
+  for (const std::string& name : profile::profile_file_names()) check_output_file("--out", std::filesystem::path(args.out) / name);
   options.batch_size = args.batch_size;
   options.steps = args.steps;
   options.timing_steps = args.timing_steps;

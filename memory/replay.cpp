@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "core/atomic_write.h"
 #include "core/errors.h"
 #include "memory/simulated_backend.h"
 
@@ -51,13 +52,8 @@ void save_trace(const std::string& path, const std::vector<TraceEvent>& events) 
     }
   }
   const nlohmann::json doc = {{"format", "sublet-alloc-trace"}, {"version", 2}, {"events", list}};
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary);
-    out << doc.dump() << '\n';
-    if (!out) throw IoError(path + ": could not write the trace");
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) throw IoError(path + ": could not move the trace into place");
+  const std::string text = doc.dump() + '\n';
+  io::write_atomically(path, [&](std::FILE* file) { io::write_or_throw(file, text.data(), text.size(), path); });
 }
 
 std::vector<TraceEvent> load_trace(const std::string& path) {

@@ -1,20 +1,11 @@
 #include "profile/output_file.h"
 
-#include <cstdio>
-#include <fstream>
-
-#include "core/errors.h"
+#include "core/atomic_write.h"
 
 namespace sublet::profile {
 
 void write_text_file(const std::string& path, const std::string& content) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary);
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    if (!out) throw IoError(path + ": could not write the file");
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) throw IoError(path + ": could not move the file into place");
+  io::write_atomically(path, [&](std::FILE* file) { io::write_or_throw(file, content.data(), content.size(), path); });
 }
 
 }  // namespace sublet::profile

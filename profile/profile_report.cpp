@@ -34,6 +34,13 @@ std::string html_page(const ProfileRun& run, const std::string& memory, const st
 
 }  // namespace
 
+const std::vector<std::string>& profile_file_names() {
+  static const std::vector<std::string> names = {"layers.csv",  "layers.json",   "trace.json",       "snapshot.pickle",
+                                                 "memory.svg",  "memory.html",   "layers.svg",       "segments.svg",
+                                                 "summary.txt", "alloc_trace.json", "step_diff.txt"};
+  return names;
+}
+
 ProfileReport write_profile(const ProfileRun& run, const std::string& directory) {
   if (run.steps.empty()) throw ValueError("profile: nothing was profiled");
   std::error_code ec;
@@ -70,10 +77,8 @@ ProfileReport write_profile(const ProfileRun& run, const std::string& directory)
   }
   report.summary = summary_report(run, report.rows, at_peak, diff.get());
   write_text_file(path("summary.txt"), report.summary);
-  for (const char* name : {"layers.csv", "layers.json", "trace.json", "snapshot.pickle", "memory.svg", "memory.html",
-                           "layers.svg", "segments.svg", "summary.txt", "alloc_trace.json"})
-    report.files.push_back(path(name));
-  if (diff) report.files.push_back(path("step_diff.txt"));
+  for (const std::string& name : profile_file_names())
+    if (diff || name != "step_diff.txt") report.files.push_back(path(name));
   return report;
 }
 

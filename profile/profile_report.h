@@ -26,4 +26,8 @@ struct ProfileReport {
 
 ProfileReport write_profile(const ProfileRun& run, const std::string& directory);
 
+// Every file write_profile may write into its folder (step_diff.txt only with two steps or more),
+// so that a caller can check each path before the run.
+const std::vector<std::string>& profile_file_names();
+
 }  // namespace sublet::profile

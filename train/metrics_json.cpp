@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
-#include "runtime/io/atomic_write.h"
+#include "core/atomic_write.h"
 
 namespace sublet::train {
 namespace {

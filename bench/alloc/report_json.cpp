@@ -4,6 +4,7 @@
 
 #include "bench/alloc/report_table.h"
 #include "bench/alloc/tensor_workload.h"
+#include "core/atomic_write.h"
 #include "core/errors.h"
 
 namespace sublet::bench {
@@ -93,11 +94,7 @@ json report_json(const AllocBenchResult& result) {
 }
 
 void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw IoError(path + ": cannot open for writing");
-  out << text;
-  out.close();
-  if (!out) throw IoError(path + ": write failed (disk full?)");
+  io::write_atomically(path, [&](std::FILE* file) { io::write_or_throw(file, text.data(), text.size(), path); });
 }
 
 }  // namespace sublet::bench

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/errors.h"
-#include "runtime/io/atomic_write.h"
+#include "core/atomic_write.h"
 
 namespace sublet::io {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/errors.h"
-#include "runtime/io/atomic_write.h"
+#include "core/atomic_write.h"
 
 // The format is little-endian and we copy bytes straight into typed values.
 static_assert(std::endian::native == std::endian::little,

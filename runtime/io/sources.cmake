@@ -1,7 +1,6 @@
-# File I/O for the runtime: atomic writes, whole-file (gzip-aware) reads, safetensors checkpoints.
+# File I/O for the runtime: whole-file (gzip-aware) reads, safetensors checkpoints.
 # Included from data/sources.cmake for now; it can move to runtime/CMakeLists.txt unchanged.
 list(APPEND SUBLET_RUNTIME_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/atomic_write.cpp
   ${CMAKE_CURRENT_LIST_DIR}/file_bytes.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors.cpp
 )

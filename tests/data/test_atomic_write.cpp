@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-#include "runtime/io/atomic_write.h"
+#include "core/atomic_write.h"
 #include "runtime/io/file_bytes.h"
 #include "test_support.h"
 

@@ -1,4 +1,4 @@
-#include "runtime/io/atomic_write.h"
+#include "core/atomic_write.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -91,6 +91,47 @@ int create_locked_temporary(const std::filesystem::path& target, std::filesystem
   }
 }
 
+// Follows symbolic links (relative ones from the link's directory) to the file they lead to,
+// which may not exist yet, and refuses what must not be replaced. `name` starts every message.
+OutputTarget resolve_target(const std::filesystem::path& given, const std::string& name) {
+  std::filesystem::path path = given;
+  for (int hops = 0;; ++hops) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT) return {path, false};
+      throw IoError(name + ": cannot examine " + path.string() + " (" + errno_text() + ")");
+    }
+    if (S_ISLNK(st.st_mode)) {
+      if (hops >= 40) throw IoError(name + ": too many levels of symbolic links");
+      std::error_code error;
+      const std::filesystem::path link = std::filesystem::read_symlink(path, error);
+      if (error) throw IoError(name + ": cannot read the link " + path.string() + " (" + error.message() + ")");
+      path = link.is_absolute() ? link : path.parent_path() / link;
+      continue;
+    }
+    if (S_ISREG(st.st_mode)) return {path, false};
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return {path, true};
+    if (S_ISDIR(st.st_mode)) throw IoError(name + ": is a directory; expected a file name");
+    throw IoError(name + ": is a " + std::string(S_ISBLK(st.st_mode) ? "block device" : "socket") +
+                  "; expected a regular file, a character device or a FIFO (it is not replaced)");
+  }
+}
+
+// A character device or FIFO: no temporary, no rename, no fsync (devices may not support it).
+void write_in_place(const std::filesystem::path& given, const std::filesystem::path& device,
+                    const std::function<void(std::FILE*)>& write_contents) {
+  std::FILE* file = std::fopen(device.c_str(), "wb");
+  if (file == nullptr) throw IoError(given.string() + ": cannot open for writing (" + errno_text() + ")");
+  try {
+    write_contents(file);
+    if (std::fflush(file) != 0) throw IoError(given.string() + ": write failed (disk full?) (" + errno_text() + ")");
+  } catch (...) {
+    std::fclose(file);
+    throw;
+  }
+  if (std::fclose(file) != 0) throw IoError(given.string() + ": write failed (disk full?) (" + errno_text() + ")");
+}
+
 void fsync_directory_of(const std::filesystem::path& target) {
   std::filesystem::path directory = target.parent_path();
   if (directory.empty()) directory = ".";
@@ -116,13 +157,34 @@ void write_or_throw(std::FILE* file, const void* data, std::size_t bytes,
   if (bytes == 0) return;
   const std::size_t written = std::fwrite(data, 1, bytes, file);
   if (written != bytes) {
-    throw IoError(path.string() + ": write failed after " + std::to_string(written) + " of " +
+    throw IoError(path.string() + ": write failed (disk full?) after " + std::to_string(written) + " of " +
                   std::to_string(bytes) + " bytes (" + errno_text() + ")");
   }
 }
 
-void write_atomically(const std::filesystem::path& target,
+OutputTarget check_writable_target(const std::filesystem::path& target, const std::string& what) {
+  const OutputTarget resolved = resolve_target(target, what);
+  if (resolved.in_place) {
+    if (::access(resolved.path.c_str(), W_OK) != 0)
+      throw IoError(what + ": cannot write to " + resolved.path.string() + " (" + errno_text() + ")");
+    return resolved;
+  }
+  std::filesystem::path directory = resolved.path.parent_path();
+  if (directory.empty()) directory = ".";
+  struct stat st {};
+  if (::stat(directory.c_str(), &st) != 0)
+    throw IoError(what + ": the directory " + directory.string() + " does not exist");
+  if (!S_ISDIR(st.st_mode)) throw IoError(what + ": " + directory.string() + " is not a directory");
+  if (::access(directory.c_str(), W_OK | X_OK) != 0)
+    throw IoError(what + ": cannot create files in " + directory.string() + " (" + errno_text() + ")");
+  return resolved;
+}
+
+void write_atomically(const std::filesystem::path& given,
                       const std::function<void(std::FILE*)>& write_contents) {
+  const OutputTarget resolved = resolve_target(given, given.string());
+  if (resolved.in_place) return write_in_place(given, resolved.path, write_contents);
+  const std::filesystem::path& target = resolved.path;
   remove_abandoned_temporaries(target);
   std::filesystem::path temporary;
   const int fd = create_locked_temporary(target, temporary);
