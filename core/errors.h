@@ -25,6 +25,8 @@ class DeviceError : public Error { using Error::Error; };
 class IoError : public Error { using Error::Error; };
 // A CUDA runtime/driver, cuBLAS or cuDNN call failed (message names the call, file and line).
 class CudaError : public Error { using Error::Error; };
+// A loss or value that became NaN or infinite where training cannot go on with it.
+class NonFiniteError : public Error { using Error::Error; };
 // A wrong argument that is neither a shape nor a dtype problem (bad flag values, bad options).
 class ValueError : public Error { using Error::Error; };
 

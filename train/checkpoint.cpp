@@ -7,6 +7,7 @@
 
 #include "core/errors.h"
 #include "runtime/io/safetensors.h"
+#include "train/checkpoint_checksum.h"
 #include "train/metrics_json.h"
 #include "train/tensor_records.h"
 
@@ -91,6 +92,8 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkp
       {"epoch_correct", std::to_string(pos.epoch_correct)},
       {"epoch_images", std::to_string(pos.epoch_images)},
       {"history", epochs_json_text(pos.history)},
+      {"planned_epochs", std::to_string(pos.planned_epochs)},
+      {kChecksumMetadataKey, tensor_checksums_json(tensors)},
   };
   io::save_safetensors(path, tensors, metadata);
 }
@@ -104,6 +107,8 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
                   ", expected '" + kCheckpointFormat + "')");
   }
   const MetadataReader meta(path, file.metadata);
+  if (const auto checksums = file.metadata.find(kChecksumMetadataKey); checksums != file.metadata.end())
+    verify_tensor_checksums(path, checksums->second, file.tensors);
   const int version = meta.number<int>("format_version");
   if (version != kCheckpointFormatVersion) {
     throw IoError(fmt::format("{}: checkpoint format version {}, this build reads version {}", path.string(), version,
@@ -127,6 +132,8 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
   pos.epoch_correct = meta.number<std::int64_t>("epoch_correct");
   pos.epoch_images = meta.number<std::int64_t>("epoch_images");
   pos.history = parse_epochs_json(meta.text("history"), path.string());
+  // Absent from checkpoints written before it was saved: 0, "unknown".
+  if (file.metadata.contains("planned_epochs")) pos.planned_epochs = meta.number<std::int64_t>("planned_epochs");
   if (pos.epoch < 0 || pos.samples_in_epoch < 0 || pos.samples_in_epoch > pos.train_images || pos.batch_size < 1 ||
       pos.epoch_images < 0) {
     throw IoError(fmt::format("{}: checkpoint position is invalid (epoch {}, image {} of {}, batch size {})",

@@ -47,6 +47,7 @@ struct TrainingPosition {
   std::int64_t epoch_correct = 0;
   std::int64_t epoch_images = 0;      // images trained this epoch, counting any replayed after an OOM retry
   std::vector<EpochMetrics> history;  // completed epochs
+  std::int64_t planned_epochs = 0;    // --epochs of the run that wrote it (its schedule spans them); 0: unknown
 };
 
 struct Checkpoint {

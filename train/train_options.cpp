@@ -83,8 +83,10 @@ void validate(const TrainOptions& options) {
   if (!(options.label_smoothing >= 0.0 && options.label_smoothing < 1.0)) {
     throw ValueError("--label-smoothing must be in [0, 1), got " + number_text(options.label_smoothing));
   }
-  if (!(options.weight_decay >= 0.0)) {
-    throw ValueError("--weight-decay must be >= 0, got " + number_text(options.weight_decay));
+  // Finite and at most 1 (a decay of the whole weight per unit of learning rate): inf trained
+  // to a NaN loss and a checkpoint of non-finite values.
+  if (!(options.weight_decay >= 0.0 && options.weight_decay <= 1.0)) {
+    throw ValueError("--weight-decay must be in [0, 1], got " + number_text(options.weight_decay));
   }
   if (options.prefetch_batches < 0 || options.prefetch_batches > 16) {
     throw ValueError("prefetch batches must be in [0, 16], got " + std::to_string(options.prefetch_batches));

@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -116,7 +118,10 @@ std::string Trainer::describe() const {
       "({} schedule), label smoothing {}, batch size {}, {} epoch{}, seed {}",
       options_.model, static_cast<double>(parameters) / 1e6, options_.data, train.size(), data_.test->size(),
       train.channels, train.height, train.width, train.num_classes, device_.str(), options_.optimizer,
-      schedule_ ? schedule_->base_lr() : optimizer_->lr(), options_.schedule, options_.label_smoothing, batch_size_,
+      schedule_ ? schedule_->base_lr() : optimizer_->lr(), options_.schedule, options_.label_smoothing,
+      batch_size_ > train.size()
+          ? fmt::format("{} (--batch-size {} is more than the {} training images)", train.size(), batch_size_, train.size())
+          : std::to_string(batch_size_),
       options_.epochs,
       options_.epochs == 1 ? "" : "s", options_.seed);
 }
@@ -139,7 +144,13 @@ void Trainer::rebuild_loader() {
   data::LoaderOptions loader_options;
   loader_options.batch_size = batch_size_;
   loader_options.shuffle = true;
-  loader_options.drop_last = options_.cuda_graph;
+  loader_options.drop_last = options_.cuda_graph || drops_final_single_image();
+  if (drops_final_single_image() && !noted_final_drop_) {
+    note(fmt::format("the last training batch of each epoch would hold 1 image ({} images, batch size {}), which batch "
+                     "norm cannot train on: it is dropped (as drop_last)",
+                     data_.train->size(), batch_size_));
+    noted_final_drop_ = true;
+  }
   loader_options.seed = options_.seed;
   loader_options.normalization = data_.normalization;
   loader_options.augmentation = data_.augmentation;
@@ -180,9 +191,25 @@ data::BatchBufferAllocator Trainer::loader_buffers() const {
   return options_.batch_buffer_allocator ? options_.batch_buffer_allocator : uploader_->buffer_allocator();
 }
 
+bool Trainer::drops_final_single_image() const {
+  return !options_.cuda_graph && batch_size_ > 1 && data_.train->size() % batch_size_ == 1;
+}
+
 std::int64_t Trainer::images_per_epoch() const {
   const std::int64_t size = data_.train->size();
-  return options_.cuda_graph ? size / batch_size_ * batch_size_ : size;
+  if (options_.cuda_graph) return size / batch_size_ * batch_size_;
+  return drops_final_single_image() ? size - 1 : size;
+}
+
+void Trainer::check_finite_loss(float loss) const {
+  if (std::isfinite(loss) || options_.allow_nonfinite) return;
+  const std::int64_t step_in_epoch = (samples_in_epoch_ + batch_size_ - 1) / batch_size_ + 1;
+  throw NonFiniteError(fmt::format(
+      "the training loss is {} at epoch {}, step {} (global step {}), learning rate {:g}: training stopped {}{}. "
+      "Lower --lr or --weight-decay, check the data, or pass --allow-nonfinite to go on",
+      loss, epoch_ + 1, step_in_epoch, global_step_ + 1, optimizer_->lr(),
+      options_.cuda_graph ? "after the graphed step (its update included)" : "before the optimizer step",
+      options_.checkpoint.empty() ? "" : ", and the last checkpoint " + options_.checkpoint.string() + " was kept"));
 }
 
 Trainer::StepOutcome Trainer::graphed_step(const data::Batch& batch) {
@@ -249,6 +276,7 @@ std::optional<float> Trainer::train_step() {
       rebuild_loader();  // the same epoch, from the first image of the failed batch
       continue;
     }
+    check_finite_loss(outcome.loss);
     if (!options_.cuda_graph) {
       try {
         optimizer_->step();

@@ -116,8 +116,13 @@ class Trainer {
   StepOutcome forward_backward(const data::Batch& batch);
   StepOutcome graphed_step(const data::Batch& batch);
   // Images of the epoch a loader serves at the current batch size (graph mode drops a short
-  // last batch).
+  // last batch, eager mode a last batch of one image).
   std::int64_t images_per_epoch() const;
+  // A final batch of a single image: batch norm cannot train on it (one value per channel at a
+  // 1x1 spatial size), and its error would come after the whole epoch's work. Dropped instead.
+  bool drops_final_single_image() const;
+  // Throws NonFiniteError naming the epoch, step and learning rate unless --allow-nonfinite.
+  void check_finite_loss(float loss) const;
   // The options' buffer allocator if set, else the uploader's (pinned on CUDA).
   data::BatchBufferAllocator loader_buffers() const;
   // Releases what the failed step left, halves batch_size_ (or throws when it cannot); `what`
@@ -156,6 +161,7 @@ class Trainer {
   std::int64_t epoch_timed_images_ = 0;
   double epoch_started_ = 0.0;       // seconds on the steady clock
   std::int64_t oom_retries_ = 0;
+  bool noted_final_drop_ = false;
 };
 
 }  // namespace sublet::train

@@ -26,6 +26,7 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
   pos.epoch_correct = epoch_correct_;
   pos.epoch_images = epoch_images_;
   pos.history = history_;
+  pos.planned_epochs = options_.epochs;
   checkpoint.model_state = model_->state_dict();
   checkpoint.optimizer_state = optimizer_->state_dict();
   train::save_checkpoint(path, checkpoint);
@@ -60,6 +61,11 @@ void Trainer::resume_from(const std::filesystem::path& path) {
     note(fmt::format("resuming with the checkpoint's seed {} (not --seed {}): the data order depends on it", pos.seed,
                      options_.seed));
     options_.seed = pos.seed;
+  }
+  if (pos.planned_epochs != 0 && pos.planned_epochs != options_.epochs && options_.schedule != "none") {
+    note(fmt::format("resuming a run planned for {} epochs with --epochs {}: the {} schedule now spans {} epochs, so "
+                     "the learning rate from here on differs from the original run's",
+                     pos.planned_epochs, options_.epochs, options_.schedule, options_.epochs));
   }
   if (pos.batch_size != batch_size_) {
     note(fmt::format("resuming with the checkpoint's batch size {} (not {})", pos.batch_size, batch_size_));
