@@ -5,6 +5,8 @@
 # Needs data/mnist (scripts/fetch_mnist.sh) for the training run, python3 with torch for the
 # PyTorch baselines.
 set -uo pipefail
+# A GPU test that finds no GPU fails here instead of skipping (tests/gpu_skip.h).
+export SUBLET_REQUIRE_GPU=1
 build="$(cd "$1" && pwd)"; out="$2"; shift 2
 parts=("${@:-all}")
 mkdir -p "$out"

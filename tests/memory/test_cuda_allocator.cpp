@@ -2,6 +2,8 @@
 // virtual memory API, record_stream across two streams, and a real out-of-memory error.
 #include <gtest/gtest.h>
 
+#include "tests/gpu_skip.h"
+
 #include "memory/registry.h"
 
 #ifdef SUBLET_HAVE_CUDA
@@ -19,9 +21,7 @@
 
 using namespace sublet::memory;
 
-#define REQUIRE_GPU()                                                                        \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device here (built with CUDA: "            \
-                                      << (cuda_built() ? "yes" : "no") << "); this test checks the real GPU backend"
+#define REQUIRE_GPU() SUBLET_SKIP_WITHOUT_GPU("the real GPU backend")
 
 #ifdef SUBLET_HAVE_CUDA
 namespace {

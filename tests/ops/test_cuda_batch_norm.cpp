@@ -6,6 +6,7 @@
 
 #include "cuda_test_support.h"
 #include "ops/batch_norm.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
@@ -97,27 +98,27 @@ void check_eval(bool affine, const std::string& what) {
 }  // namespace
 
 TEST(CudaBatchNorm, TrainingMatchesCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: cuDNN batch norm training against the CPU";
+  SUBLET_SKIP_WITHOUT_GPU("cuDNN batch norm training against the CPU");
   check_training<float>(true, true, true, "float affine");
   check_training<double>(true, true, true, "double affine");
 }
 
 TEST(CudaBatchNorm, TrainingWithoutAffineOrWithOneRunningBufferMatchesCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: batch norm with missing optional buffers";
+  SUBLET_SKIP_WITHOUT_GPU("batch norm with missing optional buffers");
   check_training<float>(false, false, false, "float, no affine, no running stats");
   check_training<float>(true, true, false, "float, running_mean only");
   check_training<float>(false, false, true, "float, running_var only");
 }
 
 TEST(CudaBatchNorm, EvalForwardAndBackwardMatchCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: batch norm inference and its backward";
+  SUBLET_SKIP_WITHOUT_GPU("batch norm inference and its backward");
   check_eval<float>(true, "float affine");
   check_eval<float>(false, "float plain");
   check_eval<double>(true, "double affine");
 }
 
 TEST(CudaBatchNorm, TwoDimensionalInputIsOneByOneSpatial) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: batch norm on [N, C] inputs";
+  SUBLET_SKIP_WITHOUT_GPU("batch norm on [N, C] inputs");
   const BatchNormShape s{16, 5, 1, 1};
   const auto input = random_values<float>(s.numel(), 97);
   std::vector<float> out(s.numel()), mean(5), invstd(5);

@@ -14,6 +14,7 @@
 #include "core/errors.h"
 #include "ops/batch_norm.h"
 #include "ops/batch_norm_relu.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
@@ -101,7 +102,7 @@ void check_against_cpu(const BatchNormShape& s, const Variant& v) {
 }  // namespace
 
 TEST(CudaBatchNormRelu, MatchesTheCpuCompositionInEveryVariant) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: fused batch norm + ReLU against the CPU";
+  SUBLET_SKIP_WITHOUT_GPU("fused batch norm + ReLU against the CPU");
   const BatchNormShape odd{4, 3, 5, 7};
   for (const Variant& v : {Variant{true, true, true}, Variant{false, true, true}, Variant{true, false, false},
                            Variant{false, false, true}}) {
@@ -111,7 +112,7 @@ TEST(CudaBatchNormRelu, MatchesTheCpuCompositionInEveryVariant) {
 }
 
 TEST(CudaBatchNormRelu, MatchesTheCpuAtResNet18Sizes) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: fused batch norm + ReLU at ResNet-18 sizes";
+  SUBLET_SKIP_WITHOUT_GPU("fused batch norm + ReLU at ResNet-18 sizes");
   check_against_cpu<float>({128, 128, 4, 4}, Variant{});            // layer2, batch 128: 2048 per channel
   check_against_cpu<float>({128, 512, 1, 1}, Variant{false, true, true});  // layer4: 128 per channel
   check_against_cpu<float>({512, 256, 2, 2}, Variant{});            // batch 512, layer3: 2048
@@ -132,7 +133,7 @@ TEST(CudaBatchNormRelu, SaysWhereItAppliesAndRefusesElsewhere) {
     EXPECT_NE(std::string(e.what()).find("need a CUDA device"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("cpu"), std::string::npos) << e.what();
   }
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: which GPU shapes the fused kernels take";
+  SUBLET_SKIP_WITHOUT_GPU("which GPU shapes the fused kernels take");
   EXPECT_TRUE(batch_norm_relu_fused(gpu_context(), small, DType::Float32));
   EXPECT_TRUE(batch_norm_relu_fused(gpu_context(), small, DType::Float64));
   EXPECT_FALSE(batch_norm_relu_fused(gpu_context(), large, DType::Float32));

@@ -8,6 +8,7 @@
 #include "cuda_test_support.h"
 #include "ops/conv2d.h"
 #include "ops/conv_settings.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
@@ -70,13 +71,13 @@ void check(const Conv2dShape& s, const std::string& what) {
 }  // namespace
 
 TEST(CudaConv2d, PlainConvolutionMatchesCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: cuDNN conv2d against the CPU";
+  SUBLET_SKIP_WITHOUT_GPU("cuDNN conv2d against the CPU");
   check<float>(shape_with(1, 1, 1, 1), "float 3x2 pad 1");
   check<double>(shape_with(1, 1, 1, 1), "double 3x2 pad 1");
 }
 
 TEST(CudaConv2d, StrideDilationAndGroupsMatchCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: cuDNN conv2d with stride/dilation/groups";
+  SUBLET_SKIP_WITHOUT_GPU("cuDNN conv2d with stride/dilation/groups");
   check<float>(shape_with(2, 1, 2, 2), "float stride 2, dilation 2, groups 2");
   check<float>(shape_with(1, 0, 1, 2), "float groups 2, no padding");
   check<double>(shape_with(2, 1, 2, 2), "double stride 2, dilation 2, groups 2");
@@ -86,7 +87,7 @@ TEST(CudaConv2d, StrideDilationAndGroupsMatchCpu) {
 // unless TF32 is allowed; with TF32 (PyTorch's default for cuDNN) inputs are rounded to a 10-bit
 // mantissa, so the tolerance widens to rtol 1e-2 with atol 1e-3 per term.
 TEST(CudaConv2d, BenchmarkedAlgorithmsMatchCpuAndTf32StaysClose) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: timed cuDNN algorithm choice";
+  SUBLET_SKIP_WITHOUT_GPU("timed cuDNN algorithm choice");
   const ConvAlgorithmSettings saved = conv_algorithm_settings();
   Conv2dShape s = shape_with(1, 1, 1, 1);
   s.batch = 8, s.in_channels = 16, s.in_height = 16, s.in_width = 16, s.out_channels = 32, s.kernel_w = 3;

@@ -4,13 +4,14 @@
 
 #include "cuda_test_support.h"
 #include "ops/copy.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
 using namespace sublet::ops::testing;
 
 TEST(CudaCopy, HostDeviceRoundTripIsExact) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: host/device copy_bytes";
+  SUBLET_SKIP_WITHOUT_GPU("host/device copy_bytes");
   const auto values = random_values<double>(1001, 51);
   DeviceBuffer<double> first(values), second(values.size());
   copy_bytes(gpu(), second.get(), gpu(), first.get(), values.size() * sizeof(double));
@@ -34,7 +35,7 @@ void check_cast_copy(const std::string& what) {
 }
 
 TEST(CudaCopy, StridedCastCopiesMatchCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: strided cast-copy kernel";
+  SUBLET_SKIP_WITHOUT_GPU("strided cast-copy kernel");
   check_cast_copy<float, float>("float <- float");
   check_cast_copy<float, double>("float <- double");
   check_cast_copy<double, float>("double <- float");
@@ -44,7 +45,7 @@ TEST(CudaCopy, StridedCastCopiesMatchCpu) {
 }
 
 TEST(CudaCopy, FillWritesOnlyTheView) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: strided fill kernel";
+  SUBLET_SKIP_WITHOUT_GPU("strided fill kernel");
   const auto values = random_values<float>(20, 52);
   std::vector<float> cpu_out = values;
   // Every other column of a [4, 5] matrix.

@@ -4,6 +4,7 @@
 
 #include "cuda_test_support.h"
 #include "ops/dropout.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
@@ -28,7 +29,7 @@ void check(std::int64_t numel, double p, std::uint64_t seed, std::uint64_t offse
 }  // namespace
 
 TEST(CudaDropout, MaskIsIdenticalToTheCpuMask) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: dropout mask against the CPU";
+  SUBLET_SKIP_WITHOUT_GPU("dropout mask against the CPU");
   check<float>(10007, 0.3, 42, 0, "float p=0.3");
   check<float>(10007, 0.3, 42, 123456789, "float p=0.3 with offset");
   check<double>(4096, 0.5, 7, 99, "double p=0.5");

@@ -11,6 +11,7 @@
 #include "core/errors.h"
 #include "ops/cuda/elementwise_plan.h"
 #include "ops/elementwise.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
@@ -54,7 +55,7 @@ void check_unary(UnaryOp op, UnaryParams params, double low, double high, const 
 }  // namespace
 
 TEST(CudaElementwise, UnaryOpsMatchCpuOnTransposedInput) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: unary kernels against the CPU";
+  SUBLET_SKIP_WITHOUT_GPU("unary kernels against the CPU");
   const UnaryParams none{}, scalar{0.75, 0}, range{-0.3, 0.4}, square{2.0, 0}, cube{3.0, 0};
   struct Case { UnaryOp op; UnaryParams params; double low, high; const char* name; };
   const Case cases[] = {
@@ -75,7 +76,7 @@ TEST(CudaElementwise, UnaryOpsMatchCpuOnTransposedInput) {
 }
 
 TEST(CudaElementwise, FloatOnlyUnaryOpRefusesInt64) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: dtype check of the CUDA unary kernel";
+  SUBLET_SKIP_WITHOUT_GPU("dtype check of the CUDA unary kernel");
   DeviceBuffer<std::int64_t> in(std::vector<std::int64_t>{1, 2, 3}), out(3);
   EXPECT_THROW(unary(gpu_context(), UnaryOp::Exp, DType::Int64, {3}, {out.get(), {1}}, {in.get(), {1}}),
                DTypeError);
@@ -104,14 +105,14 @@ void check_binary_broadcast() {
 }
 
 TEST(CudaElementwise, BinaryOpsMatchCpuWithBroadcast) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: binary kernels with stride-0 operands";
+  SUBLET_SKIP_WITHOUT_GPU("binary kernels with stride-0 operands");
   check_binary_broadcast<float>();
   check_binary_broadcast<double>();
   check_binary_broadcast<std::int64_t>();
 }
 
 TEST(CudaElementwise, InPlaceBinaryAndTernaryMatchCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: in-place binary and addcmul/addcdiv";
+  SUBLET_SKIP_WITHOUT_GPU("in-place binary and addcmul/addcdiv");
   const Shape sizes{6, 7};
   const auto x = random_values<float>(42, 31), y = random_values<float>(42, 32), z = random_values<float>(42, 33, 0.5, 2);
   for (TernaryOp op : {TernaryOp::AddCMul, TernaryOp::AddCDiv}) {
@@ -341,7 +342,7 @@ const std::int64_t kOddSizes[] = {1, 3, 4, 1023, 4096, 4097, 4098, (1 << 20) + 3
 }  // namespace
 
 TEST(CudaElementwise, DenseKernelMatchesCpuOnOddSizes) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: dense kernel with its scalar tail";
+  SUBLET_SKIP_WITHOUT_GPU("dense kernel with its scalar tail");
   for (std::int64_t n : kOddSizes) {
     const Shape sizes{n};
     const Layout dense = contiguous(sizes);
@@ -364,7 +365,7 @@ TEST(CudaElementwise, DenseKernelMatchesCpuOnOddSizes) {
 }
 
 TEST(CudaElementwise, MisalignedViewsTakeTheStridedKernelAndMatchCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: views whose base is off the 16-byte boundary";
+  SUBLET_SKIP_WITHOUT_GPU("views whose base is off the 16-byte boundary");
   for (std::int64_t n : {std::int64_t{4097}, std::int64_t{1023}}) {
     const Shape sizes{n};
     const Layout aligned = contiguous(sizes), shifted = contiguous(sizes, 1), shifted3 = contiguous(sizes, 3);
@@ -385,7 +386,7 @@ TEST(CudaElementwise, MisalignedViewsTakeTheStridedKernelAndMatchCpu) {
 }
 
 TEST(CudaElementwise, SharedTransposedLayoutTakesTheDenseKernel) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: dense kernel on a permuted layout";
+  SUBLET_SKIP_WITHOUT_GPU("dense kernel on a permuted layout");
   // [33, 65] stored column-major by every operand: memory order differs from element order, but
   // is the same for all of them, so the op runs over memory.
   const Shape sizes{33, 65};
@@ -400,7 +401,7 @@ TEST(CudaElementwise, SharedTransposedLayoutTakesTheDenseKernel) {
 }
 
 TEST(CudaElementwise, ScalarOperandOnEitherSideTakesTheDenseKernel) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: one-element broadcast operand";
+  SUBLET_SKIP_WITHOUT_GPU("one-element broadcast operand");
   const Shape sizes{33, 65};  // 2145 elements: a tail of 1 (float) and of 1 (double, int64)
   const Layout dense = contiguous(sizes);
   // A scalar is read as one element: its address need not be aligned.
@@ -417,7 +418,7 @@ TEST(CudaElementwise, ScalarOperandOnEitherSideTakesTheDenseKernel) {
 }
 
 TEST(CudaElementwise, RowAndChannelBroadcastTakeTheStridedKernel) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: broadcast rows and channels";
+  SUBLET_SKIP_WITHOUT_GPU("broadcast rows and channels");
   const Shape sizes{2, 3, 7, 5};
   const Layout dense = contiguous(sizes);
   const Layout per_channel{{0, 1, 0, 0}, 3, 0};      // a [3, 1, 1] bias over NCHW
@@ -428,7 +429,7 @@ TEST(CudaElementwise, RowAndChannelBroadcastTakeTheStridedKernel) {
 }
 
 TEST(CudaElementwise, LargeTensorsBeyond2To24Elements) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: element-wise kernels on > 2^24 elements";
+  SUBLET_SKIP_WITHOUT_GPU("element-wise kernels on > 2^24 elements");
   const Shape flat{(std::int64_t{1} << 24) + 5};
   const Shape nchw{8, 130, 129, 127};  // 17,038,320 elements
   for (const Shape& sizes : {flat, nchw}) {
@@ -456,7 +457,7 @@ TEST(CudaElementwise, LargeTensorsBeyond2To24Elements) {
 }
 
 TEST(CudaElementwise, ReluBackwardPassesTheGradientOnlyWhereTheOutputIsPositive) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: relu backward";
+  SUBLET_SKIP_WITHOUT_GPU("relu backward");
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   // g is inf or NaN where y <= 0: the result there is 0, not NaN (unlike g * (y > 0)).
   const std::vector<float> g{1.5f, -2.f, inf, nan, 3.f, -inf, 0.25f};
@@ -476,7 +477,7 @@ TEST(CudaElementwise, ReluBackwardPassesTheGradientOnlyWhereTheOutputIsPositive)
 }
 
 TEST(CudaElementwise, ZeroDimInt64IncrementInPlace) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: num_batches_tracked += 1";
+  SUBLET_SKIP_WITHOUT_GPU("num_batches_tracked += 1");
   // BatchNorm2d's num_batches_tracked.add_(1): a 0-d int64 tensor updated in place.
   DeviceBuffer<std::int64_t> counter(std::vector<std::int64_t>{41});
   for (int step = 0; step < 2; ++step) {
@@ -486,7 +487,7 @@ TEST(CudaElementwise, ZeroDimInt64IncrementInPlace) {
 }
 
 TEST(CudaElementwise, InPlaceDenseUnaryAndTernaryMatchCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: in-place dense kernels";
+  SUBLET_SKIP_WITHOUT_GPU("in-place dense kernels");
   const std::int64_t n = 4099;
   const auto x = random_values<float>(n, 49), y = random_values<float>(n, 50), z = random_values<float>(n, 51, 0.5, 2);
   std::vector<float> cpu_out = x;

@@ -6,6 +6,7 @@
 #include "cuda_test_support.h"
 #include "core/errors.h"
 #include "ops/loss.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
@@ -56,7 +57,7 @@ void check(std::int64_t batch, std::int64_t classes, double smoothing, const std
 }  // namespace
 
 TEST(CudaLoss, LossesMatchCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: losses against the CPU";
+  SUBLET_SKIP_WITHOUT_GPU("losses against the CPU");
   check<float>(32, 10, 0.0, "float C=10");
   check<float>(32, 10, 0.1, "float C=10 smoothing 0.1");
   check<float>(5, 1000, 0.2, "float C=1000 smoothing 0.2");
@@ -64,7 +65,7 @@ TEST(CudaLoss, LossesMatchCpu) {
 }
 
 TEST(CudaLoss, TargetOutOfRangeThrowsNamingTheSample) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: target validation of the CUDA losses";
+  SUBLET_SKIP_WITHOUT_GPU("target validation of the CUDA losses");
   const ClassScoresShape s{4, 3};
   DeviceBuffer<float> logits(random_values<float>(12, 113)), loss(1);
   DeviceBuffer<std::int64_t> targets(std::vector<std::int64_t>{0, 2, 3, -1});

@@ -6,6 +6,7 @@
 
 #include "cuda_test_support.h"
 #include "ops/matmul.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
@@ -45,13 +46,13 @@ void check_layouts() {
 }  // namespace
 
 TEST(CudaMatmul, AllLayoutsMatchCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: cuBLAS matmul against the CPU";
+  SUBLET_SKIP_WITHOUT_GPU("cuBLAS matmul against the CPU");
   check_layouts<float>();
   check_layouts<double>();
 }
 
 TEST(CudaMatmul, EmptyInnerDimensionGivesZeros) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: matmul with k = 0";
+  SUBLET_SKIP_WITHOUT_GPU("matmul with k = 0");
   DeviceBuffer<float> out(std::vector<float>(6, 5.0f)), a(1), b(1);
   matmul(gpu_context(), DType::Float32, {1, 2, 0, 3, 0, 0, 1, 0, 3, 1}, out.get(), a.get(), b.get());
   expect_equal(out.download(), std::vector<float>(6, 0.0f), "k = 0 product");

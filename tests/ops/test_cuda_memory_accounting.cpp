@@ -14,6 +14,7 @@
 #include "ops/batch_norm.h"
 #include "ops/conv2d.h"
 #include "ops/matmul.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
@@ -54,7 +55,7 @@ std::size_t device_free_bytes() {
 }  // namespace
 
 TEST(CudaMemoryAccounting, ConvWorkspaceIsReturnedWhenTheOpReturns) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: conv2d workspace accounting";
+  SUBLET_SKIP_WITHOUT_GPU("conv2d workspace accounting");
   ConvBuffers conv(resnet_like());
   conv.run();  // first call: handles, algorithm choice
   SUBLET_CUDA_CHECK(cudaDeviceSynchronize());
@@ -76,7 +77,7 @@ TEST(CudaMemoryAccounting, ConvWorkspaceIsReturnedWhenTheOpReturns) {
 }
 
 TEST(CudaMemoryAccounting, CublasWorkspaceComesFromTheAllocator) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: cuBLAS workspace accounting";
+  SUBLET_SKIP_WITHOUT_GPU("cuBLAS workspace accounting");
   const std::int64_t n = 64;
   DeviceBuffer<float> a(random_values<float>(n * n, 73)), b(random_values<float>(n * n, 74)), out(n * n);
   const MatmulGeometry g{1, n, n, n, 0, n, 1, 0, n, 1};
@@ -92,7 +93,7 @@ TEST(CudaMemoryAccounting, CublasWorkspaceComesFromTheAllocator) {
 }
 
 TEST(CudaMemoryAccounting, NoDeviceMemoryOutsideTheAllocator) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: device memory only via the allocator";
+  SUBLET_SKIP_WITHOUT_GPU("device memory only via the allocator");
   ConvBuffers conv(resnet_like());
   const std::int64_t n = 96;
   DeviceBuffer<float> a(random_values<float>(n * n, 75)), b(random_values<float>(n * n, 76)), out(n * n);

@@ -9,6 +9,7 @@
 #include "cuda_test_support.h"
 #include "ops/cuda/pooling_cuda.h"
 #include "ops/pooling.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
@@ -87,7 +88,7 @@ void check_adaptive(std::int64_t out_h, std::int64_t out_w, const std::string& w
 }  // namespace
 
 TEST(CudaPooling, MaxPoolMatchesCpuExactly) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: max pooling values/indices/gradients";
+  SUBLET_SKIP_WITHOUT_GPU("max pooling values/indices/gradients");
   check_max<float>(pool(3, 2, 1, 1), "float 3x3 s2 p1");
   check_max<float>(pool(2, 2, 0, 1), "float 2x2 s2");
   check_max<float>(pool(3, 1, 1, 2), "float 3x3 s1 p1 dilation 2 (overlapping windows)");
@@ -95,7 +96,7 @@ TEST(CudaPooling, MaxPoolMatchesCpuExactly) {
 }
 
 TEST(CudaPooling, MaxPoolThroughTheOpsEntryPointMatchesCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: ops::max_pool2d_* dispatch to the GPU";
+  SUBLET_SKIP_WITHOUT_GPU("ops::max_pool2d_* dispatch to the GPU");
   const Pool2dShape s = pool(3, 2, 1, 1);
   const auto input = random_values<float>(s.input_numel(), 107), grad_output = random_values<float>(s.output_numel(), 108);
   const Context cpu = Context::for_device(Device::cpu());
@@ -113,7 +114,7 @@ TEST(CudaPooling, MaxPoolThroughTheOpsEntryPointMatchesCpu) {
 }
 
 TEST(CudaPooling, MaxPoolWide64BitKernelsMatchCpuExactly) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: the 64-bit max pooling kernels";
+  SUBLET_SKIP_WITHOUT_GPU("the 64-bit max pooling kernels");
   check_max<float>(pool(3, 2, 1, 1), "wide float 3x3 s2 p1", cuda::PoolIndexing::Wide);
   check_max<float>(pool(2, 2, 0, 1), "wide float 2x2 s2", cuda::PoolIndexing::Wide);
   check_max<float>(pool(3, 1, 1, 2), "wide float 3x3 s1 p1 dilation 2", cuda::PoolIndexing::Wide);
@@ -121,7 +122,7 @@ TEST(CudaPooling, MaxPoolWide64BitKernelsMatchCpuExactly) {
 }
 
 TEST(CudaPooling, MaxPoolOddShapesMatchCpuExactly) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: max pooling on uneven shapes";
+  SUBLET_SKIP_WITHOUT_GPU("max pooling on uneven shapes");
   // Non-square kernels and strides, strides larger than the kernel (inputs no window covers),
   // and one-pixel planes.
   Pool2dShape s;
@@ -139,7 +140,7 @@ TEST(CudaPooling, MaxPoolOddShapesMatchCpuExactly) {
 }
 
 TEST(CudaPooling, MaxPoolResNetStemMatchesCpuExactly) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: max pooling on the ResNet stem's shape";
+  SUBLET_SKIP_WITHOUT_GPU("max pooling on the ResNet stem's shape");
   // ResNet's stem pooling (3x3, stride 2, padding 1, 112x112 -> 56x56) at batch 16:
   // 12.8M input elements (> 2^23), the shape the ResNet-50 step profile measures at batch 64.
   Pool2dShape s;
@@ -149,7 +150,7 @@ TEST(CudaPooling, MaxPoolResNetStemMatchesCpuExactly) {
 }
 
 TEST(CudaPooling, AvgPoolMatchesCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: average pooling forward/backward";
+  SUBLET_SKIP_WITHOUT_GPU("average pooling forward/backward");
   for (bool include_pad : {true, false}) {
     const std::string label = include_pad ? " (count padding)" : " (real elements only)";
     check_avg<float>(pool(3, 2, 1, 1), include_pad, "float 3x3 s2 p1" + label);
@@ -159,7 +160,7 @@ TEST(CudaPooling, AvgPoolMatchesCpu) {
 }
 
 TEST(CudaPooling, AdaptiveAvgPoolMatchesCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: adaptive average pooling";
+  SUBLET_SKIP_WITHOUT_GPU("adaptive average pooling");
   check_adaptive<float>(1, 1, "float global");
   check_adaptive<float>(3, 4, "float 3x4 (uneven, overlapping windows)");
   check_adaptive<double>(4, 3, "double 4x3");

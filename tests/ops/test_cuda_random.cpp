@@ -4,13 +4,14 @@
 
 #include "cuda_test_support.h"
 #include "ops/random.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
 using namespace sublet::ops::testing;
 
 TEST(CudaRandom, SameSeedSameValuesOnBothDevices) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: uniform/normal fills against the CPU";
+  SUBLET_SKIP_WITHOUT_GPU("uniform/normal fills against the CPU");
   const std::int64_t count = 1001;  // odd: the last Box-Muller pair is cut
   std::mt19937_64 cpu_engine(1234), gpu_engine(1234);
   std::vector<float> cpu_uniform(count), cpu_normal(count);

@@ -9,6 +9,7 @@
 #include "cuda_test_support.h"
 #include "core/errors.h"
 #include "ops/reduce.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
@@ -30,7 +31,7 @@ void check_sum(const std::vector<T>& input, const ReduceGeometry& g, double scal
 }  // namespace
 
 TEST(CudaReduce, SumAndMeanOverAnyDimsMatchCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: sum/mean kernels against the CPU";
+  SUBLET_SKIP_WITHOUT_GPU("sum/mean kernels against the CPU");
   // [8, 50, 3]: reduce the middle dim (strided), the outer two (per-thread path), the last.
   const auto f = random_values<float>(8 * 50 * 3, 1);
   const auto d = random_values<double>(8 * 50 * 3, 2);
@@ -48,7 +49,7 @@ TEST(CudaReduce, SumAndMeanOverAnyDimsMatchCpu) {
 }
 
 TEST(CudaReduce, LongSumSplitsIntoChunksAndMatchesCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: chunked sum of a long reduction";
+  SUBLET_SKIP_WITHOUT_GPU("chunked sum of a long reduction");
   const std::int64_t n = 300000;  // > 65536 with one output: the chunked two-pass path
   const auto f = random_values<float>(n, 3);
   check_sum(f, ReduceGeometry{{}, {}, {n}, {1}}, 1.0 / n, 1e-6, "mean of 300000 floats");
@@ -72,7 +73,7 @@ void check_extremum(ExtremumKind kind, const std::vector<T>& input, std::int64_t
 }
 
 TEST(CudaReduce, MaxMinFirstIndexAndNanMatchCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: max/min/argmax kernels against the CPU";
+  SUBLET_SKIP_WITHOUT_GPU("max/min/argmax kernels against the CPU");
   for (std::int64_t rows : {7, 1000}) {  // per-thread and per-block kernels
     const std::int64_t cols = 6;
     auto f = random_values<float>(rows * cols, 4);
@@ -90,7 +91,7 @@ TEST(CudaReduce, MaxMinFirstIndexAndNanMatchCpu) {
 }
 
 TEST(CudaReduce, GatherAndScatterAddMatchCpuAndCheckIndices) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: gather/scatter_add kernels";
+  SUBLET_SKIP_WITHOUT_GPU("gather/scatter_add kernels");
   // out [4, 9]; indices/src [4, 5] index dim 1 (with repeats, so scatter_add accumulates).
   const std::int64_t rows = 4, width = 9, count = 5;
   std::vector<std::int64_t> idx(rows * count);

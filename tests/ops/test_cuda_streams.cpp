@@ -10,13 +10,14 @@
 #include "memory/cuda_check.h"
 #include "memory/current_stream.h"
 #include "ops/elementwise.h"
+#include "tests/gpu_skip.h"
 
 using namespace sublet;
 using namespace sublet::ops;
 using namespace sublet::ops::testing;
 
 TEST(CudaStreams, CurrentStreamIsThreadLocalAndRestoredByTheGuard) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: current stream with a real CUDA stream";
+  SUBLET_SKIP_WITHOUT_GPU("current stream with a real CUDA stream");
   cudaStream_t stream = nullptr;
   SUBLET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   EXPECT_EQ(memory::current_stream(gpu()), nullptr);
@@ -34,7 +35,7 @@ TEST(CudaStreams, CurrentStreamIsThreadLocalAndRestoredByTheGuard) {
 }
 
 TEST(CudaStreams, KernelsOnANonDefaultStreamMatchCpu) {
-  if (!sublet::memory::cuda_available()) GTEST_SKIP() << "no CUDA device: kernels launched on a user stream";
+  SUBLET_SKIP_WITHOUT_GPU("kernels launched on a user stream");
   cudaStream_t stream = nullptr;
   SUBLET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const std::int64_t n = 1 << 16;

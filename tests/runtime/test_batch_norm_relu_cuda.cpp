@@ -12,6 +12,7 @@
 #include "runtime/gradcheck.h"
 #include "runtime/nn/functional.h"
 #include "runtime_test_util.h"
+#include "tests/gpu_skip.h"
 
 namespace sublet {
 namespace {
@@ -63,7 +64,7 @@ void expect_same(const Result& gpu, const Result& cpu, double tolerance, const s
 }
 
 TEST(BatchNormReluCuda, FusedGradientsMatchFiniteDifferences) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: gradcheck of the fused batch norm + ReLU kernels";
+  SUBLET_SKIP_WITHOUT_GPU("gradcheck of the fused batch norm + ReLU kernels");
   const Tensor x = testing::random64({3, 2, 4, 3}, 50, true), r = testing::random64({3, 2, 4, 3}, 51, true);
   const Tensor w = testing::random64({2}, 52, true), b = testing::random64({2}, 53, true);
   ASSERT_TRUE(ops::batch_norm_relu_fused(ops::Context::for_device(kGpu), {3, 2, 4, 3}, DType::Float64));
@@ -81,7 +82,7 @@ TEST(BatchNormReluCuda, FusedGradientsMatchFiniteDifferences) {
 // one. Tolerance 1e-4 of each tensor's largest value (cuDNN-free float32 against the CPU's
 // double-accumulated kernels; the ReLU mask can differ only where a value rounds to 0).
 TEST(BatchNormReluCuda, FusedMatchesTheCpuCompositionAtResNetSizes) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: fused batch norm + ReLU against the CPU";
+  SUBLET_SKIP_WITHOUT_GPU("fused batch norm + ReLU against the CPU");
   const Shape shape{128, 128, 4, 4};
   ASSERT_TRUE(ops::batch_norm_relu_fused(ops::Context::for_device(kGpu), {128, 128, 4, 4}, DType::Float32));
   const Tensor x = testing::random32(shape, 54), residual = testing::random32(shape, 55);
@@ -92,7 +93,7 @@ TEST(BatchNormReluCuda, FusedMatchesTheCpuCompositionAtResNetSizes) {
 // 128 * 8 * 8 = 8192 values per channel (ResNet-18's layer1): beyond the fused kernels, so the GPU
 // composes cuDNN's batch norm, the add and the ReLU; the same results as the CPU.
 TEST(BatchNormReluCuda, LargeChannelsTakeTheComposedPathWithTheSameResults) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: the composed GPU path of batch_norm_relu";
+  SUBLET_SKIP_WITHOUT_GPU("the composed GPU path of batch_norm_relu");
   const Shape shape{128, 2, 8, 8};
   ASSERT_FALSE(ops::batch_norm_relu_fused(ops::Context::for_device(kGpu), {128, 2, 8, 8}, DType::Float32));
   const Tensor x = testing::random32(shape, 59), residual = testing::random32(shape, 60);

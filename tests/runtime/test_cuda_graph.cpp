@@ -17,6 +17,7 @@
 #include "runtime/graphed_train_step.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
+#include "tests/gpu_skip.h"
 
 namespace sublet {
 namespace {
@@ -70,7 +71,7 @@ void expect_same_training(const MakeOptimizer& make, const char* name) {
 }
 
 TEST(CudaGraph, SgdStepMatchesEagerLossSequence) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: graphed ResNet-20 SGD steps vs eager steps";
+  SUBLET_SKIP_WITHOUT_GPU("graphed ResNet-20 SGD steps vs eager steps");
   expect_same_training(
       [](std::vector<Tensor> p) {
         return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.05).momentum(0.9).weight_decay(5e-4));
@@ -79,7 +80,7 @@ TEST(CudaGraph, SgdStepMatchesEagerLossSequence) {
 }
 
 TEST(CudaGraph, AdamStepMatchesEagerLossSequence) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: graphed ResNet-20 Adam steps vs eager steps";
+  SUBLET_SKIP_WITHOUT_GPU("graphed ResNet-20 Adam steps vs eager steps");
   expect_same_training(
       [](std::vector<Tensor> p) {
         return std::make_unique<optim::AdamW>(std::move(p), optim::AdamOptions(1e-3).weight_decay(0.01));
@@ -88,7 +89,7 @@ TEST(CudaGraph, AdamStepMatchesEagerLossSequence) {
 }
 
 TEST(CudaGraph, ReplayMakesNoAllocatorCalls) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: allocator counters across graph replays";
+  SUBLET_SKIP_WITHOUT_GPU("allocator counters across graph replays");
   const Device gpu = Device::cuda(0);
   auto model = testing::resnet20_on(gpu, 5);
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
@@ -123,7 +124,7 @@ TEST(CudaGraph, ReplayMakesNoAllocatorCalls) {
 
 TEST(CudaGraph, CaptureOfAHostSyncFailsCleanly) {
   // .item() inside a capture cannot work; the error must surface and the stream stay usable.
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: a failing capture";
+  SUBLET_SKIP_WITHOUT_GPU("a failing capture");
   const Device gpu = Device::cuda(0);
   Tensor x = full({4}, 2.0, TensorOptions().device(gpu));
   CudaGraph graph(gpu);

@@ -10,6 +10,7 @@
 #include "ops/optim_update.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
+#include "tests/gpu_skip.h"
 
 namespace sublet {
 namespace {
@@ -55,18 +56,18 @@ std::vector<std::pair<const char*, MakeOptimizer>> cases() {
 }
 
 TEST(FusedOptimCuda, Float32MatchesCpu) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: CUDA fused SGD/Adam vs the CPU fused updates";
+  SUBLET_SKIP_WITHOUT_GPU("CUDA fused SGD/Adam vs the CPU fused updates");
   for (const auto& [name, make] : cases()) EXPECT_LE(cpu_vs_cuda(DType::Float32, make), 1e-5) << name;
 }
 
 TEST(FusedOptimCuda, Float64MatchesCpu) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: CUDA fused updates in float64 vs the CPU";
+  SUBLET_SKIP_WITHOUT_GPU("CUDA fused updates in float64 vs the CPU");
   for (const auto& [name, make] : cases()) EXPECT_LE(cpu_vs_cuda(DType::Float64, make), 1e-12) << name;
 }
 
 TEST(FusedOptimCuda, HostAndDeviceScalarsAgree) {
   // ops-level: the same Adam update with lr/t passed per launch and read from device memory.
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: adam_update with host vs device scalars";
+  SUBLET_SKIP_WITHOUT_GPU("adam_update with host vs device scalars");
   const Device gpu = Device::cuda(0);
   auto a = testing::make_params(testing::fused_test_shapes(), DType::Float32, gpu, 5);
   auto b = testing::make_params(testing::fused_test_shapes(), DType::Float32, gpu, 5);

@@ -10,12 +10,13 @@
 #include "memory/registry.h"
 #include "runtime/pinned_buffer.h"
 #include "runtime/tensor.h"
+#include "tests/gpu_skip.h"
 
 namespace sublet {
 namespace {
 
 TEST(PinnedBuffer, ReusesReleasedBuffers) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: pinned buffer reuse";
+  SUBLET_SKIP_WITHOUT_GPU("pinned buffer reuse");
   PinnedBatchBuffers pinned(2);
   auto allocate = pinned.allocator();
   float* first = nullptr;
@@ -37,7 +38,7 @@ TEST(PinnedBuffer, ReusesReleasedBuffers) {
 }
 
 TEST(PinnedBuffer, AsyncUploadDeliversTheBatch) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: pinned upload";
+  SUBLET_SKIP_WITHOUT_GPU("pinned upload");
   const Device gpu = Device::cuda(0);
   PinnedBatchBuffers pinned(4);
   Tensor on_device = Tensor::empty({4096}, TensorOptions().device(gpu));

@@ -13,6 +13,7 @@
 #include "memory/registry.h"
 #include "runtime/optim/sgd.h"
 #include "tests/nan_safe_max.h"
+#include "tests/gpu_skip.h"
 
 namespace sublet {
 namespace {
@@ -37,7 +38,7 @@ StepResult one_step(Device device, const Tensor& images, const Tensor& labels) {
 }
 
 TEST(ResNet20GpuStep, MatchesCpuLossAndGradients) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: ResNet-20 GPU step vs CPU step";
+  SUBLET_SKIP_WITHOUT_GPU("ResNet-20 GPU step vs CPU step");
   auto batch = testing::random_batches(1, {16, 3, 32, 32}, 10, 77).front();
   const StepResult cpu = one_step(Device::cpu(), batch.first, batch.second);
   const StepResult gpu = one_step(Device::cuda(0), batch.first, batch.second);
