@@ -145,10 +145,10 @@ void add_bench_step_command(CLI::App& app) {
                    "(cudaMallocAsync), or all of them one after the other")
       ->check(CLI::IsMember({"caching", "raw", "async", "all"}))
       ->capture_default_str();
-  step->add_flag("--cudnn-benchmark,!--no-cudnn-benchmark", flags->cudnn_benchmark,
-                 "time every cuDNN algorithm once per shape, as torch.backends.cudnn.benchmark (default on)");
-  step->add_flag("--tf32,!--no-tf32", flags->tf32,
-                 "allow TF32 tensor-core math in float32 convolutions, PyTorch's default (default on)");
+  add_default_on_switch(*step, "cudnn-benchmark", flags->cudnn_benchmark,
+                        "time every cuDNN algorithm once per shape, as torch.backends.cudnn.benchmark");
+  add_default_on_switch(*step, "tf32", flags->tf32,
+                        "allow TF32 tensor-core math in float32 convolutions, PyTorch's default");
   step->add_option("--cudnn-benchmark-limit", flags->cudnn_benchmark_limit,
                    "engine configurations timed per convolution shape with --cudnn-benchmark (0: all), as "
                    "torch.backends.cudnn.benchmark_limit")

@@ -82,6 +82,13 @@ void check_output_folder(const std::string& flag, const fs::path& path) {
   check_folder_takes_files(flag, path, path);
 }
 
+void add_default_on_switch(CLI::App& app, const std::string& name, bool& value, const std::string& description) {
+  value = true;
+  bool* target = &value;
+  app.add_flag_callback("--" + name, [target] { *target = true; }, description + " (default on)");
+  app.add_flag_callback("--no-" + name, [target] { *target = false; }, "turn --" + name + " off");
+}
+
 CLI::Validator non_negative_integer() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

@@ -15,6 +15,10 @@ void check_output_file(const std::string& flag, const std::filesystem::path& pat
 // An output folder such as profile --out: created when missing; must take new files.
 void check_output_folder(const std::string& flag, const std::filesystem::path& path);
 
+// A switch that is on by default: --NAME turns it on, --no-NAME off; --help shows both with
+// "(default on)" rather than CLI11's "--NAME,--no-NAME{false}".
+void add_default_on_switch(CLI::App& app, const std::string& name, bool& value, const std::string& description);
+
 // CLI11 turns "-1" into 2^64-1 for unsigned options; this check refuses it instead.
 CLI::Validator non_negative_integer();
 

@@ -98,8 +98,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--synthetic-shape", *synthetic_shape, "image shape CxHxW of --data synthetic")
       ->capture_default_str();
   cmd->add_flag("--cuda-graph", options->cuda_graph, "capture the training step in a CUDA graph");
-  cmd->add_flag("--oom-retry,!--no-oom-retry", options->oom_retry,
-                "on out of memory, halve the batch size and continue (default on)");
+  add_default_on_switch(*cmd, "oom-retry", options->oom_retry, "on out of memory, halve the batch size and continue");
   cmd->add_flag("--allow-nonfinite", options->allow_nonfinite,
                 "go on when the loss becomes NaN or infinite (default: stop with an error, keeping the last checkpoint)");
   cmd->callback([options, synthetic_shape] { run_train(*options, *synthetic_shape); });
