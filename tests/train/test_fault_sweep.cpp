@@ -14,7 +14,10 @@
 // reuse the freed activations), so one case also runs without a cache, where every tensor of
 // forward, backward and the optimizer update is a request of its own.
 //  - Fault::Once refuses one request: the allocator's retry after emptying the cache always
-//    succeeds, so every n must recover.
+//    succeeds, so every n must recover. Without a cache (OnceNoCache) the refusals fall in every
+//    phase in turn, so recovery is shown after a refusal in forward, in backward and in the
+//    optimizer step; the per-phase counts are asserted, so the sweep cannot silently stop
+//    reaching a phase.
 //  - Fault::DeviceFull refuses the n-th request and keeps the device at the bytes held then, so
 //    the retry succeeds only if emptying the cache gave back enough for the rest of the step.
 //    Before each run a stale block of about half the step's growth is cached on another stream
@@ -243,6 +246,18 @@ TEST_P(FaultSweep, EveryRefusedSegmentRequestRecoversOrThrowsOutOfMemoryAndLeave
   const std::uint64_t requests = backend_->allocate_calls() - calls_before;
   ASSERT_GE(requests, 3u) << "the step should need several segments from a cold cache";
 
+  if (!sweep.caching) {
+    EXPECT_GT(phase_requests[0], 0u) << "no request in forward";
+    EXPECT_GT(phase_requests[1], 0u) << "no request in backward";
+    EXPECT_GT(phase_requests[2], 0u) << "no request in the optimizer step";
+  }
+  // The phase the n-th request of a step falls in: 0 forward, 1 backward, 2 optimizer step.
+  const auto phase_of = [&](std::uint64_t n) {
+    if (n <= phase_requests[0]) return 0;
+    return n <= phase_requests[0] + phase_requests[1] ? 1 : 2;
+  };
+  int recovered_in_phase[3] = {};
+
   int recovered = 0, out_of_memory = 0;
   // n = requests + 1 is never reached: that run is the fault-free one again.
   for (std::uint64_t n = 1; n <= requests + 1; ++n) {
@@ -273,6 +288,7 @@ TEST_P(FaultSweep, EveryRefusedSegmentRequestRecoversOrThrowsOutOfMemoryAndLeave
       optimizer_->zero_grad();
     } else {
       ++recovered;
+      if (n <= requests) ++recovered_in_phase[phase_of(n)];
       EXPECT_EQ(loss, reference_loss);
       EXPECT_EQ(parameter_values(), reference_params) << "a recovered step must compute what a fault-free one does";
     }
@@ -299,6 +315,8 @@ TEST_P(FaultSweep, EveryRefusedSegmentRequestRecoversOrThrowsOutOfMemoryAndLeave
   EXPECT_EQ(recovered + out_of_memory, static_cast<int>(requests + 1));
   if (sweep.fault == Fault::Once) {
     EXPECT_EQ(out_of_memory, 0) << "one refused request is always absorbed by the retry after emptying the cache";
+    for (int phase = 0; phase < 3; ++phase)
+      EXPECT_EQ(recovered_in_phase[phase], static_cast<int>(phase_requests[phase])) << "phase " << phase;
   } else if (!sweep.stale_cache) {
     EXPECT_EQ(out_of_memory, static_cast<int>(requests)) << "with nothing cached to give back, every refusal is final";
   } else {
@@ -315,6 +333,8 @@ INSTANTIATE_TEST_SUITE_P(
                       SweepCase{.name = "DeviceFullExpandable", .fault = Fault::DeviceFull, .expandable_segments = true,
                                 .stale_cache = true},
                       SweepCase{.name = "DeviceFullNoCache", .fault = Fault::DeviceFull, .caching = false, .batch = 4,
+                                .image_size = 4, .fused_sgd = false},
+                      SweepCase{.name = "OnceNoCache", .fault = Fault::Once, .caching = false, .batch = 4,
                                 .image_size = 4, .fused_sgd = false}),
     [](const ::testing::TestParamInfo<SweepCase>& info) { return std::string(info.param.name); });
 
