@@ -1,11 +1,15 @@
-// sublet replay TRACE [--alloc-conf STR]... [--capacity-mib N]
+// sublet replay TRACE [--alloc-conf STR]... [--capacity-mib N] [--json PATH]
 // Replays a recorded allocation trace through the caching allocator on the simulated backend
-// under several settings and prints what each would have done.
+// under several settings and prints what each would have done (and writes it as JSON).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
+#include "core/atomic_write.h"
 #include "core/format_bytes.h"
 #include "memory/replay.h"
 
@@ -29,9 +33,35 @@ void print_results(const std::vector<memory::ReplayResult>& results, std::size_t
   for (const auto& r : results) {
     fmt::print("{:<40} {:>14} {:>14} {:>9.1f}% {:>13} {:>8}\n", r.setting, bytes(r.peak_reserved), bytes(r.peak_allocated),
                100.0 * r.fragmentation_at_peak, r.device_allocs,
-               r.out_of_memory ? fmt::format("OOM@{}", r.events_replayed) : "yes");
+               r.out_of_memory ? fmt::format("OOM@{}", r.oom_event) : "yes");
   }
-  fmt::print("\nfrag@peak: share of free reserved memory outside the largest free block when reserved peaked.\n");
+  fmt::print("\nfrag@peak: share of the free reserved memory outside the largest free block, at the (last) moment\n"
+             "allocated memory peaked, as sublet profile's \"at the peak\".\n");
+  if (std::any_of(results.begin(), results.end(), [](const memory::ReplayResult& r) { return r.out_of_memory; }))
+    fmt::print("OOM@N: out of memory at event N of the trace (counting from 0): the setting does not fit the capacity.\n");
+}
+
+// {"format": "sublet-replay-report", "source": {...}, "rows": [...]}: the layout `sublet replay`
+// uses for every kind of trace.
+void write_report_json(const std::string& path, const std::vector<memory::ReplayResult>& results, std::size_t events) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : results) {
+    rows.push_back({{"label", r.setting},
+                    {"rules", "sublet"},
+                    {"alloc_conf", r.setting == "default" ? "" : r.setting},
+                    {"capacity_bytes", r.capacity},
+                    {"peak_allocated_bytes", r.peak_allocated},
+                    {"peak_reserved_bytes", r.peak_reserved},
+                    {"device_allocations", r.device_allocs},
+                    {"fragmentation_at_peak", r.fragmentation_at_peak},
+                    {"fits", !r.out_of_memory},
+                    {"oom_event", r.out_of_memory ? nlohmann::json(r.oom_event) : nlohmann::json(nullptr)}});
+  }
+  const nlohmann::json doc = {{"format", "sublet-replay-report"},
+                              {"source", {{"kind", "sublet-trace"}, {"events", events}, {"device", nullptr}}},
+                              {"rows", rows}};
+  const std::string text = doc.dump(2) + "\n";
+  io::write_atomically(path, [&](std::FILE* file) { io::write_or_throw(file, text.data(), text.size(), path); });
 }
 
 }  // namespace
@@ -41,16 +71,20 @@ void add_replay_command(CLI::App& app) {
   auto trace_path = std::make_shared<std::string>();
   auto settings = std::make_shared<std::vector<std::string>>();
   auto capacity_mib = std::make_shared<std::size_t>(std::size_t{1} << 20);
+  auto json_path = std::make_shared<std::string>();
   replay->add_option("trace", *trace_path, "allocation trace (JSON, as written by sublet profile)")->required()->check(CLI::ExistingFile);
   replay->add_option("--alloc-conf", *settings,
                      "a SUBLET_ALLOC_CONF string to try; repeat for several (default: a standard set of six)");
   replay->add_option("--capacity-mib", *capacity_mib, "simulated device capacity in MiB")->check(CLI::Range(1, 1 << 30))->capture_default_str();
-  replay->callback([trace_path, settings, capacity_mib] {
+  replay->add_option("--json", *json_path, "also write the rows as JSON (format sublet-replay-report)");
+  replay->callback([trace_path, settings, capacity_mib, json_path] {
+    check_output_file("--json", *json_path);
     const auto events = memory::load_trace(*trace_path);
     std::vector<memory::ReplayResult> results;
     for (const std::string& setting : settings->empty() ? kDefaultSettings : *settings)
       results.push_back(memory::replay_trace(events, setting, *capacity_mib * memory::kMiB));
     print_results(results, events.size());
+    if (!json_path->empty()) write_report_json(*json_path, results, events.size());
   });
 }
 

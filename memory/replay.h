@@ -11,15 +11,16 @@
 
 namespace sublet::memory {
 
+// 32 bytes: traces of tens of millions of events are replayed whole.
 struct TraceEvent {
   // EmptyCache and ResetPeaks: the program called empty_cache() / reset_peak_memory_stats() here.
   enum class Action : std::uint8_t { Alloc, Free, EmptyCache, ResetPeaks } action = Action::Alloc;
-  std::uint64_t id = 0;          // pairs a free with its alloc
-  std::size_t size = 0;          // requested bytes (alloc only)
-  std::uint64_t stream = 0;
   // Alloc only: what the block held (its tag when it was freed: a tensor saved for backward is
   // tagged Activation after its allocation). Informational: a replay allocates without it.
   BlockCategory category = BlockCategory::Unknown;
+  std::uint64_t id = 0;          // pairs a free with its alloc
+  std::size_t size = 0;          // requested bytes (alloc only)
+  std::uint64_t stream = 0;
 };
 
 // Alloc/free pairs from a history (frees matched to allocs by address) and the empty_cache() /
@@ -29,9 +30,10 @@ std::vector<TraceEvent> trace_from_history(const std::vector<HistoryEvent>& hist
 // JSON: {"format": "sublet-alloc-trace", "version": 2,
 //        "events": [{"action": "alloc", "id": 1, "size": 4096, "stream": 0, "category": "activation"},
 //                   {"action": "free", "id": 1}, {"action": "empty_cache"}, {"action": "reset_peaks"}, ...]}
-// Version 1 files (alloc and free only, no categories) read as before. Writes atomically enough
-// for a trace (temporary file + rename); reading validates every event and throws IoError naming
-// the file and the event.
+// Version 1 files (alloc and free only, no categories) read as before. Written atomically
+// (core/atomic_write.h), one event per line; read with a streaming parser (memory/trace_file.cpp),
+// so a trace costs its TraceEvents (32 bytes each) and not a JSON document. Reading validates
+// every event and throws IoError naming the file and the event.
 void save_trace(const std::string& path, const std::vector<TraceEvent>& events);
 std::vector<TraceEvent> load_trace(const std::string& path);
 
@@ -40,11 +42,15 @@ struct ReplayResult {
   std::size_t capacity = 0;
   std::size_t peak_reserved = 0;     // both peaks since the trace's last reset_peaks (or its start)
   std::size_t peak_allocated = 0;
-  double fragmentation_at_peak = 0;  // 1 - largest free block / free reserved, at the reserved peak
+  // 1 - largest free block / free reserved memory, at the last moment allocated bytes peaked (the
+  // moment sublet profile calls the peak): the share of free cached memory a request as large as
+  // the largest free block could not use.
+  double fragmentation_at_peak = 0;
   std::int64_t device_allocs = 0;
   std::int64_t alloc_retries = 0;
   bool out_of_memory = false;
   std::size_t events_replayed = 0;   // up to the OOM when there is one
+  std::size_t oom_event = 0;         // out_of_memory: the 0-based index of the event that failed
   std::string oom_message;
 };
 

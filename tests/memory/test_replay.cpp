@@ -118,12 +118,13 @@ TEST(Replay, TraceKeepsTheCategoryABlockEndedWith) {
 }
 
 TEST(Replay, TraceFilesRoundTripAndBadOnesAreRejected) {
-  const std::vector<TraceEvent> events = {{TraceEvent::Action::Alloc, 1, 4096, 0, BlockCategory::Gradient},
-                                          {TraceEvent::Action::Alloc, 2, 3 * kMiB, 7},
-                                          {TraceEvent::Action::Free, 1, 0, 0},
-                                          {TraceEvent::Action::EmptyCache},
-                                          {TraceEvent::Action::ResetPeaks},
-                                          {TraceEvent::Action::Free, 2, 0, 0}};
+  using Action = TraceEvent::Action;
+  const std::vector<TraceEvent> events = {{.action = Action::Alloc, .category = BlockCategory::Gradient, .id = 1, .size = 4096},
+                                          {.action = Action::Alloc, .id = 2, .size = 3 * kMiB, .stream = 7},
+                                          {.action = Action::Free, .id = 1},
+                                          {.action = Action::EmptyCache},
+                                          {.action = Action::ResetPeaks},
+                                          {.action = Action::Free, .id = 2}};
   const std::string path = temp_path("trace.json");
   save_trace(path, events);
   const auto loaded = load_trace(path);
@@ -157,6 +158,22 @@ TEST(Replay, TraceFilesRoundTripAndBadOnesAreRejected) {
             std::string::npos);
   EXPECT_EQ(write(R"({"format":"sublet-alloc-trace","version":1,"events":[{"action":"alloc","id":1,"size":5}]})"), "accepted");
   EXPECT_NE(write(R"({"format":"other"})").find("sublet-alloc-trace"), std::string::npos);
+  // The streaming reader: keys in any order, unknown keys (nested values too) ignored, values of
+  // the wrong type or shape named with their event.
+  EXPECT_EQ(write(R"({"events":[{"size":5,"extra":{"a":[1,2]},"id":1,"action":"alloc"}],"version":2,"format":"sublet-alloc-trace","note":[{}]})"),
+            "accepted");
+  EXPECT_NE(write(R"([{"action":"alloc","id":"1","size":5}])").find("event 0: a \"alloc\" event needs a non-negative integer \"id\""),
+            std::string::npos);
+  EXPECT_NE(write(R"([{"action":"alloc","id":1,"size":[5]}])").find("event 0: an alloc needs"), std::string::npos);
+  EXPECT_NE(write(R"([{"action":"alloc","id":1,"size":5},7])").find("event 1: expected {\"action\""), std::string::npos);
+  EXPECT_NE(write(R"([{"action":"alloc","id":1,"size":5},[]])").find("event 1: expected {\"action\""), std::string::npos);
+  EXPECT_NE(write(R"({"format":"sublet-alloc-trace","version":2,"events":{}})").find("expected an \"events\" list"),
+            std::string::npos);
+  EXPECT_NE(write(R"({"format":"sublet-alloc-trace","version":2})").find("expected an \"events\" list"), std::string::npos);
+  EXPECT_NE(write("42").find("expected a trace object or a list of events"), std::string::npos);
+  EXPECT_NE(write(R"([{"action":"alloc","id":1,"size":5}, )").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(write(R"([{"action":"alloc","id":1,"size":5},{"action":"alloc","id":1,"size":5}])").find("event 1: id 1 allocated twice"),
+            std::string::npos);
   std::remove(path.c_str());
   EXPECT_THROW(load_trace(path), sublet::IoError);
 }
