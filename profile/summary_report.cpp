@@ -1,5 +1,7 @@
 #include "profile/summary_report.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include <numeric>
@@ -40,7 +42,44 @@ double fragmentation_of(const std::vector<memory::SegmentInfo>& segments, std::i
   return *free_total == 0 ? 0.0 : 1.0 - static_cast<double>(*largest) / static_cast<double>(*free_total);
 }
 
+// Mean and standard deviation of step times.
+struct StepTimes {
+  double mean = 0, sd = 0;
+  std::size_t n = 0;
+};
+
+StepTimes spread_of(const std::vector<double>& times) {
+  StepTimes t;
+  t.n = times.size();
+  for (double v : times) t.mean += v / static_cast<double>(t.n);
+  for (double v : times) t.sd += (v - t.mean) * (v - t.mean);
+  t.sd = t.n > 1 ? std::sqrt(t.sd / static_cast<double>(t.n - 1)) : 0.0;
+  return t;
+}
+
+std::string describe_steps(const StepTimes& t) {
+  return t.n > 1 ? fmt::format("{:.2f} ms (mean of {}, sd {:.2f})", t.mean, t.n, t.sd) : fmt::format("{:.2f} ms (one step)", t.mean);
+}
+
 }  // namespace
+
+// The overhead with its noise: two standard errors of the ratio of the means, so that a
+// difference inside them (negative ones included) reads as "within the noise", not as a figure.
+std::string overhead_line(const std::vector<double>& profiled_ms, const std::vector<double>& plain_ms) {
+  if (profiled_ms.empty()) return "no profiled step after the first was timed";
+  const StepTimes profiled = spread_of(profiled_ms);
+  if (plain_ms.empty()) return "profiled step " + describe_steps(profiled) + "; the unprofiled step was not measured (--timing-steps 0)";
+  const StepTimes plain = spread_of(plain_ms);
+  std::string line = "profiled step " + describe_steps(profiled) + ", unprofiled step " + describe_steps(plain) + ": ";
+  const double overhead = 100.0 * (profiled.mean / plain.mean - 1.0);
+  if (profiled.n < 2 || plain.n < 2)
+    return line + fmt::format("{:+.1f}% from single steps, with no estimate of the noise (take --steps 3 and --timing-steps 2 or more)", overhead);
+  const double relative_error = std::sqrt(std::pow(profiled.sd / profiled.mean, 2) / static_cast<double>(profiled.n) +
+                                          std::pow(plain.sd / plain.mean, 2) / static_cast<double>(plain.n));
+  const double noise = 200.0 * relative_error * profiled.mean / plain.mean;
+  if (std::abs(overhead) <= noise) return line + fmt::format("within the noise ({:+.1f}% +- {:.1f}%)", overhead, noise);
+  return line + fmt::format("{:+.1f}% +- {:.1f}% (two standard errors)", overhead, noise);
+}
 
 StaticEstimate static_estimate(const ProfileRun& run) {
   StaticEstimate e;
@@ -148,9 +187,7 @@ std::string summary_report(const ProfileRun& run, const std::vector<LayerRow>& r
   if (diff) out += "Step " + std::to_string(diff->later) + " against step " + std::to_string(diff->earlier) + "\n" + format_step_diff(*diff) + "\n";
 
   out += "Overhead of profiling (hooks on every module and the allocation history)\n";
-  const double overhead = run.plain_step_ms > 0 ? 100.0 * (run.profiled_step_ms / run.plain_step_ms - 1.0) : 0.0;
-  out += fmt::format("  profiled step {:.2f} ms (mean of {} steps after the first), unprofiled step {:.2f} ms (mean of {}): {:+.1f}%\n",
-                     run.profiled_step_ms, run.profiled_step_times_ms.size(), run.plain_step_ms, run.plain_step_times_ms.size(), overhead);
+  out += "  " + overhead_line(run.profiled_step_times_ms, run.plain_step_times_ms) + "\n";
   out += fmt::format("  history: {} events\n\n", run.events.size());
 
   out += fmt::format("memory_summary() at step {}'s peak (rebuilt by replaying the history; reserved peak {}):\n", n,

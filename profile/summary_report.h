@@ -20,6 +20,10 @@ struct StaticEstimate {
 };
 StaticEstimate static_estimate(const ProfileRun& run);
 
+// "profiled step 12.30 ms (mean of 4, sd 0.40), unprofiled step ...: within the noise (+1.2% +- 6.1%)":
+// the overhead and two standard errors of it; single steps or no unprofiled steps say so.
+std::string overhead_line(const std::vector<double>& profiled_ms, const std::vector<double>& plain_ms);
+
 // `peak_state`: the allocator rebuilt at the last step's peak.
 std::string summary_report(const ProfileRun& run, const std::vector<LayerRow>& rows, const ReplayedState& peak_state,
                            const StepDiff* diff);
