@@ -20,9 +20,9 @@ std::string segments_svg(const ProfileRun& run, const ReplayedState& state, cons
   SvgDocument svg(kWidth, height);
   svg.text(10, 22, title, 14, "start", "font-weight=\"bold\"");
   svg.text(10, 42,
-           fmt::format("{} segments, reserved {}, allocated {}, largest free block {}, fragmentation {:.1f}% "
+           fmt::format("{} segment{}, reserved {}, allocated {}, largest free block {}, fragmentation {:.1f}% "
                        "(1 - largest free block / free reserved)",
-                       state.segments.size(), sublet::format_bytes(static_cast<std::int64_t>(state.reserved)),
+                       state.segments.size(), state.segments.size() == 1 ? "" : "s", sublet::format_bytes(static_cast<std::int64_t>(state.reserved)),
                        sublet::format_bytes(static_cast<std::int64_t>(state.allocated)),
                        sublet::format_bytes(static_cast<std::int64_t>(state.largest_free_block)), 100.0 * state.fragmentation),
            11);

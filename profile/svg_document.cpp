@@ -89,11 +89,25 @@ double nice_axis_max(double bytes) {
   return 10 * power * 1024.0 * 1024.0;
 }
 
+namespace {
+
+// 1000, 12.5, 0.25: never an exponent ("{:.3g}" printed 1000 MiB as "1e+03 MiB").
+std::string plain_number(double value) {
+  std::string text = fmt::format("{:.{}f}", value, value >= 100 ? 0 : value >= 10 ? 1 : 2);
+  if (text.find('.') != std::string::npos) {
+    while (text.back() == '0') text.pop_back();
+    if (text.back() == '.') text.pop_back();
+  }
+  return text;
+}
+
+}  // namespace
+
 std::string axis_label(double bytes) {
   const double mib = bytes / (1024.0 * 1024.0);
-  if (mib >= 1024) return fmt::format("{:.3g} GiB", mib / 1024.0);
-  if (mib >= 1 || mib == 0) return fmt::format("{:.3g} MiB", mib);
-  return fmt::format("{:.3g} KiB", mib * 1024.0);
+  if (mib >= 1024) return plain_number(mib / 1024.0) + " GiB";
+  if (mib >= 1 || mib == 0) return plain_number(mib) + " MiB";
+  return plain_number(mib * 1024.0) + " KiB";
 }
 
 }  // namespace sublet::profile

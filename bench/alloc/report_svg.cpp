@@ -113,9 +113,11 @@ std::string report_svg(const AllocBenchResult& result) {
       "font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
       kWidth, kHeight);
-  svg += fmt::format("<text x=\"{}\" y=\"28\" font-size=\"16\" text-anchor=\"middle\">sublet bench alloc ({}): median ns "
-                     "per allocate+free pair (squares: tensor create+destroy)</text>\n",
-                     (kLeft + plot_right) / 2, bench_device_name(result.options.device));
+  // Two lines from the left margin: centred on the plot, the one long line ran past the left edge.
+  svg += fmt::format("<text x=\"12\" y=\"24\" font-size=\"16\" font-weight=\"bold\">sublet bench alloc ({}): median ns "
+                     "per allocate+free pair</text>\n<text x=\"12\" y=\"42\" font-size=\"12\">squares: tensor "
+                     "create+destroy</text>\n",
+                     bench_device_name(result.options.device));
 
   // Grid: a line per decade of ns and per benchmarked size.
   for (double d = a.log_ns_min; d <= a.log_ns_max + 1e-9; d += 1) {
