@@ -1,0 +1,75 @@
+# `cmake --install <build> --prefix P` lays sublet out for other CMake projects:
+#   P/bin/sublet                          the CLI
+#   P/include/sublet/{core,memory,...}/   every header, in the source layout ("runtime/tensor.h")
+#   P/lib/libsublet_<name>.a              the libraries (core, memory, ops, runtime, models,
+#                                         training, profiling)
+#   P/lib/cmake/sublet/                   subletConfig.cmake, its version file, the exported
+#                                         targets and FindCUDNN.cmake
+# A consumer writes find_package(sublet REQUIRED) and links sublet::sublet (everything but the
+# CLI and the benchmarks) or single libraries (sublet::runtime, ...). examples/find_package_consumer
+# is such a project; scripts/check_install.sh builds and runs it against an installed prefix.
+# Tests, fuzz targets, benchmarks and the examples library are not installed.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(SUBLET_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/sublet")
+set(SUBLET_INSTALL_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}/sublet")
+# In dependency order, floor by floor.
+set(SUBLET_INSTALLED_LIBRARIES core memory ops runtime models training profiling)
+
+# The library targets keep their short names inside the build; installed side by side in
+# P/lib they get a prefix (libsublet_memory.a, not libmemory.a), exported as sublet::memory.
+foreach(library IN LISTS SUBLET_INSTALLED_LIBRARIES)
+  set_target_properties(${library} PROPERTIES OUTPUT_NAME sublet_${library})
+endforeach()
+# The public headers are C++20 (designated initialisers, concepts): consumers compile them so.
+# CMAKE_CXX_STANDARD sets the same flag inside the build, so this changes no compile line here.
+target_compile_features(core PUBLIC cxx_std_20)
+
+# sublet::sublet: one name for what a program built on sublet links. The target name `sublet`
+# belongs to the CLI, hence sublet_package with the export name `sublet`.
+add_library(sublet_package INTERFACE)
+target_link_libraries(sublet_package INTERFACE ${SUBLET_INSTALLED_LIBRARIES})
+set_target_properties(sublet_package PROPERTIES EXPORT_NAME sublet)
+add_library(sublet::sublet ALIAS sublet_package)
+
+install(TARGETS ${SUBLET_INSTALLED_LIBRARIES} sublet_package
+  EXPORT subletTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The CLI links cuBLAS and cuDNN (shared) from outside the build tree: keep those directories in
+# the installed binary's RPATH, as the build tree's binary has them.
+set_target_properties(sublet PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+install(TARGETS sublet RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+# Every header of the installed floors, folder layout kept. The CUDA-only headers go too (in a
+# CPU build nothing includes them); sources and CMake lists do not.
+install(DIRECTORY core memory ops runtime models train profile
+  DESTINATION ${SUBLET_INSTALL_INCLUDEDIR}
+  FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
+
+install(EXPORT subletTargets
+  NAMESPACE sublet::
+  DESTINATION ${SUBLET_INSTALL_CMAKEDIR}
+  FILE subletTargets.cmake)
+
+# subletConfig.cmake.in reads these: whether this is a CUDA build, and which toolkit it used.
+set(SUBLET_CONFIG_CUDA_VERSION_MAJOR "")
+set(SUBLET_CONFIG_CUDA_ROOT "")
+if(SUBLET_HAVE_CUDA)
+  set(SUBLET_CONFIG_CUDA_VERSION_MAJOR ${CUDAToolkit_VERSION_MAJOR})
+  get_filename_component(SUBLET_CONFIG_CUDA_ROOT "${CUDAToolkit_BIN_DIR}" DIRECTORY)
+endif()
+configure_package_config_file(
+  ${PROJECT_SOURCE_DIR}/cmake/subletConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/package/subletConfig.cmake
+  INSTALL_DESTINATION ${SUBLET_INSTALL_CMAKEDIR})
+write_basic_package_version_file(
+  ${PROJECT_BINARY_DIR}/package/subletConfigVersion.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMajorVersion)
+install(FILES
+  ${PROJECT_BINARY_DIR}/package/subletConfig.cmake
+  ${PROJECT_BINARY_DIR}/package/subletConfigVersion.cmake
+  ${PROJECT_SOURCE_DIR}/cmake/FindCUDNN.cmake
+  DESTINATION ${SUBLET_INSTALL_CMAKEDIR})
