@@ -42,12 +42,23 @@ class StreamEvents {
   virtual void synchronize_device() = 0;
 };
 
+// What every allocation of a backend is aligned to at least (cudaMalloc's guarantee).
+inline constexpr std::size_t kBackendAlignment = 256;
+
+// The contract every backend meets (tests/memory/test_backend_conformance.cpp checks it for each):
+//  - allocate(bytes > 0) returns at least `bytes` bytes aligned to kBackendAlignment, not
+//    overlapping any other live allocation of the backend; memory the process can touch where the
+//    backend gives real memory (host, pinned) — device memory and fake addresses are not;
+//  - a request the device cannot serve (more than its capacity, or no address space for it)
+//    returns nullptr, never throws and never aborts: out-of-memory is the allocator's to report.
+//    Exceptions (CudaError, Error) are for a broken driver or a misuse;
+//  - deallocate(ptr, bytes) takes exactly what one allocate returned, with the same bytes;
+//  - name() names the backend (the summary prints it), device() is where the bytes live.
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
-  // nullptr when the device cannot supply the bytes: out-of-memory is the allocator's to report.
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* ptr, std::size_t bytes) = 0;
   virtual MemoryInfo memory_info() const = 0;

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "memory/cuda_check.h"
+#include "memory/cuda_device_guard.h"
 #include "memory/current_stream.h"
 
 namespace sublet::memory {
@@ -17,6 +18,8 @@ CudaAsyncBackend::CudaAsyncBackend(int device_index) : CudaBackend(device_index)
 }
 
 void* CudaAsyncBackend::allocate(std::size_t bytes) {
+  // The legacy default stream (nullptr) means the current device's: make it this backend's.
+  CudaDeviceGuard guard(device().index);
   void* ptr = nullptr;
   const auto stream = static_cast<cudaStream_t>(current_stream(device()));
   const cudaError_t status = cudaMallocAsync(&ptr, bytes, stream);
@@ -29,6 +32,7 @@ void* CudaAsyncBackend::allocate(std::size_t bytes) {
 }
 
 void CudaAsyncBackend::deallocate(void* ptr, std::size_t /*bytes*/) {
+  CudaDeviceGuard guard(device().index);
   SUBLET_CUDA_CHECK(cudaFreeAsync(ptr, static_cast<cudaStream_t>(current_stream(device()))));
 }
 

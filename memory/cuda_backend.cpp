@@ -3,28 +3,12 @@
 #include <cuda_runtime_api.h>
 
 #include "memory/cuda_check.h"
+#include "memory/cuda_device_guard.h"
 #include "memory/cuda_driver.h"
 #include "core/errors.h"
 
 namespace sublet::memory {
 namespace {
-
-// Makes the backend's device current for the scope and restores the caller's afterwards.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    SUBLET_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) SUBLET_CUDA_CHECK(cudaSetDevice(device));
-    device_ = device;
-  }
-  ~DeviceGuard() {
-    if (previous_ != device_) cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = 0;
-  int device_ = 0;
-};
 
 CUmemAllocationProp physical_memory_properties(int device) {
   CUmemAllocationProp prop{};
@@ -46,7 +30,7 @@ int CudaBackend::device_count() {
 }
 
 CudaBackend::CudaBackend(int device_index) : device_index_(device_index) {
-  DeviceGuard guard(device_index_);
+  CudaDeviceGuard guard(device_index_);
   SUBLET_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context the driver API calls use
   CUmemAllocationProp prop = physical_memory_properties(device_index_);
   SUBLET_CU_CHECK(driver_api().mem_get_allocation_granularity(&granularity_, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
@@ -55,7 +39,7 @@ CudaBackend::CudaBackend(int device_index) : device_index_(device_index) {
 CudaBackend::~CudaBackend() = default;
 
 void* CudaBackend::allocate(std::size_t bytes) {
-  DeviceGuard guard(device_index_);
+  CudaDeviceGuard guard(device_index_);
   void* ptr = nullptr;
   const cudaError_t status = cudaMalloc(&ptr, bytes);
   if (status == cudaErrorMemoryAllocation) {
@@ -67,19 +51,19 @@ void* CudaBackend::allocate(std::size_t bytes) {
 }
 
 void CudaBackend::deallocate(void* ptr, std::size_t /*bytes*/) {
-  DeviceGuard guard(device_index_);
+  CudaDeviceGuard guard(device_index_);
   SUBLET_CUDA_CHECK(cudaFree(ptr));
 }
 
 MemoryInfo CudaBackend::memory_info() const {
-  DeviceGuard guard(device_index_);
+  CudaDeviceGuard guard(device_index_);
   MemoryInfo info;
   SUBLET_CUDA_CHECK(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
   return info;
 }
 
 void* CudaBackend::reserve(std::size_t bytes) {
-  DeviceGuard guard(device_index_);
+  CudaDeviceGuard guard(device_index_);
   CUdeviceptr base = 0;
   const CUresult status = driver_api().mem_address_reserve(&base, bytes, 0, 0, 0);
   if (status == CUDA_ERROR_OUT_OF_MEMORY) return nullptr;
@@ -88,12 +72,12 @@ void* CudaBackend::reserve(std::size_t bytes) {
 }
 
 void CudaBackend::release(void* base, std::size_t bytes) {
-  DeviceGuard guard(device_index_);
+  CudaDeviceGuard guard(device_index_);
   SUBLET_CU_CHECK(driver_api().mem_address_free(reinterpret_cast<CUdeviceptr>(base), bytes));
 }
 
 bool CudaBackend::map(void* address, std::size_t bytes) {
-  DeviceGuard guard(device_index_);
+  CudaDeviceGuard guard(device_index_);
   const CUmemAllocationProp prop = physical_memory_properties(device_index_);
   CUmemAccessDesc access{};
   access.location = prop.location;
@@ -116,7 +100,7 @@ bool CudaBackend::map(void* address, std::size_t bytes) {
 }
 
 void CudaBackend::unmap(void* address, std::size_t bytes) {
-  DeviceGuard guard(device_index_);
+  CudaDeviceGuard guard(device_index_);
   // Work queued on any stream may still touch these pages.
   SUBLET_CUDA_CHECK(cudaDeviceSynchronize());
   const auto begin = reinterpret_cast<CUdeviceptr>(address);
@@ -135,7 +119,7 @@ void CudaBackend::unmap_chunks(CUdeviceptr begin, CUdeviceptr end) {
 }
 
 EventHandle CudaBackend::record(StreamHandle stream) {
-  DeviceGuard guard(device_index_);
+  CudaDeviceGuard guard(device_index_);
   cudaEvent_t event = nullptr;
   SUBLET_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   SUBLET_CUDA_CHECK(cudaEventRecord(event, static_cast<cudaStream_t>(stream)));
@@ -155,7 +139,7 @@ bool CudaBackend::completed(EventHandle event) {
 void CudaBackend::destroy(EventHandle event) { SUBLET_CUDA_CHECK(cudaEventDestroy(static_cast<cudaEvent_t>(event))); }
 
 void CudaBackend::synchronize_device() {
-  DeviceGuard guard(device_index_);
+  CudaDeviceGuard guard(device_index_);
   SUBLET_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

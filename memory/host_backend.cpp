@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -13,6 +14,7 @@ namespace sublet::memory {
 namespace {
 // Wide enough for any SIMD load and for cache-line-sized chunks per thread.
 constexpr std::size_t kHostAlignment = 256;
+static_assert(kHostAlignment % kBackendAlignment == 0);
 
 std::size_t meminfo_available_bytes() {
   std::ifstream in("/proc/meminfo");
@@ -26,6 +28,7 @@ std::size_t meminfo_available_bytes() {
 }  // namespace
 
 void* HostBackend::allocate(std::size_t bytes) {
+  if (bytes > SIZE_MAX - (kHostAlignment - 1)) return nullptr;  // rounding up would wrap to a tiny size
   return std::aligned_alloc(kHostAlignment, (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment);
 }
 

@@ -1,5 +1,6 @@
 #include "memory/simulated_backend.h"
 
+#include <cstdint>
 #include <iterator>
 
 #include "core/errors.h"
@@ -8,6 +9,15 @@ namespace sublet::memory {
 namespace {
 // Fake addresses start high and far from zero so that they never look like real host pointers.
 constexpr std::uintptr_t kAddressBase = std::uintptr_t{0x7e00} << 32;
+
+// Address ranges are cut in multiples of the alignment a backend promises, so that every
+// allocation starts aligned whatever sizes came before it (the allocator's requests, whole
+// segments, always are multiples; direct callers need not be).
+// A size too large to round fits nowhere: SIZE_MAX keeps it that way instead of wrapping to 0.
+std::size_t aligned_range(std::size_t bytes) {
+  if (bytes > SIZE_MAX - (kBackendAlignment - 1)) return SIZE_MAX;
+  return (bytes + kBackendAlignment - 1) / kBackendAlignment * kBackendAlignment;
+}
 }  // namespace
 
 SimulatedBackend::SimulatedBackend(std::size_t capacity_bytes, Device device)
@@ -55,8 +65,8 @@ bool SimulatedBackend::should_fail_request() {
 
 void* SimulatedBackend::allocate(std::size_t bytes) {
   std::lock_guard lock(mutex_);
-  if (should_fail_request() || used_ + bytes > capacity_) return nullptr;
-  const std::uintptr_t address = take_address_range(bytes);
+  if (should_fail_request() || bytes > capacity_ - used_) return nullptr;
+  const std::uintptr_t address = take_address_range(aligned_range(bytes));
   if (address == 0) return nullptr;
   used_ += bytes;
   live_allocations_[address] = bytes;
@@ -72,7 +82,7 @@ void SimulatedBackend::deallocate(void* ptr, std::size_t bytes) {
   live_allocations_.erase(it);
   ++free_calls_;
   used_ -= bytes;
-  return_address_range(address, bytes);
+  return_address_range(address, aligned_range(bytes));
 }
 
 MemoryInfo SimulatedBackend::memory_info() const {
@@ -82,18 +92,18 @@ MemoryInfo SimulatedBackend::memory_info() const {
 
 void* SimulatedBackend::reserve(std::size_t bytes) {
   std::lock_guard lock(mutex_);
-  return reinterpret_cast<void*>(take_address_range(bytes));
+  return reinterpret_cast<void*>(take_address_range(aligned_range(bytes)));
 }
 
 void SimulatedBackend::release(void* base, std::size_t bytes) {
   std::lock_guard lock(mutex_);
-  return_address_range(reinterpret_cast<std::uintptr_t>(base), bytes);
+  return_address_range(reinterpret_cast<std::uintptr_t>(base), aligned_range(bytes));
 }
 
 bool SimulatedBackend::map(void* /*address*/, std::size_t bytes) {
   std::lock_guard lock(mutex_);
   if (bytes % kGranularity != 0) throw Error("SimulatedBackend::map: size is not a multiple of the granularity");
-  if (should_fail_request() || used_ + bytes > capacity_) return false;
+  if (should_fail_request() || bytes > capacity_ - used_) return false;
   used_ += bytes;
   return true;
 }

@@ -1,5 +1,5 @@
 #pragma once
-// A training step replayed from a CUDA graph (runtime/cuda_graph.h), with static inputs:
+// A training step replayed from a CUDA graph (runtime/cuda/cuda_graph.h), with static inputs:
 //
 //   GraphedTrainStep graphed(
 //       [&](const Tensor& x, const Tensor& y) {
@@ -28,7 +28,7 @@
 #include <functional>
 #include <memory>
 
-#include "runtime/cuda_graph.h"
+#include "runtime/cuda/cuda_graph.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/tensor.h"
 

@@ -14,7 +14,7 @@
 #include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/cudnn_descriptors.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
 #include "ops/cuda/handles.h"
 
 namespace sublet::ops::cuda {
@@ -91,7 +91,7 @@ void batch_norm_forward_training(const Context& ctx, const BatchNormShape& s, DT
     throw ValueError("batch_norm: cuDNN needs eps >= " + std::to_string(CUDNN_BN_MIN_EPSILON) + ", got " +
                      std::to_string(eps));
   }
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
   BatchNormDescriptors d(s, dtype);
   const ChannelBuffer scale(ctx, handle, d, s, dtype, weight, 1.0);
@@ -117,7 +117,7 @@ void batch_norm_forward_eval(const Context& ctx, const BatchNormShape& s, DType 
     throw ValueError("batch_norm: cuDNN needs eps >= " + std::to_string(CUDNN_BN_MIN_EPSILON) + ", got " +
                      std::to_string(eps));
   }
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
   BatchNormDescriptors d(s, dtype);
   const ChannelBuffer scale(ctx, handle, d, s, dtype, weight, 1.0);
@@ -134,7 +134,7 @@ void batch_norm_backward_training(const Context& ctx, const BatchNormShape& s, D
                                   void* grad_weight, void* grad_bias) {
   require_float(dtype);
   if (grad_input == nullptr && grad_weight == nullptr && grad_bias == nullptr) return;
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
   BatchNormDescriptors d(s, dtype);
   const ChannelBuffer scale(ctx, handle, d, s, dtype, weight, 1.0);

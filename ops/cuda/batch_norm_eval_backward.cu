@@ -6,7 +6,8 @@
 #include "ops/cuda/block_reduce.cuh"
 #include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/stream.h"
 #include "ops/cuda/launch.cuh"
 
 namespace sublet::ops::cuda {
@@ -58,7 +59,7 @@ template <typename T>
 void backward_eval(const Context& ctx, const BatchNormShape& s, const T* grad_output, const T* input, const T* weight,
                    const T* running_mean, const T* running_var, double eps, T* grad_input, T* grad_weight,
                    T* grad_bias) {
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
   if (grad_weight != nullptr || grad_bias != nullptr) {
     parameter_grads<T><<<static_cast<unsigned>(s.channels), kChannelThreads, 0, stream>>>(

@@ -17,7 +17,8 @@
 
 #include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/stream.h"
 #include "ops/cuda/int_divider.h"
 
 namespace sublet::ops::cuda {
@@ -189,7 +190,7 @@ void batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& 
                                       const void* residual, const void* weight, const void* bias, void* running_mean,
                                       void* running_var, double momentum, double eps, void* output, void* save_mean,
                                       void* save_invstd) {
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
   by_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -208,7 +209,7 @@ void batch_norm_relu_backward_training(const Context& ctx, const BatchNormShape&
                                        const void* grad_output, const void* output, const void* input,
                                        const void* weight, const void* save_mean, const void* save_invstd,
                                        void* grad_input, void* grad_weight, void* grad_bias, void* grad_residual) {
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
   by_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -23,7 +23,7 @@
 #include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/cudnn_descriptors.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
 #include "ops/conv_settings.h"
 #include "ops/cuda/handles.h"
 
@@ -290,7 +290,7 @@ void with_algorithm(const Context& ctx, cudnnHandle_t handle, const ConvDescript
 template <typename T>
 void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const T* input, const T* weight, const T* bias,
              T* output) {
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
   const bool done = conv2d_graph_run(ctx, handle, s, dtype, ConvPass::Forward,
                                      {const_cast<T*>(input), const_cast<T*>(weight), output});
@@ -313,7 +313,7 @@ void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const T* inp
 template <typename T>
 void backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const T* grad_output, const T* weight,
                     T* grad_input) {
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
   if (conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardData,
                        {grad_input, const_cast<T*>(weight), const_cast<T*>(grad_output)})) {
@@ -333,7 +333,7 @@ void backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const
 template <typename T>
 void backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, const T* grad_output, const T* input,
                      T* grad_weight, T* grad_bias) {
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
   const bool done = conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardFilter,
                                      {const_cast<T*>(input), grad_weight, const_cast<T*>(grad_output)});

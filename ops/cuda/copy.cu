@@ -4,7 +4,8 @@
 #include "ops/cpu/dtype_dispatch.h"
 #include "ops/cuda/copy_cuda.h"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/stream.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/strided_indexer.cuh"
 
@@ -36,7 +37,7 @@ void copy(const Context& ctx, const Shape& sizes, DType dst_dtype, StridedRef ds
   const std::int64_t numel = shape_numel(sizes);
   if (numel == 0) return;
   const auto ix = make_indexer<2>(sizes, {&dst.strides, &src.strides});
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   cpu::dispatch_dtype(dst_dtype, [&](auto dst_tag) {
     cpu::dispatch_dtype(src_dtype, [&](auto src_tag) {
       using D = decltype(dst_tag);
@@ -52,7 +53,7 @@ void fill(const Context& ctx, DType dtype, const Shape& sizes, StridedRef dst, d
   const std::int64_t numel = shape_numel(sizes);
   if (numel == 0) return;
   const auto ix = make_indexer<1>(sizes, {&dst.strides});
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   cpu::dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     fill_kernel<T><<<grid_for(numel), kBlockThreads, 0, stream_of(ctx.stream)>>>(ix, numel, static_cast<T*>(dst.data),
@@ -68,17 +69,17 @@ void copy_bytes(Device dst_device, void* dst, Device src_device, const void* src
     // The source's producers run on its device's stream: wait for them, copy, wait for the copy
     // (the caller may free the source as soon as this returns).
     {
-      DeviceGuard device(src_device);
+      memory::CudaDeviceGuard device(src_device);
       SUBLET_CUDA_CHECK(cudaStreamSynchronize(stream_for(src_device, nullptr)));
     }
-    DeviceGuard device(dst_device);
+    memory::CudaDeviceGuard device(dst_device);
     const cudaStream_t s = stream_for(dst_device, stream);
     SUBLET_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes, s));
     SUBLET_CUDA_CHECK(cudaStreamSynchronize(s));
     return;
   }
   const Device gpu = dst_device.is_cuda() ? dst_device : src_device;
-  DeviceGuard device(gpu);
+  memory::CudaDeviceGuard device(gpu);
   const cudaStream_t s = stream_for(gpu, stream);
   const cudaMemcpyKind kind = dst_device.is_cuda() && src_device.is_cuda() ? cudaMemcpyDeviceToDevice
                               : dst_device.is_cuda()                      ? cudaMemcpyHostToDevice

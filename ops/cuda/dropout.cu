@@ -6,7 +6,8 @@
 
 #include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/stream.h"
 #include "ops/cuda/dropout_cuda.h"
 #include "ops/cuda/launch.cuh"
 
@@ -28,7 +29,7 @@ void apply(const Context& ctx, std::int64_t numel, const T* input, double p, std
   if (numel == 0) return;
   // p = 1 keeps nothing; the scale is then never used (and would be infinite).
   const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   dropout_kernel<T><<<grid_for(numel), kBlockThreads, 0, stream_of(ctx.stream)>>>(numel, input, p, seed, offset,
                                                                                    scale, output);
   SUBLET_CUDA_LAUNCH_CHECK(dropout_kernel);

@@ -16,7 +16,8 @@
 
 #include "ops/cpu/dtype_dispatch.h"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/stream.h"
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/elementwise_cuda.h"
 #include "ops/cuda/elementwise_plan.h"
@@ -229,7 +230,7 @@ void unary(const Context& ctx, UnaryOp op, DType dtype, const Shape& sizes, Stri
   if (numel == 0) return;
   const std::array<const void*, 2> data{out.data, in.data};
   const auto plan = plan_dense<2>(sizes, {&out.strides, &in.strides}, data, element_size(dtype));
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
   cpu::dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -253,7 +254,7 @@ void binary(const Context& ctx, BinaryOp op, DType dtype, const Shape& sizes, St
   if (numel == 0) return;
   const std::array<const void*, 3> data{out.data, a.data, b.data};
   const auto plan = plan_dense<3>(sizes, {&out.strides, &a.strides, &b.strides}, data, element_size(dtype));
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
   cpu::dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -280,7 +281,7 @@ void ternary(const Context& ctx, TernaryOp op, DType dtype, const Shape& sizes, 
     if (numel == 0) return;
     const std::array<const void*, 4> data{out.data, a.data, b.data, c.data};
     const auto plan = plan_dense<4>(sizes, {&out.strides, &a.strides, &b.strides, &c.strides}, data, sizeof(T));
-    DeviceGuard device(ctx.device);
+    memory::CudaDeviceGuard device(ctx.device);
     const cudaStream_t stream = stream_of(ctx.stream);
     if (plan.dense) {
       ternary_dense_kernel<T><<<dense_grid<T>(numel), kBlockThreads, 0, stream>>>(

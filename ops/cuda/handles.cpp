@@ -3,7 +3,8 @@
 #include <map>
 
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/stream.h"
 
 namespace sublet::ops::cuda {
 namespace {
@@ -42,7 +43,7 @@ CublasLease cublas_for(const Context& ctx) {
   auto& handles = thread_handles().cublas;
   auto found = handles.find(ctx.device.index);
   if (found == handles.end()) {
-    DeviceGuard device(ctx.device);  // cublasCreate binds the handle to the current device
+    memory::CudaDeviceGuard device(ctx.device);  // cublasCreate binds the handle to the current device
     cublasHandle_t handle = nullptr;
     SUBLET_CUBLAS_CHECK(cublasCreate(&handle));
     // Full float32 precision (no TF32 tensor-core rounding), so GPU results match the CPU's.
@@ -67,7 +68,7 @@ cudnnHandle_t cudnn_for(const Context& ctx) {
   auto& handles = thread_handles().cudnn;
   auto found = handles.find(ctx.device.index);
   if (found == handles.end()) {
-    DeviceGuard device(ctx.device);
+    memory::CudaDeviceGuard device(ctx.device);
     cudnnHandle_t handle = nullptr;
     SUBLET_CUDNN_CHECK(cudnnCreate(&handle));
     found = handles.emplace(ctx.device.index, handle).first;

@@ -19,7 +19,7 @@ struct CublasLease {
   memory::ScopedBlock workspace;
 };
 
-// Call with ctx.device current (DeviceGuard).
+// Call with ctx.device current (memory::CudaDeviceGuard).
 CublasLease cublas_for(const Context& ctx);
 cudnnHandle_t cudnn_for(const Context& ctx);
 

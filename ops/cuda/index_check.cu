@@ -3,7 +3,8 @@
 #include <limits>
 
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/stream.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/strided_indexer.cuh"
 
@@ -27,7 +28,7 @@ std::optional<OutOfRange> find_out_of_range(const Context& ctx, const std::int64
   const std::int64_t numel = shape_numel(sizes);
   if (numel == 0) return std::nullopt;
   const auto ix = make_indexer<1>(sizes, {&strides});
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
   // While a CUDA graph is being captured nothing runs, so there is nothing to read back, and the
   // synchronisation would invalidate the capture. The eager warm-up steps before a capture have

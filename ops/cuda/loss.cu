@@ -8,7 +8,8 @@
 #include "ops/cuda/block_reduce.cuh"
 #include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/stream.h"
 #include "ops/cuda/index_check.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/loss_cuda.h"
@@ -150,7 +151,7 @@ unsigned rows_grid(const ClassScoresShape& s) {
 
 void log_softmax_forward(const Context& ctx, const ClassScoresShape& s, DType dtype, const void* input,
                          void* output) {
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   dispatch("log_softmax", dtype, [&](auto tag) {
     using T = decltype(tag);
     log_softmax_forward_kernel<T><<<rows_grid(s), kRowThreads, 0, stream_of(ctx.stream)>>>(
@@ -161,7 +162,7 @@ void log_softmax_forward(const Context& ctx, const ClassScoresShape& s, DType dt
 
 void log_softmax_backward(const Context& ctx, const ClassScoresShape& s, DType dtype, const void* grad_output,
                           const void* output, void* grad_input) {
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   dispatch("log_softmax", dtype, [&](auto tag) {
     using T = decltype(tag);
     log_softmax_backward_kernel<T><<<rows_grid(s), kRowThreads, 0, stream_of(ctx.stream)>>>(
@@ -175,7 +176,7 @@ void nll_loss_forward(const Context& ctx, const ClassScoresShape& s, DType dtype
   dispatch("nll_loss", dtype, [&](auto tag) {
     using T = decltype(tag);
     check_targets(ctx, "nll_loss", s, targets);
-    DeviceGuard device(ctx.device);
+    memory::CudaDeviceGuard device(ctx.device);
     const cudaStream_t stream = stream_of(ctx.stream);
     auto per_sample = ctx.workspace(static_cast<std::size_t>(s.batch) * sizeof(double));
     auto* values = static_cast<double*>(per_sample.get());
@@ -193,7 +194,7 @@ void nll_loss_backward(const Context& ctx, const ClassScoresShape& s, DType dtyp
   dispatch("nll_loss", dtype, [&](auto tag) {
     using T = decltype(tag);
     check_targets(ctx, "nll_loss", s, targets);
-    DeviceGuard device(ctx.device);
+    memory::CudaDeviceGuard device(ctx.device);
     nll_backward_kernel<T><<<grid_for(s.numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
         s.numel(), s.classes, static_cast<const T*>(grad_loss), targets, static_cast<double>(s.batch),
         static_cast<T*>(grad_log_probs));
@@ -206,7 +207,7 @@ void cross_entropy_forward(const Context& ctx, const ClassScoresShape& s, DType 
   dispatch("cross_entropy", dtype, [&](auto tag) {
     using T = decltype(tag);
     check_targets(ctx, "cross_entropy", s, targets);
-    DeviceGuard device(ctx.device);
+    memory::CudaDeviceGuard device(ctx.device);
     const cudaStream_t stream = stream_of(ctx.stream);
     auto per_sample = ctx.workspace(static_cast<std::size_t>(s.batch) * sizeof(double));
     auto* values = static_cast<double*>(per_sample.get());
@@ -224,7 +225,7 @@ void cross_entropy_backward(const Context& ctx, const ClassScoresShape& s, DType
   dispatch("cross_entropy", dtype, [&](auto tag) {
     using T = decltype(tag);
     check_targets(ctx, "cross_entropy", s, targets);
-    DeviceGuard device(ctx.device);
+    memory::CudaDeviceGuard device(ctx.device);
     cross_entropy_backward_kernel<T><<<rows_grid(s), kRowThreads, 0, stream_of(ctx.stream)>>>(
         s.classes, static_cast<const T*>(grad_loss), static_cast<const T*>(logits), targets, label_smoothing,
         static_cast<double>(s.batch), static_cast<T*>(grad_logits));

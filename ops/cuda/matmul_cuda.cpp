@@ -12,7 +12,8 @@
 #include "core/errors.h"
 #include "ops/cpu/dtype_dispatch.h"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/stream.h"
 #include "ops/cuda/handles.h"
 
 namespace sublet::ops::cuda {
@@ -59,7 +60,7 @@ cublasStatus_t gemm_strided_batched(cublasHandle_t handle, cublasOperation_t op_
 template <typename T>
 void matmul_typed(const Context& ctx, const MatmulGeometry& g, T* out, const T* a, const T* b) {
   if (g.batch == 0 || g.m == 0 || g.n == 0) return;
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   if (g.k == 0) {  // an empty sum: zeros, as the CPU kernel writes
     SUBLET_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(g.batch * g.m * g.n) * sizeof(T),
                                       stream_of(ctx.stream)));

@@ -18,7 +18,8 @@
 
 #include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/stream.h"
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/optim_update_cuda.h"
 
@@ -197,7 +198,7 @@ void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tens
     entries.push_back(e);
   }
   if (entries.empty()) return;
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   memory::ScopedBlock workspace;
   const std::int32_t blocks = upload_table(ctx, entries, workspace);
   const SgdArgs args{scalars.lr, hyper.momentum, hyper.dampening, hyper.weight_decay, hyper.nesterov};
@@ -227,7 +228,7 @@ void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> te
     entries.push_back(e);
   }
   if (entries.empty()) return;
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   memory::ScopedBlock workspace;
   const std::int32_t blocks = upload_table(ctx, entries, workspace);
   const AdamArgs args{scalars.lr, hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay,
@@ -241,7 +242,7 @@ void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> te
 }
 
 void write_update_scalars(const Context& ctx, double* device_values, const double* host_values, std::int64_t count) {
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   SUBLET_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));

@@ -13,7 +13,8 @@
 
 #include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/stream.h"
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/int_divider.h"
 #include "ops/cuda/launch.cuh"
@@ -310,7 +311,7 @@ void dispatch(const char* op, DType dtype, F&& f) {
 void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* input, void* output,
                         std::int64_t* indices, PoolIndexing indexing) {
   const bool narrow = indexing == PoolIndexing::Auto && fits_int32(shape);
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   dispatch("max_pool2d", dtype, [&](auto tag) {
     using T = decltype(tag);
     if (narrow) {
@@ -328,7 +329,7 @@ void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtyp
 void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* grad_output,
                          const std::int64_t* indices, void* grad_input, PoolIndexing indexing) {
   const bool narrow = indexing == PoolIndexing::Auto && fits_int32(shape);
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   dispatch("max_pool2d", dtype, [&](auto tag) {
     using T = decltype(tag);
     if (narrow) {
@@ -346,7 +347,7 @@ void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dty
 void avg_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* input, void* output,
                         bool count_include_pad) {
   const PoolGeometry g = geometry_of(shape);
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   dispatch("avg_pool2d", dtype, [&](auto tag) {
     using T = decltype(tag);
     avg_pool_forward<T><<<grid_for(shape.output_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
@@ -358,7 +359,7 @@ void avg_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtyp
 void avg_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* grad_output,
                          void* grad_input, bool count_include_pad) {
   const PoolGeometry g = geometry_of(shape);
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   dispatch("avg_pool2d", dtype, [&](auto tag) {
     using T = decltype(tag);
     avg_pool_backward<T><<<grid_for(shape.input_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
@@ -371,7 +372,7 @@ void adaptive_avg_pool2d_forward(const Context& ctx, const AdaptivePool2dShape& 
                                  const void* input, void* output) {
   const AdaptiveGeometry g{shape.batch * shape.channels, shape.in_height, shape.in_width, shape.out_height,
                            shape.out_width};
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   dispatch("adaptive_avg_pool2d", dtype, [&](auto tag) {
     using T = decltype(tag);
     adaptive_forward<T><<<grid_for(shape.output_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
@@ -384,7 +385,7 @@ void adaptive_avg_pool2d_backward(const Context& ctx, const AdaptivePool2dShape&
                                   const void* grad_output, void* grad_input) {
   const AdaptiveGeometry g{shape.batch * shape.channels, shape.in_height, shape.in_width, shape.out_height,
                            shape.out_width};
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   dispatch("adaptive_avg_pool2d", dtype, [&](auto tag) {
     using T = decltype(tag);
     adaptive_backward<T><<<grid_for(shape.input_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(

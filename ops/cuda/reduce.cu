@@ -10,7 +10,8 @@
 #include "ops/cpu/dtype_dispatch.h"
 #include "ops/cuda/block_reduce.cuh"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/device_guard.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/stream.h"
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/index_check.h"
 #include "ops/cuda/launch.cuh"
@@ -181,7 +182,7 @@ void reduce_sum(const Context& ctx, DType dtype, const ReduceGeometry& g, void* 
   if (outer_n == 0) return;
   const auto outer = make_indexer<1>(g.outer_sizes, {&g.outer_strides});
   const auto inner = make_indexer<1>(g.inner_sizes, {&g.inner_strides});
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
   cpu::dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -220,7 +221,7 @@ void reduce_extremum(const Context& ctx, ExtremumKind kind, DType dtype, const R
   if (outer_n == 0) return;
   if (n < 1) throw ShapeError(std::string(name) + ": cannot reduce over an empty dimension");
   const auto outer = make_indexer<1>(g.outer_sizes, {&g.outer_strides});
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
   cpu::dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -246,7 +247,7 @@ void scatter_add(const Context& ctx, DType dtype, const ScatterGeometry& g, void
   const std::size_t nd = g.outer_sizes.size();
   const Shape index_outer = head(g.index_strides, nd), src_outer = head(g.src_strides, nd);
   const auto outer = make_indexer<3>(g.outer_sizes, {&g.out_outer_strides, &index_outer, &src_outer});
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   cpu::dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     scatter_add_kernel<T><<<grid_for(outer_n), kBlockThreads, 0, stream_of(ctx.stream)>>>(
@@ -265,7 +266,7 @@ void gather(const Context& ctx, DType dtype, const ScatterGeometry& g, void* out
   const std::size_t nd = g.outer_sizes.size();
   const Shape index_outer = head(g.index_strides, nd);
   const auto outer = make_indexer<2>(g.outer_sizes, {&g.out_outer_strides, &index_outer});
-  DeviceGuard device(ctx.device);
+  memory::CudaDeviceGuard device(ctx.device);
   cpu::dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     gather_kernel<T><<<grid_for(numel), kBlockThreads, 0, stream_of(ctx.stream)>>>(

@@ -13,7 +13,7 @@
 #include "fused_optim_support.h"
 #include "graph_training_support.h"
 #include "memory/registry.h"
-#include "runtime/cuda_graph.h"
+#include "runtime/cuda/cuda_graph.h"
 #include "runtime/graphed_train_step.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"

@@ -1,8 +1,9 @@
-#include "runtime/cuda_graph.h"
+#include "runtime/cuda/cuda_graph.h"
 
 #include <cuda_runtime_api.h>
 
 #include "memory/cuda_check.h"
+#include "memory/cuda_device_guard.h"
 #include "memory/current_stream.h"
 #include "core/errors.h"
 #include "memory/registry.h"
@@ -10,27 +11,13 @@
 namespace sublet {
 namespace {
 
-class DeviceScope {
- public:
-  explicit DeviceScope(int index) {
-    SUBLET_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != index) SUBLET_CUDA_CHECK(cudaSetDevice(index));
-  }
-  ~DeviceScope() { cudaSetDevice(previous_); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 cudaStream_t as_stream(StreamHandle s) { return static_cast<cudaStream_t>(s); }
 
 }  // namespace
 
 CudaGraph::CudaGraph(Device device) : device_(device), allocator_(&memory::allocator_for(device)) {
   if (!device.is_cuda()) throw DeviceError("CudaGraph: needs a CUDA device, got " + device.str());
-  DeviceScope scope(device.index);
+  memory::CudaDeviceGuard guard(device);
   cudaStream_t stream = nullptr;
   // Blocking (not cudaStreamNonBlocking): work on the legacy default stream — parameters
   // initialised there, batches copied there — is ordered before the graph's work.
@@ -41,20 +28,23 @@ CudaGraph::CudaGraph(Device device) : device_(device), allocator_(&memory::alloc
 
 CudaGraph::~CudaGraph() {
   // No throwing from here: errors are ignored, there is nothing left to recover.
-  DeviceScope scope(device_.index);
-  cudaStreamSynchronize(as_stream(stream_));
-  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
-  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
   try {
-    allocator_->release_private_pool(pool_);
-  } catch (...) {
+    memory::CudaDeviceGuard guard(device_);
+    cudaStreamSynchronize(as_stream(stream_));
+    if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+    if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+    try {
+      allocator_->release_private_pool(pool_);
+    } catch (...) {
+    }
+    cudaStreamDestroy(as_stream(stream_));
+  } catch (...) {  // the guard could not read or set the device
   }
-  cudaStreamDestroy(as_stream(stream_));
 }
 
 void CudaGraph::capture(const std::function<void()>& work) {
   if (graph_) throw Error("CudaGraph::capture: this graph was captured already; make a new CudaGraph");
-  DeviceScope scope(device_.index);
+  memory::CudaDeviceGuard guard(device_);
   SUBLET_CUDA_CHECK(cudaDeviceSynchronize());
   const cudaStream_t stream = as_stream(stream_);
   allocator_->begin_allocate_to_pool(pool_, stream_);
@@ -87,7 +77,7 @@ void CudaGraph::capture(const std::function<void()>& work) {
 
 void CudaGraph::replay() {
   if (!exec_) throw Error("CudaGraph::replay: nothing captured yet");
-  DeviceScope scope(device_.index);
+  memory::CudaDeviceGuard guard(device_);
   SUBLET_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), as_stream(stream_)));
 }
 
@@ -99,7 +89,7 @@ std::size_t CudaGraph::node_count() const {
 }
 
 void CudaGraph::synchronize() const {
-  DeviceScope scope(device_.index);
+  memory::CudaDeviceGuard guard(device_);
   SUBLET_CUDA_CHECK(cudaStreamSynchronize(as_stream(stream_)));
 }
 
