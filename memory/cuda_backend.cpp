@@ -1,5 +1,7 @@
 #include "memory/cuda_backend.h"
 
+#include <string>
+
 #include <cuda_runtime_api.h>
 
 #include "memory/cuda_check.h"
@@ -22,11 +24,17 @@ CUmemAllocationProp physical_memory_properties(int device) {
 
 int CudaBackend::device_count() {
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return count;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status == cudaSuccess) return count;
+  cudaGetLastError();
+  // No GPU, or no driver at all: a machine without a GPU, where sublet runs on the CPU.
+  if (status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver || status == cudaErrorStubLibrary) return 0;
+  // Anything else is a GPU host that is broken (driver/library mismatch, a device in a bad
+  // state): said here, rather than passing for "no GPU" (every GPU test would then skip).
+  throw CudaError(std::string("cudaGetDeviceCount failed with ") + cudaGetErrorName(status) + " (" +
+                  cudaGetErrorString(status) +
+                  "): the GPU or its driver is not usable; fix the driver, or hide the GPUs with CUDA_VISIBLE_DEVICES= "
+                  "to run on the CPU");
 }
 
 CudaBackend::CudaBackend(int device_index) : device_index_(device_index) {
