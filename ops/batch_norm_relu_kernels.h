@@ -1,6 +1,6 @@
 #pragma once
-// Fused batch norm + ReLU (ops/batch_norm_relu.h); CUDA only: no CPU entries:
-// the kernel signature of each entry point and its table (ops/kernel_table.h). The CPU kernels
+// Kernel tables of fused batch norm + ReLU (ops/batch_norm_relu.h); CUDA only: no CPU entries.
+// Each entry point's kernel signature and its table (ops/kernel_table.h). The CPU kernels
 // register in ops/cpu/register_cpu_kernels.cpp, the CUDA ones in ops/cuda/register_cuda_kernels.cpp.
 // The dtype argument stays in the signature: the CUDA kernels take it and serve several dtypes.
 #include "ops/batch_norm_relu.h"

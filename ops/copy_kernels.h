@@ -1,6 +1,7 @@
 #pragma once
-// Casting copies and fills (ops/copy.h). The copy table is keyed by the destination's dtype; each kernel takes every source dtype its device can read:
-// the kernel signature of each entry point and its table (ops/kernel_table.h). The CPU kernels
+// Kernel tables of casting copies and fills (ops/copy.h). The copy table is keyed by the
+// destination's dtype; each copy kernel reads every source dtype its device supports.
+// Each entry point's kernel signature and its table (ops/kernel_table.h). The CPU kernels
 // register in ops/cpu/register_cpu_kernels.cpp, the CUDA ones in ops/cuda/register_cuda_kernels.cpp.
 // The dtype argument stays in the signature: the CUDA kernels take it and serve several dtypes.
 #include "ops/copy.h"

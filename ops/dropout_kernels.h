@@ -1,6 +1,7 @@
 #pragma once
-// Dropout (ops/dropout.h): one kernel serves forward and backward, the same masked scaling:
-// the kernel signature of each entry point and its table (ops/kernel_table.h). The CPU kernels
+// Kernel tables of dropout (ops/dropout.h): one kernel serves forward and backward (the same
+// masked scaling).
+// Each entry point's kernel signature and its table (ops/kernel_table.h). The CPU kernels
 // register in ops/cpu/register_cpu_kernels.cpp, the CUDA ones in ops/cuda/register_cuda_kernels.cpp.
 // The dtype argument stays in the signature: the CUDA kernels take it and serve several dtypes.
 #include "ops/dropout.h"

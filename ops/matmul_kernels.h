@@ -1,6 +1,6 @@
 #pragma once
-// Batched matrix product (ops/matmul.h):
-// the kernel signature of each entry point and its table (ops/kernel_table.h). The CPU kernels
+// Kernel tables of batched matrix product (ops/matmul.h).
+// Each entry point's kernel signature and its table (ops/kernel_table.h). The CPU kernels
 // register in ops/cpu/register_cpu_kernels.cpp, the CUDA ones in ops/cuda/register_cuda_kernels.cpp.
 // The dtype argument stays in the signature: the CUDA kernels take it and serve several dtypes.
 #include "ops/matmul.h"

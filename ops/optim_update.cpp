@@ -9,11 +9,6 @@
 namespace sublet::ops {
 namespace {
 
-void check_floating(const char* op, DType dtype) {
-  if (dtype != DType::Float32 && dtype != DType::Float64)
-    throw DTypeError(std::string(op) + ": expected float32 or float64 parameters, got " + dtype_name(dtype));
-}
-
 template <typename Tensors>
 void check_tensors(const char* op, Tensors tensors) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -33,7 +28,8 @@ void check_scalars(const char* op, const Context& ctx, const UpdateScalars& scal
 
 void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tensors, const SgdHyper& hyper,
                 const UpdateScalars& scalars) {
-  check_floating("sgd_update", dtype);
+  // Looked up first: a dtype without a kernel is an error even for an empty parameter list.
+  SgdUpdateKernel* const kernel = sgd_update_kernels().get("sgd_update", ctx.device, dtype);
   check_tensors("sgd_update", tensors);
   check_scalars("sgd_update", ctx, scalars);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -42,12 +38,13 @@ void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tens
                        std::to_string(hyper.momentum) + ")");
   }
   if (tensors.empty()) return;
-  sgd_update_kernels().get("sgd_update", ctx.device, dtype)(ctx, dtype, tensors, hyper, scalars);
+  kernel(ctx, dtype, tensors, hyper, scalars);
 }
 
 void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> tensors, const AdamHyper& hyper,
                  const UpdateScalars& scalars) {
-  check_floating("adam_update", dtype);
+  // Looked up first: a dtype without a kernel is an error even for an empty parameter list.
+  AdamUpdateKernel* const kernel = adam_update_kernels().get("adam_update", ctx.device, dtype);
   check_tensors("adam_update", tensors);
   check_scalars("adam_update", ctx, scalars);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -58,7 +55,7 @@ void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> te
                        "; the first update is step 1");
   }
   if (tensors.empty()) return;
-  adam_update_kernels().get("adam_update", ctx.device, dtype)(ctx, dtype, tensors, hyper, scalars);
+  kernel(ctx, dtype, tensors, hyper, scalars);
 }
 
 void write_update_scalars(const Context& ctx, double* device_values, const double* host_values, std::int64_t count) {

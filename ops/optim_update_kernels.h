@@ -1,6 +1,6 @@
 #pragma once
-// Fused optimizer updates (ops/optim_update.h):
-// the kernel signature of each entry point and its table (ops/kernel_table.h). The CPU kernels
+// Kernel tables of fused optimizer updates (ops/optim_update.h).
+// Each entry point's kernel signature and its table (ops/kernel_table.h). The CPU kernels
 // register in ops/cpu/register_cpu_kernels.cpp, the CUDA ones in ops/cuda/register_cuda_kernels.cpp.
 // The dtype argument stays in the signature: the CUDA kernels take it and serve several dtypes.
 #include "ops/optim_update.h"
