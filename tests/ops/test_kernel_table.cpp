@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/errors.h"
@@ -106,6 +109,39 @@ TEST(KernelTable, EveryOpTableHasCpuFloat32AndFloat64Kernels) {
     EXPECT_FALSE(entry.table->has(DeviceType::CPU, DType::BFloat16)) << entry.name;
     EXPECT_FALSE(entry.table->has(DeviceType::CPU, DType::Float32, MemoryFormat::ChannelsLast)) << entry.name;
   }
+}
+
+// ctest runs each case in its own process, so here the first lookups of the process race each
+// other: every thread must find its kernel (registration is once, and a lookup that misses waits
+// for it) and compute the right values. Under ThreadSanitizer this also checks the table reads.
+TEST(KernelTable, ConcurrentFirstCallsAllFindTheirKernels) {
+  constexpr int kThreads = 8;
+  constexpr std::int64_t kCount = 64;
+  std::atomic<int> ready{0};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const Context cpu{Device::cpu(), nullptr, nullptr};
+      std::vector<double> f64(kCount, 0.0);
+      std::vector<std::int64_t> i64(kCount, 0);
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();  // start together
+      try {
+        if (t % 2 == 0) {
+          fill(cpu, DType::Float64, {kCount}, {f64.data(), {1}}, 0.5 + t);
+          for (double v : f64) wrong.fetch_add(v == 0.5 + t ? 0 : 1);
+        } else {
+          fill(cpu, DType::Int64, {kCount}, {i64.data(), {1}}, static_cast<double>(t));
+          for (std::int64_t v : i64) wrong.fetch_add(v == t ? 0 : 1);
+        }
+      } catch (const Error&) {
+        wrong.fetch_add(kCount);  // a lookup that did not wait for the registration
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 TEST(KernelTable, CudaEntriesExistExactlyInCudaBuilds) {
