@@ -11,7 +11,9 @@ namespace {
 
 void require_fused(const Context& ctx, const BatchNormShape& shape, DType dtype) {
   if (!batch_norm_relu_fused(ctx, shape, dtype)) {
-    throw ValueError("batch_norm_relu: the fused kernels need a CUDA device, float32 or float64 and at most " +
+    const std::string where = batch_norm_relu_forward_kernels().describe();
+    throw ValueError("batch_norm_relu: the fused kernels need a device and dtype that have them (" +
+                     (where.empty() ? std::string("none in this build") : where) + ") and at most " +
                      std::to_string(kFusedBatchNormMaxPerChannel) + " values per channel; got " + ctx.device.str() +
                      ", " + dtype_name(dtype) + ", " + std::to_string(shape.batch * shape.spatial()) +
                      " values per channel");

@@ -13,6 +13,7 @@
 
 #include "core/errors.h"
 #include "memory/registry.h"
+#include "ops/batch_norm_relu.h"
 #include "ops/copy.h"
 #include "ops/kernel_table_list.h"
 #include "ops/pooling.h"
@@ -148,6 +149,24 @@ TEST(KernelTable, CudaEntriesExistExactlyInCudaBuilds) {
   for (const NamedKernelTable& entry : all_kernel_tables()) {
     EXPECT_EQ(entry.table->has(DeviceType::CUDA, DType::Float32), memory::cuda_built()) << entry.name;
     EXPECT_EQ(entry.table->has(DeviceType::CUDA, DType::Float64), memory::cuda_built()) << entry.name;
+  }
+}
+
+// The fused batch_norm_relu has kernels only where a backend registered them; asked for
+// elsewhere, its error says where they are, from the table.
+TEST(KernelTable, FusedBatchNormReluSaysWhereItsKernelsAre) {
+  const Context cpu{Device::cpu(), nullptr, nullptr};
+  BatchNormShape s;
+  s.batch = 2, s.channels = 1;
+  EXPECT_FALSE(batch_norm_relu_fused(cpu, s, DType::Float32));
+  std::vector<float> x(2, 1.0f), y(2), mean(1), invstd(1);
+  try {
+    batch_norm_relu_forward_training(cpu, s, DType::Float32, x.data(), nullptr, nullptr, nullptr, nullptr, nullptr,
+                                     0.1, 1e-5, y.data(), mean.data(), invstd.data());
+    FAIL() << "the fused batch norm ran on the CPU";
+  } catch (const ValueError& e) {
+    EXPECT_TRUE(contains(e.what(), memory::cuda_built() ? "(cuda float32/float64 contiguous)" : "(none in this build)"));
+    EXPECT_TRUE(contains(e.what(), "got cpu, float32, 2 values per channel"));
   }
 }
 
