@@ -3,11 +3,7 @@
 #include <string>
 
 #include "core/errors.h"
-#include "ops/cpu/batch_norm_cpu.h"
-#include "ops/nn_dispatch.h"
-#ifdef SUBLET_HAVE_CUDA
-#include "ops/cuda/batch_norm_cuda.h"
-#endif
+#include "ops/batch_norm_kernels.h"
 
 namespace sublet::ops {
 
@@ -45,20 +41,9 @@ void batch_norm_forward_training(const Context& ctx, const BatchNormShape& shape
   shape.validate(true);
   detail::check_eps("batch_norm", eps);
   detail::check_momentum("batch_norm", momentum);
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::batch_norm_forward_training(ctx, shape, dtype, input, weight, bias, running_mean,
-                                             running_var, momentum, eps, output, save_mean,
-                                             save_invstd);
-  }
-#endif
-  detail::dispatch_float_kernel("batch_norm", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::batch_norm_forward_training<T>(shape, detail::typed<T>(input), detail::typed<T>(weight), detail::typed<T>(bias),
-                                        detail::typed<T>(running_mean), detail::typed<T>(running_var), momentum,
-                                        eps, detail::typed<T>(output), detail::typed<T>(save_mean),
-                                        detail::typed<T>(save_invstd));
-  });
+  batch_norm_forward_training_kernels().get("batch_norm", ctx.device, dtype)(
+      ctx, shape, dtype, input, weight, bias, running_mean, running_var, momentum, eps, output, save_mean,
+      save_invstd);
 }
 
 void batch_norm_forward_eval(const Context& ctx, const BatchNormShape& shape, DType dtype,
@@ -67,18 +52,8 @@ void batch_norm_forward_eval(const Context& ctx, const BatchNormShape& shape, DT
                              void* output) {
   shape.validate(false);
   detail::check_eps("batch_norm", eps);
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::batch_norm_forward_eval(ctx, shape, dtype, input, weight, bias, running_mean,
-                                         running_var, eps, output);
-  }
-#endif
-  detail::dispatch_float_kernel("batch_norm", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::batch_norm_forward_eval<T>(shape, detail::typed<T>(input), detail::typed<T>(weight), detail::typed<T>(bias),
-                                    detail::typed<T>(running_mean), detail::typed<T>(running_var), eps,
-                                    detail::typed<T>(output));
-  });
+  batch_norm_forward_eval_kernels().get("batch_norm", ctx.device, dtype)(ctx, shape, dtype, input, weight, bias,
+                                                                         running_mean, running_var, eps, output);
 }
 
 void batch_norm_backward_training(const Context& ctx, const BatchNormShape& shape, DType dtype,
@@ -86,20 +61,8 @@ void batch_norm_backward_training(const Context& ctx, const BatchNormShape& shap
                                   const void* save_mean, const void* save_invstd,
                                   void* grad_input, void* grad_weight, void* grad_bias) {
   shape.validate(true);
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::batch_norm_backward_training(ctx, shape, dtype, grad_output, input, weight,
-                                              save_mean, save_invstd, grad_input, grad_weight,
-                                              grad_bias);
-  }
-#endif
-  detail::dispatch_float_kernel("batch_norm", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::batch_norm_backward_training<T>(shape, detail::typed<T>(grad_output), detail::typed<T>(input),
-                                         detail::typed<T>(weight), detail::typed<T>(save_mean),
-                                         detail::typed<T>(save_invstd), detail::typed<T>(grad_input),
-                                         detail::typed<T>(grad_weight), detail::typed<T>(grad_bias));
-  });
+  batch_norm_backward_training_kernels().get("batch_norm", ctx.device, dtype)(
+      ctx, shape, dtype, grad_output, input, weight, save_mean, save_invstd, grad_input, grad_weight, grad_bias);
 }
 
 void batch_norm_backward_eval(const Context& ctx, const BatchNormShape& shape, DType dtype,
@@ -108,20 +71,9 @@ void batch_norm_backward_eval(const Context& ctx, const BatchNormShape& shape, D
                               void* grad_input, void* grad_weight, void* grad_bias) {
   shape.validate(false);
   detail::check_eps("batch_norm", eps);
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::batch_norm_backward_eval(ctx, shape, dtype, grad_output, input, weight,
-                                          running_mean, running_var, eps, grad_input, grad_weight,
-                                          grad_bias);
-  }
-#endif
-  detail::dispatch_float_kernel("batch_norm", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::batch_norm_backward_eval<T>(shape, detail::typed<T>(grad_output), detail::typed<T>(input),
-                                     detail::typed<T>(weight), detail::typed<T>(running_mean),
-                                     detail::typed<T>(running_var), eps, detail::typed<T>(grad_input),
-                                     detail::typed<T>(grad_weight), detail::typed<T>(grad_bias));
-  });
+  batch_norm_backward_eval_kernels().get("batch_norm", ctx.device, dtype)(
+      ctx, shape, dtype, grad_output, input, weight, running_mean, running_var, eps, grad_input, grad_weight,
+      grad_bias);
 }
 
 }  // namespace sublet::ops

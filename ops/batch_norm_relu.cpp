@@ -3,9 +3,7 @@
 #include <string>
 
 #include "core/errors.h"
-#ifdef SUBLET_HAVE_CUDA
-#include "ops/cuda/batch_norm_relu_cuda.h"
-#endif
+#include "ops/batch_norm_relu_kernels.h"
 
 namespace sublet::ops {
 
@@ -13,7 +11,9 @@ namespace {
 
 void require_fused(const Context& ctx, const BatchNormShape& shape, DType dtype) {
   if (!batch_norm_relu_fused(ctx, shape, dtype)) {
-    throw ValueError("batch_norm_relu: the fused kernels need a CUDA device, float32 or float64 and at most " +
+    const std::string where = batch_norm_relu_forward_kernels().describe();
+    throw ValueError("batch_norm_relu: the fused kernels need a device and dtype that have them (" +
+                     (where.empty() ? std::string("none in this build") : where) + ") and at most " +
                      std::to_string(kFusedBatchNormMaxPerChannel) + " values per channel; got " + ctx.device.str() +
                      ", " + dtype_name(dtype) + ", " + std::to_string(shape.batch * shape.spatial()) +
                      " values per channel");
@@ -22,14 +22,12 @@ void require_fused(const Context& ctx, const BatchNormShape& shape, DType dtype)
 
 }  // namespace
 
+// Fused where a backend registered the kernels for this device and dtype (CUDA only today) and
+// the channels fit the one-block-per-channel kernels.
 bool batch_norm_relu_fused(const Context& ctx, const BatchNormShape& shape, DType dtype) {
-#ifdef SUBLET_HAVE_CUDA
-  return ctx.device.is_cuda() && (dtype == DType::Float32 || dtype == DType::Float64) &&
-         shape.batch * shape.spatial() <= kFusedBatchNormMaxPerChannel;
-#else
-  (void)ctx, (void)shape, (void)dtype;
-  return false;
-#endif
+  return shape.batch * shape.spatial() <= kFusedBatchNormMaxPerChannel &&
+         batch_norm_relu_forward_kernels().find(ctx.device.type, dtype) != nullptr &&
+         batch_norm_relu_backward_kernels().find(ctx.device.type, dtype) != nullptr;
 }
 
 void batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& shape, DType dtype, const void* input,
@@ -40,13 +38,9 @@ void batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& 
   require_fused(ctx, shape, dtype);
   detail::check_eps("batch_norm_relu", eps);
   detail::check_momentum("batch_norm_relu", momentum);
-#ifdef SUBLET_HAVE_CUDA
-  cuda::batch_norm_relu_forward_training(ctx, shape, dtype, input, residual, weight, bias, running_mean, running_var,
-                                         momentum, eps, output, save_mean, save_invstd);
-#else
-  (void)input, (void)residual, (void)weight, (void)bias, (void)running_mean, (void)running_var, (void)output,
-      (void)save_mean, (void)save_invstd;  // require_fused threw: a build without CUDA has no fused kernels
-#endif
+  batch_norm_relu_forward_kernels().get("batch_norm_relu", ctx.device, dtype)(
+      ctx, shape, dtype, input, residual, weight, bias, running_mean, running_var, momentum, eps, output, save_mean,
+      save_invstd);
 }
 
 void batch_norm_relu_backward_training(const Context& ctx, const BatchNormShape& shape, DType dtype,
@@ -55,13 +49,9 @@ void batch_norm_relu_backward_training(const Context& ctx, const BatchNormShape&
                                        void* grad_input, void* grad_weight, void* grad_bias, void* grad_residual) {
   shape.validate(true);
   require_fused(ctx, shape, dtype);
-#ifdef SUBLET_HAVE_CUDA
-  cuda::batch_norm_relu_backward_training(ctx, shape, dtype, grad_output, output, input, weight, save_mean,
-                                          save_invstd, grad_input, grad_weight, grad_bias, grad_residual);
-#else
-  (void)grad_output, (void)output, (void)input, (void)weight, (void)save_mean, (void)save_invstd, (void)grad_input,
-      (void)grad_weight, (void)grad_bias, (void)grad_residual;  // require_fused threw
-#endif
+  batch_norm_relu_backward_kernels().get("batch_norm_relu", ctx.device, dtype)(
+      ctx, shape, dtype, grad_output, output, input, weight, save_mean, save_invstd, grad_input, grad_weight,
+      grad_bias, grad_residual);
 }
 
 }  // namespace sublet::ops

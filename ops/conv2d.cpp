@@ -3,11 +3,7 @@
 #include <sstream>
 
 #include "core/errors.h"
-#include "ops/cpu/conv2d_cpu.h"
-#include "ops/nn_dispatch.h"
-#ifdef SUBLET_HAVE_CUDA
-#include "ops/cuda/conv2d_cuda.h"
-#endif
+#include "ops/conv2d_kernels.h"
 
 namespace sublet::ops {
 
@@ -65,49 +61,22 @@ void Conv2dShape::validate() const {
 void conv2d_forward(const Context& ctx, const Conv2dShape& shape, DType dtype, const void* input,
                     const void* weight, const void* bias, void* output) {
   shape.validate();
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::conv2d_forward(ctx, shape, dtype, input, weight, bias, output);
-  }
-#endif
-  detail::dispatch_float_kernel("conv2d", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::conv2d_forward<T>(ctx, shape, static_cast<const T*>(input), static_cast<const T*>(weight),
-                           static_cast<const T*>(bias), static_cast<T*>(output));
-  });
+  conv2d_forward_kernels().get("conv2d", ctx.device, dtype)(ctx, shape, dtype, input, weight, bias, output);
 }
 
 void conv2d_backward_input(const Context& ctx, const Conv2dShape& shape, DType dtype,
                            const void* grad_output, const void* weight, void* grad_input) {
   shape.validate();
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::conv2d_backward_input(ctx, shape, dtype, grad_output, weight, grad_input);
-  }
-#endif
-  detail::dispatch_float_kernel("conv2d", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::conv2d_backward_input<T>(ctx, shape, static_cast<const T*>(grad_output),
-                                  static_cast<const T*>(weight), static_cast<T*>(grad_input));
-  });
+  conv2d_backward_input_kernels().get("conv2d", ctx.device, dtype)(ctx, shape, dtype, grad_output, weight,
+                                                                   grad_input);
 }
 
 void conv2d_backward_weight(const Context& ctx, const Conv2dShape& shape, DType dtype,
                             const void* grad_output, const void* input, void* grad_weight,
                             void* grad_bias) {
   shape.validate();
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::conv2d_backward_weight(ctx, shape, dtype, grad_output, input, grad_weight,
-                                        grad_bias);
-  }
-#endif
-  detail::dispatch_float_kernel("conv2d", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::conv2d_backward_weight<T>(ctx, shape, static_cast<const T*>(grad_output),
-                                   static_cast<const T*>(input), static_cast<T*>(grad_weight),
-                                   static_cast<T*>(grad_bias));
-  });
+  conv2d_backward_weight_kernels().get("conv2d", ctx.device, dtype)(ctx, shape, dtype, grad_output, input,
+                                                                    grad_weight, grad_bias);
 }
 
 }  // namespace sublet::ops

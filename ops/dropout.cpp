@@ -3,11 +3,7 @@
 #include <string>
 
 #include "core/errors.h"
-#include "ops/cpu/dropout_cpu.h"
-#include "ops/nn_dispatch.h"
-#ifdef SUBLET_HAVE_CUDA
-#include "ops/cuda/dropout_cuda.h"
-#endif
+#include "ops/dropout_kernels.h"
 
 namespace sublet::ops {
 
@@ -23,31 +19,14 @@ void check_arguments(std::int64_t numel, double p) {
 void dropout_forward(const Context& ctx, std::int64_t numel, DType dtype, const void* input,
                      double p, std::uint64_t seed, std::uint64_t offset, void* output) {
   check_arguments(numel, p);
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::dropout_apply(ctx, numel, dtype, input, p, seed, offset, output);
-  }
-#endif
-  detail::dispatch_float_kernel("dropout", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::dropout_apply<T>(numel, static_cast<const T*>(input), p, seed, offset, static_cast<T*>(output));
-  });
+  dropout_kernels().get("dropout", ctx.device, dtype)(ctx, numel, dtype, input, p, seed, offset, output);
 }
 
+// The gradient of a masked scaling is the same masked scaling.
 void dropout_backward(const Context& ctx, std::int64_t numel, DType dtype, const void* grad_output,
                       double p, std::uint64_t seed, std::uint64_t offset, void* grad_input) {
   check_arguments(numel, p);
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::dropout_apply(ctx, numel, dtype, grad_output, p, seed, offset, grad_input);
-  }
-#endif
-  detail::dispatch_float_kernel("dropout", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    // The gradient of a masked scaling is the same masked scaling.
-    cpu::dropout_apply<T>(numel, static_cast<const T*>(grad_output), p, seed, offset,
-                          static_cast<T*>(grad_input));
-  });
+  dropout_kernels().get("dropout", ctx.device, dtype)(ctx, numel, dtype, grad_output, p, seed, offset, grad_input);
 }
 
 }  // namespace sublet::ops

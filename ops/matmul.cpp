@@ -1,10 +1,7 @@
 #include "ops/matmul.h"
 
 #include "core/errors.h"
-#include "ops/cpu/matmul_cpu.h"
-#ifdef SUBLET_HAVE_CUDA
-#include "ops/cuda/matmul_cuda.h"
-#endif
+#include "ops/matmul_kernels.h"
 
 namespace sublet::ops {
 
@@ -14,18 +11,13 @@ bool matmul_operand_ok(std::int64_t rows, std::int64_t cols, std::int64_t row_st
   return row_major || col_major;
 }
 
-// Dispatch point: a cuBLAS kernel goes beside the CPU one (ops/cuda/) and is selected here.
 void matmul(const Context& ctx, DType dtype, const MatmulGeometry& geometry, void* out, const void* a,
             const void* b) {
   if (!matmul_operand_ok(geometry.m, geometry.k, geometry.a_row_stride, geometry.a_col_stride) ||
       !matmul_operand_ok(geometry.k, geometry.n, geometry.b_row_stride, geometry.b_col_stride)) {
     throw ValueError("matmul: operands must have a unit stride along rows or columns (call contiguous() first)");
   }
-  if (ctx.device.is_cpu()) return cpu::matmul(dtype, geometry, out, a, b);
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) return cuda::matmul(ctx, dtype, geometry, out, a, b);
-#endif
-  throw DeviceError("matmul: no kernel for " + ctx.device.str() + " yet");
+  matmul_kernels().get("matmul", ctx.device, dtype)(ctx, dtype, geometry, out, a, b);
 }
 
 }  // namespace sublet::ops

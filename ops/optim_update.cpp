@@ -3,18 +3,11 @@
 #include <string>
 
 #include "core/errors.h"
-#include "ops/cpu/optim_update_cpu.h"
-#ifdef SUBLET_HAVE_CUDA
-#include "ops/cuda/optim_update_cuda.h"
-#endif
+#include "ops/device_services.h"
+#include "ops/optim_update_kernels.h"
 
 namespace sublet::ops {
 namespace {
-
-void check_floating(const char* op, DType dtype) {
-  if (dtype != DType::Float32 && dtype != DType::Float64)
-    throw DTypeError(std::string(op) + ": expected float32 or float64 parameters, got " + dtype_name(dtype));
-}
 
 template <typename Tensors>
 void check_tensors(const char* op, Tensors tensors) {
@@ -35,7 +28,8 @@ void check_scalars(const char* op, const Context& ctx, const UpdateScalars& scal
 
 void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tensors, const SgdHyper& hyper,
                 const UpdateScalars& scalars) {
-  check_floating("sgd_update", dtype);
+  // Looked up first: a dtype without a kernel is an error even for an empty parameter list.
+  SgdUpdateKernel* const kernel = sgd_update_kernels().get("sgd_update", ctx.device, dtype);
   check_tensors("sgd_update", tensors);
   check_scalars("sgd_update", ctx, scalars);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -44,20 +38,13 @@ void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tens
                        std::to_string(hyper.momentum) + ")");
   }
   if (tensors.empty()) return;
-  switch (ctx.device.type) {
-    case DeviceType::CPU: return cpu::sgd_update(dtype, tensors, hyper, scalars.lr);
-    case DeviceType::CUDA:
-#ifdef SUBLET_HAVE_CUDA
-      return cuda::sgd_update(ctx, dtype, tensors, hyper, scalars);
-#endif
-      break;
-  }
-  throw DeviceError("sgd_update: no kernel for " + ctx.device.str());
+  kernel(ctx, dtype, tensors, hyper, scalars);
 }
 
 void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> tensors, const AdamHyper& hyper,
                  const UpdateScalars& scalars) {
-  check_floating("adam_update", dtype);
+  // Looked up first: a dtype without a kernel is an error even for an empty parameter list.
+  AdamUpdateKernel* const kernel = adam_update_kernels().get("adam_update", ctx.device, dtype);
   check_tensors("adam_update", tensors);
   check_scalars("adam_update", ctx, scalars);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -68,24 +55,14 @@ void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> te
                        "; the first update is step 1");
   }
   if (tensors.empty()) return;
-  switch (ctx.device.type) {
-    case DeviceType::CPU: return cpu::adam_update(dtype, tensors, hyper, scalars.lr);
-    case DeviceType::CUDA:
-#ifdef SUBLET_HAVE_CUDA
-      return cuda::adam_update(ctx, dtype, tensors, hyper, scalars);
-#endif
-      break;
-  }
-  throw DeviceError("adam_update: no kernel for " + ctx.device.str());
+  kernel(ctx, dtype, tensors, hyper, scalars);
 }
 
 void write_update_scalars(const Context& ctx, double* device_values, const double* host_values, std::int64_t count) {
   if (count <= 0) return;
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) return cuda::write_update_scalars(ctx, device_values, host_values, count);
-#endif
-  (void)device_values;
-  (void)host_values;
+  if (const auto write = device_services(ctx.device.type).write_update_scalars) {
+    return write(ctx, device_values, host_values, count);
+  }
   throw DeviceError("write_update_scalars: device scalars live in CUDA memory, got " + ctx.device.str());
 }
 

@@ -3,11 +3,7 @@
 #include <string>
 
 #include "core/errors.h"
-#include "ops/cpu/pooling_cpu.h"
-#include "ops/nn_dispatch.h"
-#ifdef SUBLET_HAVE_CUDA
-#include "ops/cuda/pooling_cuda.h"
-#endif
+#include "ops/pooling_kernels.h"
 
 namespace sublet::ops {
 
@@ -77,91 +73,44 @@ void require_no_dilation(const Pool2dShape& shape) {
 void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype,
                         const void* input, void* output, std::int64_t* indices) {
   shape.validate("max_pool2d");
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::max_pool2d_forward(ctx, shape, dtype, input, output, indices);
-  }
-#endif
-  detail::dispatch_float_kernel("max_pool2d", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::max_pool2d_forward<T>(shape, static_cast<const T*>(input), static_cast<T*>(output), indices);
-  });
+  max_pool2d_forward_kernels().get("max_pool2d", ctx.device, dtype)(ctx, shape, dtype, input, output, indices);
 }
 
 void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype,
                          const void* grad_output, const std::int64_t* indices, void* grad_input) {
   shape.validate("max_pool2d");
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::max_pool2d_backward(ctx, shape, dtype, grad_output, indices, grad_input);
-  }
-#endif
-  detail::dispatch_float_kernel("max_pool2d", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::max_pool2d_backward<T>(shape, static_cast<const T*>(grad_output), indices,
-                                static_cast<T*>(grad_input));
-  });
+  max_pool2d_backward_kernels().get("max_pool2d", ctx.device, dtype)(ctx, shape, dtype, grad_output, indices,
+                                                                     grad_input);
 }
 
 void avg_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype,
                         const void* input, void* output, bool count_include_pad) {
   shape.validate("avg_pool2d");
   require_no_dilation(shape);
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::avg_pool2d_forward(ctx, shape, dtype, input, output, count_include_pad);
-  }
-#endif
-  detail::dispatch_float_kernel("avg_pool2d", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::avg_pool2d_forward<T>(shape, static_cast<const T*>(input), static_cast<T*>(output),
-                               count_include_pad);
-  });
+  avg_pool2d_forward_kernels().get("avg_pool2d", ctx.device, dtype)(ctx, shape, dtype, input, output,
+                                                                    count_include_pad);
 }
 
 void avg_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype,
                          const void* grad_output, void* grad_input, bool count_include_pad) {
   shape.validate("avg_pool2d");
   require_no_dilation(shape);
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::avg_pool2d_backward(ctx, shape, dtype, grad_output, grad_input, count_include_pad);
-  }
-#endif
-  detail::dispatch_float_kernel("avg_pool2d", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::avg_pool2d_backward<T>(shape, static_cast<const T*>(grad_output),
-                                static_cast<T*>(grad_input), count_include_pad);
-  });
+  avg_pool2d_backward_kernels().get("avg_pool2d", ctx.device, dtype)(ctx, shape, dtype, grad_output, grad_input,
+                                                                     count_include_pad);
 }
 
 void adaptive_avg_pool2d_forward(const Context& ctx, const AdaptivePool2dShape& shape,
                                  DType dtype, const void* input, void* output) {
   shape.validate();
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::adaptive_avg_pool2d_forward(ctx, shape, dtype, input, output);
-  }
-#endif
-  detail::dispatch_float_kernel("adaptive_avg_pool2d", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::adaptive_avg_pool2d_forward<T>(shape, static_cast<const T*>(input), static_cast<T*>(output));
-  });
+  adaptive_avg_pool2d_forward_kernels().get("adaptive_avg_pool2d", ctx.device, dtype)(ctx, shape, dtype, input,
+                                                                                      output);
 }
 
 void adaptive_avg_pool2d_backward(const Context& ctx, const AdaptivePool2dShape& shape,
                                   DType dtype, const void* grad_output, void* grad_input) {
   shape.validate();
-#ifdef SUBLET_HAVE_CUDA
-  if (ctx.device.is_cuda()) {
-    return cuda::adaptive_avg_pool2d_backward(ctx, shape, dtype, grad_output, grad_input);
-  }
-#endif
-  detail::dispatch_float_kernel("adaptive_avg_pool2d", ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::adaptive_avg_pool2d_backward<T>(shape, static_cast<const T*>(grad_output),
-                                         static_cast<T*>(grad_input));
-  });
+  adaptive_avg_pool2d_backward_kernels().get("adaptive_avg_pool2d", ctx.device, dtype)(ctx, shape, dtype,
+                                                                                       grad_output, grad_input);
 }
 
 }  // namespace sublet::ops

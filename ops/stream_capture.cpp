@@ -1,23 +1,13 @@
 #include "ops/stream_capture.h"
 
-#ifdef SUBLET_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#include "memory/cuda_check.h"
-#endif
+#include "ops/device_services.h"
 
 namespace sublet::ops {
 
+// A device type without the service (the CPU, or CUDA when not built in) never captures.
 bool stream_is_capturing(const Context& ctx) {
-#ifdef SUBLET_HAVE_CUDA
-  if (!ctx.device.is_cuda()) return false;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  SUBLET_CUDA_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(ctx.stream), &status));
-  return status != cudaStreamCaptureStatusNone;
-#else
-  (void)ctx;
-  return false;
-#endif
+  const auto is_capturing = device_services(ctx.device.type).stream_is_capturing;
+  return is_capturing != nullptr && is_capturing(ctx);
 }
 
 }  // namespace sublet::ops

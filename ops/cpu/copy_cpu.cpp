@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "ops/cpu/dtype_dispatch.h"
+#include "ops/cpu/dtype_dispatch.h"  // the source dtype of a casting copy
 #include "ops/cpu/strided_loop.h"
 
 namespace sublet::ops::cpu {
@@ -40,50 +40,51 @@ void copy_transposed_tiles(const LoopShape<2>& loop, D* dst, const S* src) {
 
 }  // namespace
 
-void copy(const Shape& sizes, DType dst_dtype, StridedRef dst, DType src_dtype, ConstStridedRef src) {
+template <typename D>
+void copy(const Context&, const Shape& sizes, DType, StridedRef dst, DType src_dtype, ConstStridedRef src) {
   auto loop = make_loop_shape<2>(sizes, {&dst.strides, &src.strides});
   const std::size_t nd = loop.sizes.size();
   const bool transposed = nd >= 2 && loop.strides[nd - 1][0] == 1 && loop.strides[nd - 2][1] == 1 &&
                           loop.strides[nd - 1][1] > 1 && loop.sizes[nd - 1] >= 8 && loop.sizes[nd - 2] >= 8;
   if (transposed) {
-    dispatch_dtype(dst_dtype, [&](auto dst_tag) {
-      dispatch_dtype(src_dtype, [&](auto src_tag) {
-        using D = decltype(dst_tag);
-        using S = decltype(src_tag);
-        copy_transposed_tiles<D, S>(loop, static_cast<D*>(dst.data), static_cast<const S*>(src.data));
-      });
+    dispatch_dtype(src_dtype, [&](auto src_tag) {
+      using S = decltype(src_tag);
+      copy_transposed_tiles<D, S>(loop, static_cast<D*>(dst.data), static_cast<const S*>(src.data));
     });
     return;
   }
-  dispatch_dtype(dst_dtype, [&](auto dst_tag) {
-    dispatch_dtype(src_dtype, [&](auto src_tag) {
-      using D = decltype(dst_tag);
-      using S = decltype(src_tag);
-      D* d = static_cast<D*>(dst.data);
-      const S* s = static_cast<const S*>(src.data);
-      parallel_for_each_run(loop, [&](const auto& off, std::int64_t n, const auto& st) {
-        D* dp = d + off[0];
-        const S* sp = s + off[1];
-        if (st[0] == 1 && st[1] == 1) {
-          for (std::int64_t i = 0; i < n; ++i) dp[i] = static_cast<D>(sp[i]);
-        } else {
-          for (std::int64_t i = 0; i < n; ++i) dp[i * st[0]] = static_cast<D>(sp[i * st[1]]);
-        }
-      });
+  dispatch_dtype(src_dtype, [&](auto src_tag) {
+    using S = decltype(src_tag);
+    D* d = static_cast<D*>(dst.data);
+    const S* s = static_cast<const S*>(src.data);
+    parallel_for_each_run(loop, [&](const auto& off, std::int64_t n, const auto& st) {
+      D* dp = d + off[0];
+      const S* sp = s + off[1];
+      if (st[0] == 1 && st[1] == 1) {
+        for (std::int64_t i = 0; i < n; ++i) dp[i] = static_cast<D>(sp[i]);
+      } else {
+        for (std::int64_t i = 0; i < n; ++i) dp[i * st[0]] = static_cast<D>(sp[i * st[1]]);
+      }
     });
   });
 }
 
-void fill(DType dtype, const Shape& sizes, StridedRef dst, double value) {
+template <typename T>
+void fill(const Context&, DType, const Shape& sizes, StridedRef dst, double value) {
   auto loop = make_loop_shape<1>(sizes, {&dst.strides});
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T v = static_cast<T>(value);
-    T* d = static_cast<T*>(dst.data);
-    parallel_for_each_run(loop, [&](const auto& off, std::int64_t n, const auto& st) {
-      for (std::int64_t i = 0; i < n; ++i) d[off[0] + i * st[0]] = v;
-    });
+  const T v = static_cast<T>(value);
+  T* d = static_cast<T*>(dst.data);
+  parallel_for_each_run(loop, [&](const auto& off, std::int64_t n, const auto& st) {
+    for (std::int64_t i = 0; i < n; ++i) d[off[0] + i * st[0]] = v;
   });
 }
+
+#define SUBLET_INSTANTIATE_COPY(T)                                                                         \
+  template void copy<T>(const Context&, const Shape&, DType, StridedRef, DType, ConstStridedRef);          \
+  template void fill<T>(const Context&, DType, const Shape&, StridedRef, double);
+SUBLET_INSTANTIATE_COPY(float)
+SUBLET_INSTANTIATE_COPY(double)
+SUBLET_INSTANTIATE_COPY(std::int64_t)
+#undef SUBLET_INSTANTIATE_COPY
 
 }  // namespace sublet::ops::cpu

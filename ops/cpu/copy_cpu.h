@@ -2,6 +2,12 @@
 #include "ops/copy.h"
 
 namespace sublet::ops::cpu {
-void copy(const Shape& sizes, DType dst_dtype, StridedRef dst, DType src_dtype, ConstStridedRef src);
-void fill(DType dtype, const Shape& sizes, StridedRef dst, double value);
+// Templates on the destination's element type with the kernel signatures of ops/copy_kernels.h,
+// registered per dtype by ops/cpu/register_cpu_kernels.cpp; instantiated for float, double and
+// int64. copy<D> reads any of those three source dtypes (a cast).
+template <typename D>
+void copy(const Context& ctx, const Shape& sizes, DType dst_dtype, StridedRef dst, DType src_dtype,
+          ConstStridedRef src);
+template <typename T>
+void fill(const Context& ctx, DType dtype, const Shape& sizes, StridedRef dst, double value);
 }

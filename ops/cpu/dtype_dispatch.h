@@ -1,6 +1,10 @@
 #pragma once
 // Calls f(T{}) with T the C++ type of `dtype`, so a kernel template is written once for all
-// element types.
+// element types. Kernel-side only: the op front files find their kernel by dtype in the kernel
+// tables (ops/kernel_table.h). What still switches here is a kernel that receives a dtype of its
+// own: the source of a casting copy (ops/cpu/copy_cpu.cpp, ops/cuda/copy.cu), the host random
+// generator shared with CUDA (ops/cpu/random_cpu.cpp), and the CUDA kernels registered once per
+// dtype they serve (ops/cuda/register_cuda_kernels.cpp).
 #include <cstdint>
 #include <string>
 

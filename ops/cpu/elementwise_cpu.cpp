@@ -4,7 +4,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "ops/cpu/dtype_dispatch.h"
+#include "core/errors.h"
 #include "ops/cpu/strided_loop.h"
 
 namespace sublet::ops::cpu {
@@ -114,26 +114,40 @@ void binary_typed(BinaryOp op, const Shape& sizes, StridedRef out, ConstStridedR
 
 }  // namespace
 
-void unary(UnaryOp op, DType dtype, const Shape& sizes, StridedRef out, ConstStridedRef in, UnaryParams params) {
-  dispatch_dtype(dtype, [&](auto tag) { unary_typed<decltype(tag)>(op, sizes, out, in, params); });
+template <typename T>
+void unary(const Context&, UnaryOp op, DType, const Shape& sizes, StridedRef out, ConstStridedRef in,
+           UnaryParams params) {
+  unary_typed<T>(op, sizes, std::move(out), std::move(in), params);
 }
 
-void binary(BinaryOp op, DType dtype, const Shape& sizes, StridedRef out, ConstStridedRef a, ConstStridedRef b,
-            double alpha) {
-  dispatch_dtype(dtype, [&](auto tag) { binary_typed<decltype(tag)>(op, sizes, out, a, b, alpha); });
+template <typename T>
+void binary(const Context&, BinaryOp op, DType, const Shape& sizes, StridedRef out, ConstStridedRef a,
+            ConstStridedRef b, double alpha) {
+  binary_typed<T>(op, sizes, std::move(out), std::move(a), std::move(b), alpha);
 }
 
-void ternary(TernaryOp op, DType dtype, const Shape& sizes, StridedRef out, ConstStridedRef a, ConstStridedRef b,
-             ConstStridedRef c, double value) {
-  dispatch_floating(dtype, op == TernaryOp::AddCMul ? "addcmul" : "addcdiv", [&](auto tag) {
-    using T = decltype(tag);
-    const T v = static_cast<T>(value);
-    if (op == TernaryOp::AddCMul) {
-      map3<T>(sizes, out, a, b, c, [v](T x, T y, T z) { return x + v * y * z; });
-    } else {
-      map3<T>(sizes, out, a, b, c, [v](T x, T y, T z) { return x + v * y / z; });
-    }
-  });
+template <typename T>
+void ternary(const Context&, TernaryOp op, DType, const Shape& sizes, StridedRef out, ConstStridedRef a,
+             ConstStridedRef b, ConstStridedRef c, double value) {
+  const T v = static_cast<T>(value);
+  if (op == TernaryOp::AddCMul) {
+    map3<T>(sizes, out, a, b, c, [v](T x, T y, T z) { return x + v * y * z; });
+  } else {
+    map3<T>(sizes, out, a, b, c, [v](T x, T y, T z) { return x + v * y / z; });
+  }
 }
+
+#define SUBLET_INSTANTIATE_ELEMENTWISE(T)                                                                       \
+  template void unary<T>(const Context&, UnaryOp, DType, const Shape&, StridedRef, ConstStridedRef, UnaryParams); \
+  template void binary<T>(const Context&, BinaryOp, DType, const Shape&, StridedRef, ConstStridedRef,             \
+                          ConstStridedRef, double);
+SUBLET_INSTANTIATE_ELEMENTWISE(float)
+SUBLET_INSTANTIATE_ELEMENTWISE(double)
+SUBLET_INSTANTIATE_ELEMENTWISE(std::int64_t)
+#undef SUBLET_INSTANTIATE_ELEMENTWISE
+template void ternary<float>(const Context&, TernaryOp, DType, const Shape&, StridedRef, ConstStridedRef,
+                             ConstStridedRef, ConstStridedRef, double);
+template void ternary<double>(const Context&, TernaryOp, DType, const Shape&, StridedRef, ConstStridedRef,
+                              ConstStridedRef, ConstStridedRef, double);
 
 }  // namespace sublet::ops::cpu

@@ -3,7 +3,6 @@
 #include <Eigen/Core>
 
 #include "core/errors.h"
-#include "ops/cpu/dtype_dispatch.h"
 
 namespace sublet::ops::cpu {
 namespace {
@@ -66,11 +65,12 @@ void matmul_typed(const MatmulGeometry& g, T* out, const T* a, const T* b) {
 
 }  // namespace
 
-void matmul(DType dtype, const MatmulGeometry& geometry, void* out, const void* a, const void* b) {
-  dispatch_floating(dtype, "matmul", [&](auto tag) {
-    using T = decltype(tag);
-    matmul_typed<T>(geometry, static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b));
-  });
+template <typename T>
+void matmul(const Context&, DType, const MatmulGeometry& geometry, void* out, const void* a, const void* b) {
+  matmul_typed<T>(geometry, static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b));
 }
+
+template void matmul<float>(const Context&, DType, const MatmulGeometry&, void*, const void*, const void*);
+template void matmul<double>(const Context&, DType, const MatmulGeometry&, void*, const void*, const void*);
 
 }  // namespace sublet::ops::cpu

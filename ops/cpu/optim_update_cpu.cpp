@@ -5,7 +5,6 @@
 
 #include <cmath>
 
-#include "ops/cpu/dtype_dispatch.h"
 
 namespace sublet::ops::cpu {
 namespace {
@@ -78,18 +77,25 @@ void adam_one(const AdamTensor& t, const AdamHyper& h, double lr) {
 
 }  // namespace
 
-void sgd_update(DType dtype, std::span<const SgdTensor> tensors, const SgdHyper& hyper, double lr) {
-  dispatch_floating(dtype, "sgd_update", [&](auto tag) {
-    using T = decltype(tag);
-    for (const SgdTensor& t : tensors) sgd_one<T>(t, hyper, lr);
-  });
+template <typename T>
+void sgd_update(const Context&, DType, std::span<const SgdTensor> tensors, const SgdHyper& hyper,
+                const UpdateScalars& scalars) {
+  for (const SgdTensor& t : tensors) sgd_one<T>(t, hyper, scalars.lr);
 }
 
-void adam_update(DType dtype, std::span<const AdamTensor> tensors, const AdamHyper& hyper, double lr) {
-  dispatch_floating(dtype, "adam_update", [&](auto tag) {
-    using T = decltype(tag);
-    for (const AdamTensor& t : tensors) adam_one<T>(t, hyper, lr);
-  });
+template <typename T>
+void adam_update(const Context&, DType, std::span<const AdamTensor> tensors, const AdamHyper& hyper,
+                 const UpdateScalars& scalars) {
+  for (const AdamTensor& t : tensors) adam_one<T>(t, hyper, scalars.lr);
 }
+
+template void sgd_update<float>(const Context&, DType, std::span<const SgdTensor>, const SgdHyper&,
+                                const UpdateScalars&);
+template void sgd_update<double>(const Context&, DType, std::span<const SgdTensor>, const SgdHyper&,
+                                 const UpdateScalars&);
+template void adam_update<float>(const Context&, DType, std::span<const AdamTensor>, const AdamHyper&,
+                                 const UpdateScalars&);
+template void adam_update<double>(const Context&, DType, std::span<const AdamTensor>, const AdamHyper&,
+                                  const UpdateScalars&);
 
 }  // namespace sublet::ops::cpu

@@ -6,7 +6,14 @@
 
 namespace sublet::ops::cpu {
 
-void sgd_update(DType dtype, std::span<const SgdTensor> tensors, const SgdHyper& hyper, double lr);
-void adam_update(DType dtype, std::span<const AdamTensor> tensors, const AdamHyper& hyper, double lr);
+// Templates on the element type with the op's kernel signature (ops/optim_update_kernels.h), so that
+// ops/cpu/register_cpu_kernels.cpp registers one instantiation per dtype; ctx and dtype are unused here.
+// Instantiated for float and double; they read the host scalars (scalars.lr, AdamTensor::step).
+template <typename T>
+void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tensors, const SgdHyper& hyper,
+                const UpdateScalars& scalars);
+template <typename T>
+void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> tensors, const AdamHyper& hyper,
+                 const UpdateScalars& scalars);
 
 }  // namespace sublet::ops::cpu

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "ops/cpu/dtype_dispatch.h"
 #include "ops/cpu/strided_loop.h"
 
 namespace sublet::ops::cpu {
@@ -175,34 +174,39 @@ void gather_typed(const ScatterGeometry& g, T* out, const std::int64_t* indices,
 
 }  // namespace
 
-void reduce_sum(DType dtype, const ReduceGeometry& geometry, void* out, const void* in, double scale) {
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    sum_typed<T>(geometry, static_cast<T*>(out), static_cast<const T*>(in), scale);
-  });
+template <typename T>
+void reduce_sum(const Context&, DType, const ReduceGeometry& geometry, void* out, const void* in, double scale) {
+  sum_typed<T>(geometry, static_cast<T*>(out), static_cast<const T*>(in), scale);
 }
 
-void reduce_extremum(ExtremumKind kind, DType dtype, const ReduceGeometry& geometry, void* values,
+template <typename T>
+void reduce_extremum(const Context&, ExtremumKind kind, DType, const ReduceGeometry& geometry, void* values,
                      std::int64_t* indices, const void* in) {
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    extremum_typed<T>(kind, geometry, static_cast<T*>(values), indices, static_cast<const T*>(in));
-  });
+  extremum_typed<T>(kind, geometry, static_cast<T*>(values), indices, static_cast<const T*>(in));
 }
 
-void scatter_add(DType dtype, const ScatterGeometry& geometry, void* out, const std::int64_t* indices,
+template <typename T>
+void scatter_add(const Context&, DType, const ScatterGeometry& geometry, void* out, const std::int64_t* indices,
                  const void* src) {
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    scatter_typed<T>(geometry, static_cast<T*>(out), indices, static_cast<const T*>(src));
-  });
+  scatter_typed<T>(geometry, static_cast<T*>(out), indices, static_cast<const T*>(src));
 }
 
-void gather(DType dtype, const ScatterGeometry& geometry, void* out, const std::int64_t* indices, const void* in) {
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    gather_typed<T>(geometry, static_cast<T*>(out), indices, static_cast<const T*>(in));
-  });
+template <typename T>
+void gather(const Context&, DType, const ScatterGeometry& geometry, void* out, const std::int64_t* indices,
+            const void* in) {
+  gather_typed<T>(geometry, static_cast<T*>(out), indices, static_cast<const T*>(in));
 }
+
+#define SUBLET_INSTANTIATE_REDUCE(T)                                                                            \
+  template void reduce_sum<T>(const Context&, DType, const ReduceGeometry&, void*, const void*, double);        \
+  template void reduce_extremum<T>(const Context&, ExtremumKind, DType, const ReduceGeometry&, void*,           \
+                                   std::int64_t*, const void*);                                                 \
+  template void scatter_add<T>(const Context&, DType, const ScatterGeometry&, void*, const std::int64_t*,        \
+                               const void*);                                                                    \
+  template void gather<T>(const Context&, DType, const ScatterGeometry&, void*, const std::int64_t*, const void*);
+SUBLET_INSTANTIATE_REDUCE(float)
+SUBLET_INSTANTIATE_REDUCE(double)
+SUBLET_INSTANTIATE_REDUCE(std::int64_t)
+#undef SUBLET_INSTANTIATE_REDUCE
 
 }  // namespace sublet::ops::cpu

@@ -1,0 +1,28 @@
+#pragma once
+// Kernel tables of fused batch norm + ReLU (ops/batch_norm_relu.h); CUDA only: no CPU entries.
+// Each entry point's kernel signature and its table (ops/kernel_table.h). The CPU kernels
+// register in ops/cpu/register_cpu_kernels.cpp, the CUDA ones in ops/cuda/register_cuda_kernels.cpp.
+// The dtype argument stays in the signature: the CUDA kernels take it and serve several dtypes.
+#include "ops/batch_norm_relu.h"
+#include "ops/kernel_table.h"
+
+namespace sublet::ops {
+
+using BatchNormReluForwardKernel = void(const Context& ctx, const BatchNormShape& shape, DType dtype,
+    const void* input, const void* residual, const void* weight, const void* bias, void* running_mean,
+    void* running_var, double momentum, double eps, void* output, void* save_mean, void* save_invstd);
+using BatchNormReluBackwardKernel = void(const Context& ctx, const BatchNormShape& shape, DType dtype,
+    const void* grad_output, const void* output, const void* input, const void* weight, const void* save_mean,
+    const void* save_invstd, void* grad_input, void* grad_weight, void* grad_bias, void* grad_residual);
+
+// Constant-initialised, no guard: one address per table, shared by every translation unit.
+inline KernelTable<BatchNormReluForwardKernel>& batch_norm_relu_forward_kernels() {
+  static constinit KernelTable<BatchNormReluForwardKernel> table;
+  return table;
+}
+inline KernelTable<BatchNormReluBackwardKernel>& batch_norm_relu_backward_kernels() {
+  static constinit KernelTable<BatchNormReluBackwardKernel> table;
+  return table;
+}
+
+}  // namespace sublet::ops

@@ -1,0 +1,117 @@
+// The CUDA backend's entries in the kernel tables (ops/*_kernels.h) and its device services.
+// Compiled only in CUDA builds; called once by ensure_kernels_registered(). The CUDA kernels take
+// the dtype and serve several, so the same function is registered under each dtype it supports;
+// registering a dtype here is the promise that the function handles it.
+#include <initializer_list>
+
+#include "ops/batch_norm_kernels.h"
+#include "ops/batch_norm_relu_kernels.h"
+#include "ops/conv2d_kernels.h"
+#include "ops/copy_kernels.h"
+#include "ops/cuda/batch_norm_cuda.h"
+#include "ops/cuda/batch_norm_relu_cuda.h"
+#include "ops/cuda/conv2d_cuda.h"
+#include "ops/cuda/copy_cuda.h"
+#include "ops/cuda/device_services_cuda.h"
+#include "ops/cuda/dropout_cuda.h"
+#include "ops/cuda/elementwise_cuda.h"
+#include "ops/cuda/loss_cuda.h"
+#include "ops/cuda/matmul_cuda.h"
+#include "ops/cuda/optim_update_cuda.h"
+#include "ops/cuda/pooling_cuda.h"
+#include "ops/cuda/random_cuda.h"
+#include "ops/cuda/reduce_cuda.h"
+#include "ops/device_services.h"
+#include "ops/dropout_kernels.h"
+#include "ops/elementwise_kernels.h"
+#include "ops/kernel_registration.h"
+#include "ops/loss_kernels.h"
+#include "ops/matmul_kernels.h"
+#include "ops/optim_update_kernels.h"
+#include "ops/pooling_kernels.h"
+#include "ops/random_kernels.h"
+#include "ops/reduce_kernels.h"
+
+namespace sublet::ops {
+
+namespace {
+
+constexpr DeviceType kCuda = DeviceType::CUDA;
+constexpr std::initializer_list<DType> kFloating = {DType::Float32, DType::Float64};
+constexpr std::initializer_list<DType> kAllDTypes = {DType::Float32, DType::Float64, DType::Int64};
+
+template <class Fn>
+void set_for(KernelTable<Fn>& table, std::initializer_list<DType> dtypes, Fn* kernel) {
+  for (const DType dtype : dtypes) table.set(kCuda, dtype, kernel);
+}
+
+// Max pooling's CUDA functions take one more (defaulted) argument, the index width.
+void max_pool2d_forward_auto(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* input,
+                             void* output, std::int64_t* indices) {
+  cuda::max_pool2d_forward(ctx, shape, dtype, input, output, indices, cuda::PoolIndexing::Auto);
+}
+void max_pool2d_backward_auto(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* grad_output,
+                              const std::int64_t* indices, void* grad_input) {
+  cuda::max_pool2d_backward(ctx, shape, dtype, grad_output, indices, grad_input, cuda::PoolIndexing::Auto);
+}
+
+void register_nn_kernels() {
+  set_for(conv2d_forward_kernels(), kFloating, &cuda::conv2d_forward);
+  set_for(conv2d_backward_input_kernels(), kFloating, &cuda::conv2d_backward_input);
+  set_for(conv2d_backward_weight_kernels(), kFloating, &cuda::conv2d_backward_weight);
+  set_for(batch_norm_forward_training_kernels(), kFloating, &cuda::batch_norm_forward_training);
+  set_for(batch_norm_forward_eval_kernels(), kFloating, &cuda::batch_norm_forward_eval);
+  set_for(batch_norm_backward_training_kernels(), kFloating, &cuda::batch_norm_backward_training);
+  set_for(batch_norm_backward_eval_kernels(), kFloating, &cuda::batch_norm_backward_eval);
+  set_for(batch_norm_relu_forward_kernels(), kFloating, &cuda::batch_norm_relu_forward_training);
+  set_for(batch_norm_relu_backward_kernels(), kFloating, &cuda::batch_norm_relu_backward_training);
+  set_for(max_pool2d_forward_kernels(), kFloating, &max_pool2d_forward_auto);
+  set_for(max_pool2d_backward_kernels(), kFloating, &max_pool2d_backward_auto);
+  set_for(avg_pool2d_forward_kernels(), kFloating, &cuda::avg_pool2d_forward);
+  set_for(avg_pool2d_backward_kernels(), kFloating, &cuda::avg_pool2d_backward);
+  set_for(adaptive_avg_pool2d_forward_kernels(), kFloating, &cuda::adaptive_avg_pool2d_forward);
+  set_for(adaptive_avg_pool2d_backward_kernels(), kFloating, &cuda::adaptive_avg_pool2d_backward);
+  set_for(log_softmax_forward_kernels(), kFloating, &cuda::log_softmax_forward);
+  set_for(log_softmax_backward_kernels(), kFloating, &cuda::log_softmax_backward);
+  set_for(nll_loss_forward_kernels(), kFloating, &cuda::nll_loss_forward);
+  set_for(nll_loss_backward_kernels(), kFloating, &cuda::nll_loss_backward);
+  set_for(cross_entropy_forward_kernels(), kFloating, &cuda::cross_entropy_forward);
+  set_for(cross_entropy_backward_kernels(), kFloating, &cuda::cross_entropy_backward);
+  set_for(dropout_kernels(), kFloating, &cuda::dropout_apply);
+}
+
+void register_tensor_kernels() {
+  set_for(unary_kernels(), kAllDTypes, &cuda::unary);
+  set_for(binary_kernels(), kAllDTypes, &cuda::binary);
+  set_for(ternary_kernels(), kFloating, &cuda::ternary);
+  set_for(reduce_sum_kernels(), kAllDTypes, &cuda::reduce_sum);
+  set_for(reduce_extremum_kernels(), kAllDTypes, &cuda::reduce_extremum);
+  set_for(scatter_add_kernels(), kAllDTypes, &cuda::scatter_add);
+  set_for(gather_kernels(), kAllDTypes, &cuda::gather);
+  set_for(copy_kernels(), kAllDTypes, &cuda::copy);
+  set_for(fill_kernels(), kAllDTypes, &cuda::fill);
+  set_for(matmul_kernels(), kFloating, &cuda::matmul);
+  set_for(fill_uniform_kernels(), kFloating, &cuda::fill_uniform);
+  set_for(fill_normal_kernels(), kFloating, &cuda::fill_normal);
+  set_for(sgd_update_kernels(), kFloating, &cuda::sgd_update);
+  set_for(adam_update_kernels(), kFloating, &cuda::adam_update);
+}
+
+void register_services() {
+  DeviceServices& services = mutable_device_services(kCuda);
+  services.copy_bytes = &cuda::copy_bytes;
+  services.stream_is_capturing = &cuda::stream_is_capturing;
+  services.profiler_start = &cuda::profiler_start;
+  services.profiler_stop = &cuda::profiler_stop;
+  services.write_update_scalars = &cuda::write_update_scalars;
+}
+
+}  // namespace
+
+void register_cuda_kernels() {
+  register_nn_kernels();
+  register_tensor_kernels();
+  register_services();
+}
+
+}  // namespace sublet::ops

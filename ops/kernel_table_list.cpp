@@ -1,0 +1,62 @@
+#include "ops/kernel_table_list.h"
+
+#include <array>
+
+#include "ops/batch_norm_kernels.h"
+#include "ops/batch_norm_relu_kernels.h"
+#include "ops/conv2d_kernels.h"
+#include "ops/copy_kernels.h"
+#include "ops/dropout_kernels.h"
+#include "ops/elementwise_kernels.h"
+#include "ops/loss_kernels.h"
+#include "ops/matmul_kernels.h"
+#include "ops/optim_update_kernels.h"
+#include "ops/pooling_kernels.h"
+#include "ops/random_kernels.h"
+#include "ops/reduce_kernels.h"
+
+namespace sublet::ops {
+
+std::span<const NamedKernelTable> all_kernel_tables() {
+  static const std::array<NamedKernelTable, 36> tables{{
+      {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
+      {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
+      {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
+      {"batch_norm_backward_eval", &batch_norm_backward_eval_kernels(), true},
+      {"batch_norm_relu_forward", &batch_norm_relu_forward_kernels(), false},
+      {"batch_norm_relu_backward", &batch_norm_relu_backward_kernels(), false},
+      {"conv2d_forward", &conv2d_forward_kernels(), true},
+      {"conv2d_backward_input", &conv2d_backward_input_kernels(), true},
+      {"conv2d_backward_weight", &conv2d_backward_weight_kernels(), true},
+      {"copy", &copy_kernels(), true},
+      {"fill", &fill_kernels(), true},
+      {"dropout", &dropout_kernels(), true},
+      {"unary", &unary_kernels(), true},
+      {"binary", &binary_kernels(), true},
+      {"ternary", &ternary_kernels(), true},
+      {"log_softmax_forward", &log_softmax_forward_kernels(), true},
+      {"log_softmax_backward", &log_softmax_backward_kernels(), true},
+      {"nll_loss_forward", &nll_loss_forward_kernels(), true},
+      {"nll_loss_backward", &nll_loss_backward_kernels(), true},
+      {"cross_entropy_forward", &cross_entropy_forward_kernels(), true},
+      {"cross_entropy_backward", &cross_entropy_backward_kernels(), true},
+      {"matmul", &matmul_kernels(), true},
+      {"sgd_update", &sgd_update_kernels(), true},
+      {"adam_update", &adam_update_kernels(), true},
+      {"max_pool2d_forward", &max_pool2d_forward_kernels(), true},
+      {"max_pool2d_backward", &max_pool2d_backward_kernels(), true},
+      {"avg_pool2d_forward", &avg_pool2d_forward_kernels(), true},
+      {"avg_pool2d_backward", &avg_pool2d_backward_kernels(), true},
+      {"adaptive_avg_pool2d_forward", &adaptive_avg_pool2d_forward_kernels(), true},
+      {"adaptive_avg_pool2d_backward", &adaptive_avg_pool2d_backward_kernels(), true},
+      {"fill_uniform", &fill_uniform_kernels(), true},
+      {"fill_normal", &fill_normal_kernels(), true},
+      {"reduce_sum", &reduce_sum_kernels(), true},
+      {"reduce_extremum", &reduce_extremum_kernels(), true},
+      {"scatter_add", &scatter_add_kernels(), true},
+      {"gather", &gather_kernels(), true},
+  }};
+  return tables;
+}
+
+}  // namespace sublet::ops
