@@ -5,6 +5,7 @@
 namespace sublet {
 
 enum class DeviceType : std::uint8_t { CPU, CUDA };
+inline constexpr int kNumDeviceTypes = 2;  // kernel tables have a row per device type
 
 // Where a tensor's memory lives. A small value type: copy it freely.
 struct Device {

@@ -24,6 +24,7 @@ list(APPEND SUBLET_OPS_CUDA_SOURCES
   ${SUBLET_CUDA_KERNEL_FILES}
   ${CMAKE_CURRENT_LIST_DIR}/cuda/cuda_checks.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/handles.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/cublas_loader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/matmul_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/random_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_cuda.cpp

@@ -26,7 +26,6 @@
 
 namespace sublet::ops {
 
-inline constexpr int kNumDeviceTypes = 2;  // DeviceType::CPU, DeviceType::CUDA
 
 // Registers every built backend's kernels and device services exactly once (thread-safe).
 // Lookups call it themselves; tests call it before inspecting tables.

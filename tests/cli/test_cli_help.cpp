@@ -2,6 +2,8 @@
 // CLI11's "--NAME,--no-NAME{false}", which reads as if the default were off.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <filesystem>
 
 #include "tests/cli/cli_process.h"
@@ -30,6 +32,28 @@ TEST(CliHelp, DefaultOnSwitchesSayDefaultOn) {
   EXPECT_EQ(step.find("{false}"), std::string::npos) << step;
   for (const char* part : {"--no-cudnn-benchmark", "--no-tf32", "benchmark (default on)", "PyTorch's default (default on)"})
     EXPECT_NE(step.find(part), std::string::npos) << part << " not in:\n" << step;
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SUBLET_SANITIZED_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SUBLET_SANITIZED_BUILD 1
+#endif
+#endif
+
+// --help and CPU-only commands must not pay for cuBLAS: linked, it loaded at start and made
+// `sublet --help` take 222 MB resident; it is now opened when the first GPU matmul needs it.
+TEST(CliHelp, HelpStaysSmallInMemory) {
+#ifdef SUBLET_SANITIZED_BUILD
+  GTEST_SKIP() << "sanitizer builds carry their own shadow memory: resident size is not sublet's";
+#endif
+  const Outcome o = run_sublet({"--help"}, {}, std::filesystem::temp_directory_path());
+  ASSERT_TRUE(o.exited && o.exit_code == 0) << o.err;
+  rusage children{};
+  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &children), 0);
+  const long resident_mib = children.ru_maxrss / 1024;  // ru_maxrss is in KiB on Linux
+  EXPECT_LE(resident_mib, 50) << "sublet --help peaked at " << resident_mib << " MiB resident";
 }
 
 }  // namespace

@@ -1,0 +1,70 @@
+// cuBLAS, loaded when the first GPU matmul needs it rather than when the program starts: linked
+// normally, libcublas pulls in libcublasLt, whose ~96 MB of relocated data made `sublet --help`
+// and every CPU-only command take over 200 MB resident. The nine cuBLAS functions sublet calls
+// are defined here under their own names (the executable is not linked against cuBLAS) and
+// forward to the library, opened with dlopen on first use. A missing library is a CudaError
+// naming it, raised where cuBLAS is first needed.
+#include <cublas_v2.h>
+#include <dlfcn.h>
+
+#include <string>
+
+#include "core/errors.h"
+
+namespace sublet::ops::cuda {
+namespace {
+
+void* cublas_library() {
+  static void* const library = [] {
+    const std::string versioned = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* handle = ::dlopen(versioned.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) handle = ::dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
+    return handle;
+  }();
+  return library;
+}
+
+template <typename Function>
+Function* cublas_symbol(const char* name) {
+  void* library = cublas_library();
+  if (library == nullptr) {
+    const char* why = ::dlerror();
+    throw CudaError("cuBLAS could not be loaded (libcublas.so." + std::to_string(CUBLAS_VER_MAJOR) +
+                    (why ? std::string(": ") + why : std::string()) +
+                    "); install the CUDA toolkit's cuBLAS or put its lib directory on LD_LIBRARY_PATH");
+  }
+  void* symbol = ::dlsym(library, name);
+  if (symbol == nullptr) throw CudaError(std::string("cuBLAS has no function ") + name + " (a cuBLAS older than this build's headers?)");
+  return reinterpret_cast<Function*>(symbol);
+}
+
+}  // namespace
+}  // namespace sublet::ops::cuda
+
+// Each forwarder resolves its function once, on its first call.
+#define SUBLET_CUBLAS_FORWARD(ret, name, params, args)                                             \
+  extern "C" ret name params {                                                                     \
+    static auto* const real = ::sublet::ops::cuda::cublas_symbol<decltype(name)>(#name);            \
+    return real args;                                                                              \
+  }
+
+SUBLET_CUBLAS_FORWARD(cublasStatus_t, cublasCreate_v2, (cublasHandle_t * handle), (handle))
+SUBLET_CUBLAS_FORWARD(cublasStatus_t, cublasDestroy_v2, (cublasHandle_t handle), (handle))
+SUBLET_CUBLAS_FORWARD(cublasStatus_t, cublasSetStream_v2, (cublasHandle_t handle, cudaStream_t stream), (handle, stream))
+SUBLET_CUBLAS_FORWARD(cublasStatus_t, cublasSetMathMode, (cublasHandle_t handle, cublasMath_t mode), (handle, mode))
+SUBLET_CUBLAS_FORWARD(cublasStatus_t, cublasSetWorkspace_v2, (cublasHandle_t handle, void* workspace, size_t bytes),
+                      (handle, workspace, bytes))
+SUBLET_CUBLAS_FORWARD(const char*, cublasGetStatusName, (cublasStatus_t status), (status))
+SUBLET_CUBLAS_FORWARD(const char*, cublasGetStatusString, (cublasStatus_t status), (status))
+SUBLET_CUBLAS_FORWARD(cublasStatus_t, cublasSgemmStridedBatched,
+                      (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                       const float* alpha, const float* A, int lda, long long int strideA, const float* B, int ldb,
+                       long long int strideB, const float* beta, float* C, int ldc, long long int strideC, int batchCount),
+                      (handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC,
+                       batchCount))
+SUBLET_CUBLAS_FORWARD(cublasStatus_t, cublasDgemmStridedBatched,
+                      (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                       const double* alpha, const double* A, int lda, long long int strideA, const double* B, int ldb,
+                       long long int strideB, const double* beta, double* C, int ldc, long long int strideC, int batchCount),
+                      (handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC,
+                       batchCount))
