@@ -29,7 +29,8 @@ TEST(AllocatorRegistry, AnAllocatorReplacedWhileReferencedStaysUsableAndHoldsNoM
 
   replace_allocator(Device::cpu(), make_allocator(Device::cpu(), AllocatorKind::Caching));
   EXPECT_NE(&allocator_for(Device::cpu()), &before);
-  EXPECT_EQ(alive.use_count(), 2) << "the replaced allocator (and its observer) was destroyed";
+  // Fatal: reading a destroyed allocator below would be undefined behaviour.
+  ASSERT_EQ(alive.use_count(), 2) << "the replaced allocator (and its observer) was destroyed";
   // Still readable, and its cache went back to the backend before it was retired.
   EXPECT_EQ(before.memory_reserved(), 0u);
   EXPECT_EQ(before.memory_allocated(), 0u);
