@@ -29,7 +29,7 @@ class AllocatorMutex {
     lock_contended(expected);
   }
   void unlock() {
-    if (state_.exchange(kFree, std::memory_order_release) == kLockedWithWaiters) state_.notify_one();
+    if (state_.exchange(kFree, std::memory_order_release) == kLockedWithWaiters) wake_one();
   }
 
  private:
@@ -46,6 +46,9 @@ class AllocatorMutex {
       seen = state_.exchange(kLockedWithWaiters, std::memory_order_acquire);
     }
   }
+
+  // Out of line: the futex wake-up would otherwise be inlined into every critical section.
+  [[gnu::noinline]] void wake_one() { state_.notify_one(); }
 
   std::atomic<int> state_{kFree};
 };

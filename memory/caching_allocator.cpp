@@ -27,7 +27,7 @@ std::size_t round_to_power2_division(std::size_t size, std::size_t divisions) {
   return rounded_down == size ? size : rounded_down + step;
 }
 
-bool contiguous(const Block* lower, const Block* upper) {
+[[maybe_unused]] bool contiguous(const Block* lower, const Block* upper) {  // debug checks
   return static_cast<const char*>(lower->ptr) + lower->size == upper->ptr;
 }
 
@@ -50,7 +50,7 @@ std::size_t CachingAllocator::segment_size_for(std::size_t rounded_bytes) {
 
 // ---- finding and making blocks -----------------------------------------------------------------
 
-Block* CachingAllocator::Impl::take_free_block(BlockPool& pool, StreamHandle stream, std::size_t size) {
+inline Block* CachingAllocator::Impl::take_free_block(BlockPool& pool, StreamHandle stream, std::size_t size) {
   ++pool.lookups;
   // Oversize blocks are kept for oversize requests, and only for ones close to their size.
   Block* b = pool.free_blocks.take_best_fit(stream, size, [&](const Block& candidate) {
@@ -86,14 +86,14 @@ Block* CachingAllocator::Impl::new_memory(BlockPool& pool, StreamHandle stream, 
   return new_segment(pool, stream, segment_size_for(size));
 }
 
-bool CachingAllocator::Impl::should_split(const Block* b, std::size_t size) const {
+inline bool CachingAllocator::Impl::should_split(const Block* b, std::size_t size) const {
   const std::size_t remaining = b->size - size;
   if (b->pool->is_small || b->expandable) return remaining >= kMinBlockSize;
   return size < max_split() && remaining > kSmallSize;
 }
 
 // Cuts `b` to `size`; the remainder after it becomes a free block. `b` stays the caller's block.
-void CachingAllocator::Impl::split(Block* b, std::size_t size) {
+inline void CachingAllocator::Impl::split(Block* b, std::size_t size) {
   const bool was_split = b->is_split();
   Block* rest = arena.make();
   rest->ptr = static_cast<char*>(b->ptr) + size;
@@ -171,7 +171,7 @@ void CachingAllocator::Impl::return_block(Block* b, bool was_pending) {
 }
 
 // `lower` takes over its next neighbour's bytes; the neighbour's Block is recycled.
-void CachingAllocator::Impl::absorb_next(Block* lower) {
+inline void CachingAllocator::Impl::absorb_next(Block* lower) {
   Block* upper = lower->next;
   SUBLET_DEBUG_ASSERT(!lower->allocated && !upper->allocated && lower->pending_events == 0 && upper->pending_events == 0,
                       "merged neighbours are both free");

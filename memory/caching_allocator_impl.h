@@ -108,6 +108,9 @@ struct CachingAllocator::Impl {
   void emit(AllocatorEventKind kind) { emit(kind, 0, 0, 0, nullptr); }
 
   // ---- pools, finding, splitting, merging (caching_allocator.cpp) ---------------------------
+  // take_free_block, should_split, split and absorb_next are defined `inline` there, so that the
+  // compiler inlines them into allocate() and free() as it did when they were defined in the
+  // class; they can be called only from that file.
   Block* take_free_block(BlockPool& pool, StreamHandle stream, std::size_t size);
   Block* new_segment(BlockPool& pool, StreamHandle stream, std::size_t segment_bytes);
   Block* new_memory(BlockPool& pool, StreamHandle stream, std::size_t size);

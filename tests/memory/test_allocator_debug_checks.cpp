@@ -12,7 +12,7 @@ using namespace sublet::memory;
 using sublet::memory::testing::SimulatedAllocator;
 
 namespace {
-bool count_evaluation(int& evaluations) {
+[[maybe_unused]] bool count_evaluation(int& evaluations) {
   ++evaluations;
   return false;
 }
