@@ -4,6 +4,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/errors.h"
 #include "memory/host_backend.h"
@@ -18,13 +19,18 @@ namespace {
 constexpr int kMaxCudaDevices = 16;
 
 // Allocators live for the whole process and are never destroyed: tensors in static storage may
-// be released after main() returns, and must still find their allocator.
-// Lookups are lock-free (every tensor allocation makes one); creating or replacing an
-// allocator takes the mutex.
+// be released after main() returns, and must still find their allocator. Lookups are lock-free
+// (every tensor allocation makes one), so a thread may hold a reference to an allocator while
+// another replaces it: a replaced allocator is therefore retired, not deleted. It holds no
+// allocations (replace_allocator checks) and its cache has been given back (empty_cache), so a
+// retired one keeps only its bookkeeping (a few KiB: the Block arena, the backend object); the
+// benchmarks replace one per measured cell. Creating or replacing an allocator takes the mutex.
+// The Registry itself is never destroyed either (see registry()).
 struct Registry {
   std::mutex mutex;
   std::atomic<CachingAllocator*> host{nullptr};
   std::array<std::atomic<CachingAllocator*>, kMaxCudaDevices> cuda{};
+  std::vector<std::unique_ptr<CachingAllocator>> retired;  // replaced allocators, kept alive
 };
 
 Registry& registry() {
@@ -137,8 +143,12 @@ void replace_allocator(Device device, std::unique_ptr<CachingAllocator> allocato
   if (old && old->memory_allocated() != 0)
     throw Error("replace_allocator: " + device.str() + " still has " + std::to_string(old->memory_allocated()) +
                 " bytes allocated; release every tensor first");
+  if (old) {
+    // Readers that looked it up before the swap may still use it: keep it, without device memory.
+    old->empty_cache();
+    r.retired.emplace_back(old);
+  }
   slot.store(allocator.release(), std::memory_order_release);
-  delete old;  // nothing is allocated from it any more
 }
 
 }  // namespace sublet::memory

@@ -18,8 +18,10 @@ namespace sublet::memory {
 CachingAllocator& allocator_for(Device device);
 
 // Swaps the allocator of `device` (to compare allocator strategies in one process: the
-// benchmark's raw and async modes). Throws Error while the current one has live allocations;
-// the old allocator's cache is released.
+// benchmark's raw and async modes). Throws Error while the current one has live allocations.
+// The old allocator's cache is released (empty_cache) and the allocator is retired, not
+// destroyed: a reference obtained from allocator_for() before the swap stays valid (its
+// statistics can still be read), but new allocations should come from allocator_for() again.
 void replace_allocator(Device device, std::unique_ptr<CachingAllocator> allocator);
 
 // The three strategies sublet bench compares: sublet's cache, no cache (cudaMalloc/cudaFree per

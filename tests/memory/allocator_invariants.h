@@ -23,7 +23,9 @@ inline void expect_consistent(const CachingAllocator& allocator) {
         ++allocations;
       }
       const bool free_now = block.state == BlockInfo::State::Inactive;
-      if (previous) EXPECT_FALSE(free_now && previous->state == BlockInfo::State::Inactive) << "free neighbours not coalesced";
+      if (previous) {
+        EXPECT_FALSE(free_now && previous->state == BlockInfo::State::Inactive) << "free neighbours not coalesced";
+      }
       if (free_now && segment.blocks.size() > 1 && !segment.is_expandable) ++inactive_split;
       previous = &block;
     }

@@ -8,6 +8,7 @@
 #include "memory/monitor.h"
 
 using namespace sublet::memory;
+using sublet::format_bytes;
 using sublet::memory::testing::SimulatedAllocator;
 
 namespace {
