@@ -12,10 +12,12 @@ Block* CachingAllocator::Impl::allocate_new_memory(BlockPool& pool, StreamHandle
   collect_garbage();
   if (Block* b = new_memory(pool, stream, size)) return b;
   // The backend said no: free what no tensor uses (oversize blocks first), then retry.
-  ++stats.num_alloc_retries;
   if (release_oversize_blocks(stream, size))
     if (Block* b = new_memory(pool, stream, size)) return b;
   release_all_cached();
+  // As PyTorch's num_alloc_retries: counts the attempt after the whole cache was given back
+  // (alloc_block's isRetry), not the cheaper retry after releasing oversize blocks.
+  ++stats.num_alloc_retries;
   if (Block* b = new_memory(pool, stream, size)) return b;
   throw_out_of_memory(requested, size, stream);
 }

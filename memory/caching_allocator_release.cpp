@@ -78,8 +78,9 @@ void CachingAllocator::Impl::collect_garbage() {
   const std::size_t target = reserved() - threshold;
   std::size_t reclaimed = 0;
   while (reclaimed < target) {
+    // Large-pool segments only, as PyTorch's garbage_collect_cached_blocks: small segments are
+    // 2 MiB each and cheap to keep.
     std::vector<Block*> candidates = whole_free_segments(large_pool);
-    for (Block* b : whole_free_segments(small_pool)) candidates.push_back(b);
     if (candidates.empty()) return;
     double total_age = 0;
     for (Block* b : candidates) total_age += static_cast<double>(b->pool->lookups - b->free_stamp);
