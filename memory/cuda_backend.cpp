@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "memory/cuda_check.h"
+#include "memory/cuda_events.h"
 #include "memory/cuda_device_guard.h"
 #include "memory/cuda_driver.h"
 #include "core/errors.h"
@@ -134,17 +135,9 @@ EventHandle CudaBackend::record(StreamHandle stream) {
   return event;
 }
 
-bool CudaBackend::completed(EventHandle event) {
-  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
-  if (status == cudaErrorNotReady) {
-    cudaGetLastError();
-    return false;
-  }
-  SUBLET_CUDA_CHECK(status);
-  return true;
-}
+bool CudaBackend::completed(EventHandle event) { return cuda_event_completed(event); }
 
-void CudaBackend::destroy(EventHandle event) { SUBLET_CUDA_CHECK(cudaEventDestroy(static_cast<cudaEvent_t>(event))); }
+void CudaBackend::destroy(EventHandle event) { destroy_cuda_event(event); }
 
 void CudaBackend::synchronize_device() {
   CudaDeviceGuard guard(device_index_);

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "memory/cuda_check.h"
+#include "memory/cuda_events.h"
 #include "memory/cuda_device_guard.h"
 #include "memory/host_backend.h"
 
@@ -51,19 +52,9 @@ EventHandle PinnedHostBackend::record(StreamHandle stream) {
   return event;
 }
 
-bool PinnedHostBackend::completed(EventHandle event) {
-  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
-  if (status == cudaErrorNotReady) {
-    cudaGetLastError();
-    return false;
-  }
-  SUBLET_CUDA_CHECK(status);
-  return true;
-}
+bool PinnedHostBackend::completed(EventHandle event) { return cuda_event_completed(event); }
 
-void PinnedHostBackend::destroy(EventHandle event) {
-  SUBLET_CUDA_CHECK(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
-}
+void PinnedHostBackend::destroy(EventHandle event) { destroy_cuda_event(event); }
 
 void PinnedHostBackend::synchronize_device() {
   std::set<int> devices;
