@@ -10,20 +10,20 @@
 //   2. yield its time slice, up to kYields times: hands the core to a preempted owner (the
 //      stress test runs 8 threads on 2 cores); a yield returns at once when nothing else is
 //      runnable, so this phase stays short;
-//   3. sleep, for kFirstSleep doubling up to kLongestSleep, and retry: the owner is inside the
-//      driver. The waiter then uses almost no CPU (one read per sleep), and sees the lock free
-//      at most kLongestSleep after its release (a backend call of about that length has just
-//      ended); a thread arriving meanwhile may take it first.
+//   3. sleep, for kFirstSleep doubling up to kLongestSleep, and retry: the owner is most likely
+//      inside the driver. The waiter then uses almost no CPU (one read per sleep) and sees the
+//      lock free within about kLongestSleep (plus the kernel's timer slack) of its release,
+//      after a backend call of about that length; a thread arriving meanwhile may take it first.
 // Why not a lock whose unlock wakes a sleeper (std::mutex, or a futex on std::atomic wait/notify):
 // an unlock must then learn whether anyone sleeps, which takes a locked instruction (an exchange)
 // instead of a plain store, and a locked instruction waits until every earlier store has left the
 // store buffer. Measured on the 2-core Xeon against a futex lock (Drepper's 0 free / 1 locked /
 // 2 locked with waiters, on std::atomic<int> wait/notify): a cached allocate+free pair of 3000 B
-// (fastest of 15 runs) 49-51 ns with this lock, 62-63 ns futex; allocator_stress 8 threads x 1M
-// operations 1.9-2.1 s with this lock, 6.0 s futex (every hand-off a futex wake), 2.9-3.3 s for the spin-and-yield
-// lock this one replaced (whose waiters never slept).
-// This lock takes one locked instruction per lock/unlock pair: an exchange to lock, a release
-// store to unlock. The price is the wake-up delay of phase 3 and no fairness among waiters.
+// (fastest of 15 runs) 49-51 ns with this lock, 62-63 ns with the futex one; allocator_stress,
+// 8 threads x 1M operations, 1.9-2.1 s with this lock, 6.0 s with the futex one (a futex wake at
+// almost every hand-off), 2.9-3.3 s with the spin-and-yield lock this one replaced (whose
+// waiters never slept). This lock takes one locked instruction per lock/unlock pair: an exchange
+// to lock, a release store to unlock. Its price: the wake-up delay of phase 3, no fairness.
 #include <algorithm>
 #include <atomic>
 #include <chrono>

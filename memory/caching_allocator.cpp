@@ -212,11 +212,11 @@ Block* CachingAllocator::allocate(std::size_t bytes, StreamHandle stream, BlockC
   std::lock_guard lock(impl_->mutex);
   Impl& s = *impl_;
   if (bytes > Impl::kLargestRequest) s.throw_out_of_memory(bytes, bytes, stream);
-  if (!s.pending_events.empty()) s.process_events();
+  if (!s.pending_events.empty()) [[unlikely]] s.process_events();
   const std::size_t size = round_size(bytes, config_);
   BlockPool& pool = s.pool_for(size, stream);
   Block* b = config_.caching ? s.take_free_block(pool, stream, size) : nullptr;
-  if (!b) b = s.allocate_new_memory(pool, stream, size, bytes);  // throws OutOfMemoryError
+  if (!b) [[unlikely]] b = s.allocate_new_memory(pool, stream, size, bytes);  // throws OutOfMemoryError
   const bool was_split = b->is_split() && !b->expandable;
   if (s.should_split(b, size)) {
     s.split(b, size);
@@ -258,7 +258,7 @@ void CachingAllocator::free(Block* block) {
   if (block->size >= s.max_split()) s.stats.oversize_allocations.decrease(1);
   s.emit(AllocatorEventKind::FreeRequested, block, block->size);
   // Step 2: the block returns to the free set, now or once other streams are done with it.
-  if (!block->stream_uses.empty() && s.backend.stream_events()) {
+  if (!block->stream_uses.empty() && s.backend.stream_events()) [[unlikely]] {
     s.defer_until_streams_done(block, small);
     return;
   }
