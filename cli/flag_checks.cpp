@@ -59,17 +59,18 @@ void check_output_file(const std::string& flag, const fs::path& path) {
   if (!path.has_filename() || fs::is_directory(path, error)) {
     throw IoError(flag + " " + path.string() + ": expected a file name, found a folder");
   }
-  // Links lead to the file written; devices and FIFOs are written in place (core/atomic_write.h).
-  const io::OutputTarget target = io::check_writable_target(path, flag + " " + path.string());
-  if (target.in_place) return;
-  const fs::path parent = fs::absolute(target.path).parent_path();
+  const fs::path parent = fs::absolute(path).parent_path();
   if (!fs::exists(parent, error)) {
     throw IoError(flag + " " + path.string() + ": the directory " + parent.string() + " does not exist");
   }
   if (!fs::is_directory(parent, error)) {
     throw IoError(flag + " " + path.string() + ": " + parent.string() + " is a file, expected a directory");
   }
-  check_folder_takes_files(flag, path, parent);
+  // Links lead to the file written; devices and FIFOs are written in place; anything else that
+  // is not a regular file is refused (core/atomic_write.h).
+  const io::OutputTarget target = io::check_writable_target(path, flag + " " + path.string());
+  if (target.in_place) return;
+  check_folder_takes_files(flag, path, fs::absolute(target.path).parent_path());
 }
 
 void check_output_folder(const std::string& flag, const fs::path& path) {

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <numeric>
-#include <tuple>
 
 #include "memory/annotation.h"
 #include "memory/config.h"
@@ -45,11 +44,12 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const ProfileOptions& o, const 
   throw ValueError("profile: unknown optimizer '" + o.optimizer + "' (expected sgd or adam)");
 }
 
-// The batch every step trains on, made once before the steps, on the device, as `sublet bench
-// step` does: drawing it in each step (host random numbers, then an upload) made the profile's
-// ResNet-18 224x224 step 23x slower than the real one, and its timings meaningless.
+// The batch every step trains on, drawn once before the profile starts, on the device. Drawing
+// it in each step (host random numbers, then an upload of 19M floats) made the profiled
+// ResNet-18 224x224 batch-128 step 23x slower than `sublet bench step`'s, so its timings said
+// nothing about the real step. Each step still allocates its own copy (a device-to-device copy),
+// as a training step allocates the batch it uploads, so the input shows in the step's memory.
 std::pair<Tensor, Tensor> make_batch(const ProfileOptions& o, Generator& generator) {
-  AllocationCategoryGuard category(memory::BlockCategory::Input);
   Shape shape{o.batch_size};
   shape.insert(shape.end(), o.input_shape.begin(), o.input_shape.end());
   Tensor images = randn(shape, generator, TensorOptions().device(o.device));
@@ -62,11 +62,18 @@ std::pair<Tensor, Tensor> make_batch(const ProfileOptions& o, Generator& generat
 
 // One training step as PyTorch users write it: zero_grad, forward, loss, backward, step.
 // Every tensor of the step is a local of this function, so it is freed before it returns.
-float training_step(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images, const Tensor& labels,
+float training_step(nn::Module& model, optim::Optimizer& optimizer, const std::pair<Tensor, Tensor>& batch,
                     LayerRecorder* recorder) {
   {
     MaybeSpan span(recorder, "(optimizer.zero_grad)", Phase::Optimizer);
     optimizer.zero_grad();
+  }
+  Tensor images, labels;
+  {
+    MaybeSpan span(recorder, "(input)", Phase::Forward);
+    AllocationCategoryGuard category(memory::BlockCategory::Input);
+    images = batch.first.clone();
+    labels = batch.second.clone();
   }
   const Tensor logits = model(images);
   Tensor loss;
@@ -117,7 +124,7 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
   Generator generator(options.seed);
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> optimizer;
-  Tensor images, labels;
+  std::pair<Tensor, Tensor> batch;  // the profile's input source, made with the model (setup)
   {
     EventLog log(allocator);
     run.baseline = log.baseline();
@@ -127,10 +134,8 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
       if (options.device != Device::cpu()) model->to(options.device);
       model->train();
       optimizer = make_optimizer(options, model->parameters(), &run.optimizer_state_per_parameter);
-    }
-    {
-      memory::AnnotationScope input("(input)");
-      std::tie(images, labels) = make_batch(options, generator);
+      AllocationCategoryGuard category(memory::BlockCategory::Input);
+      batch = make_batch(options, generator);
     }
     // Buffers (BatchNorm's running statistics) are model state that lives as long as the
     // parameters; nobody else tags them, and untagged memory would read as temporary.
@@ -151,7 +156,7 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
       allocator.reset_peak_memory_stats();
       record.begin_event = log.count();
       record.begin_ns = log.now_ns();
-      record.loss = training_step(*model, *optimizer, images, labels, &recorder);
+      record.loss = training_step(*model, *optimizer, batch, &recorder);
       record.end_event = log.count();
       record.end_ns = log.now_ns();
       record.live_peak_allocated = allocator.max_memory_allocated();
@@ -176,7 +181,7 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
   // The same steps without hooks or history: what the profile costs per step.
   for (int i = 0; i < options.timing_steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    training_step(*model, *optimizer, images, labels, nullptr);
+    training_step(*model, *optimizer, batch, nullptr);
     run.plain_step_times_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   run.profiled_step_ms = mean(run.profiled_step_times_ms);

@@ -2,6 +2,7 @@
 // CLI11's "--NAME,--no-NAME{false}", which reads as if the default were off.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
 #include <sys/resource.h>
 
 #include <filesystem>
@@ -12,12 +13,21 @@ namespace sublet {
 namespace {
 
 using cli_test::Outcome;
-using cli_test::run_sublet;
+
+// Runs sublet in a folder of its own: the runner keeps stdout and stderr in files there, and
+// ctest runs tests in parallel.
+Outcome run_sublet(const std::vector<std::string>& args) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "sublet-cli-help-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) return {};
+  const Outcome o = cli_test::run_sublet(args, {}, pattern);
+  std::filesystem::remove_all(pattern);
+  return o;
+}
 
 std::string help_of(const std::vector<std::string>& command) {
   std::vector<std::string> args = command;
   args.push_back("--help");
-  const Outcome o = run_sublet(args, {}, std::filesystem::temp_directory_path());
+  const Outcome o = run_sublet(args);
   EXPECT_TRUE(o.exited && o.exit_code == 0) << o.err;
   return o.out;
 }
@@ -48,7 +58,7 @@ TEST(CliHelp, HelpStaysSmallInMemory) {
 #ifdef SUBLET_SANITIZED_BUILD
   GTEST_SKIP() << "sanitizer builds carry their own shadow memory: resident size is not sublet's";
 #endif
-  const Outcome o = run_sublet({"--help"}, {}, std::filesystem::temp_directory_path());
+  const Outcome o = run_sublet({"--help"});
   ASSERT_TRUE(o.exited && o.exit_code == 0) << o.err;
   rusage children{};
   ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &children), 0);

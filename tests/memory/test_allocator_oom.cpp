@@ -57,7 +57,7 @@ TEST(OutOfMemory, OversizeBlocksAreReleasedFirst) {
   a.allocator.free(a.allocator.allocate(30 * kMiB));  // ordinary, cached
   a.backend->fail_nth_request(1);
   Block* b = a.allocator.allocate(100 * kMiB);
-  EXPECT_EQ(a.stat("num_alloc_retries"), 1);
+  EXPECT_EQ(a.stat("num_alloc_retries"), 0);        // as PyTorch: releasing oversize blocks sufficed
   EXPECT_EQ(a.stat("num_device_free"), 1);          // only the oversize segment had to go
   EXPECT_EQ(a.allocator.memory_reserved(), 130 * kMiB);
   a.allocator.free(b);

@@ -6,6 +6,8 @@
 // The CUDA backends skip without a GPU and are checked on the GPU machine.
 #include <gtest/gtest.h>
 
+#include "tests/gpu_skip.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -117,8 +119,7 @@ class BackendConformance : public ::testing::TestWithParam<BackendCase> {
   void SetUp() override {
     const BackendCase& c = GetParam();
     if (!c.make) GTEST_SKIP() << "sublet is built without CUDA: the " << c.label << " backend is not compiled in";
-    if (c.needs_gpu && !cuda_available())
-      GTEST_SKIP() << "no CUDA device here: the " << c.label << " backend is checked on the GPU machine";
+    if (c.needs_gpu) SUBLET_SKIP_WITHOUT_GPU("the " << c.label << " backend is checked on the GPU machine");
     backend_ = c.make();
   }
   void TearDown() override {

@@ -18,6 +18,7 @@
 #include "ops/kernel_table_list.h"
 #include "ops/pooling.h"
 #include "ops/stream_capture.h"
+#include "tests/gpu_skip.h"
 
 namespace sublet::ops {
 namespace {
@@ -185,7 +186,7 @@ TEST(KernelTable, CudaContextWithoutTheCudaBackendIsTheSameDTypeError) {
 }
 
 TEST(KernelTable, CudaKernelsAndServicesRunThroughTheTables) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: would fill device memory through the CUDA table";
+  SUBLET_SKIP_WITHOUT_GPU("would fill device memory through the CUDA table");
   const Context ctx = Context::for_device(Device::cuda(0));
   memory::ScopedBlock block = ctx.workspace(4 * sizeof(float));
   fill(ctx, DType::Float32, {4}, {block.get(), {1}}, 2.5);

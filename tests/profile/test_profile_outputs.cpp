@@ -150,7 +150,8 @@ TEST(ProfileOutputs, SnapshotPickleLoadsWithPythonIntoMemoryVizKeys) {
   const std::string expected =
       "['allocator_settings', 'device_traces', 'segments']\n" + std::to_string(p.run.final_segments.size()) + " " +
       std::to_string(traced) + " ['alloc', 'free_completed', 'free_requested', 'segment_alloc']\n" +
-      "['gradient', 'optimizer_state', 'parameter']\n" + std::to_string(allocated) + " " + std::to_string(reserved) + "\n-1\n";
+      // input: the profile's own copy of the batch, made once with the model (each step copies it)
+      "['gradient', 'input', 'optimizer_state', 'parameter']\n" + std::to_string(allocated) + " " + std::to_string(reserved) + "\n-1\n";
   EXPECT_EQ(out, expected);
 }
 

@@ -72,7 +72,7 @@ TEST(PinnedBuffer, AsyncUploadDeliversTheBatch) {
 }
 
 TEST(PinnedBuffer, BytesShowInThePinnedAllocatorsStatistics) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: pinned bytes in the statistics";
+  SUBLET_SKIP_WITHOUT_GPU("pinned bytes in the statistics");
   memory::CachingAllocator& pinned_memory = memory::pinned_allocator();
   const auto allocated = [&] { return pinned_memory.memory_stats().at("allocated_bytes.all.current"); };
   const std::int64_t before = allocated();
@@ -88,9 +88,22 @@ TEST(PinnedBuffer, BytesShowInThePinnedAllocatorsStatistics) {
 }
 
 TEST(PinnedBuffer, HandedBackBufferIsNotReusedUnderItsCopy) {
-  if (!memory::cuda_available()) GTEST_SKIP() << "no CUDA device: pinned reuse after an async copy";
+  SUBLET_SKIP_WITHOUT_GPU("pinned reuse after an async copy");
   const Device gpu = Device::cuda(0);
   constexpr std::size_t kFloats = std::size_t{1} << 20;
+  // Everything that may synchronise the device happens before the stream is held: the device
+  // tensor, and a cached pinned segment large enough for both blocks, so that no cudaHostAlloc
+  // (and no device-wide wait) is needed while the copy is pending. (A cudaDeviceSynchronize
+  // after the hold waited for the held stream: the test hung.)
+  Tensor on_device = Tensor::empty({static_cast<std::int64_t>(kFloats)}, TensorOptions().device(gpu));
+  memory::CachingAllocator& pinned_memory = memory::pinned_allocator();
+  {
+    memory::Block* a = pinned_memory.allocate(kFloats * sizeof(float), memory::pinned_host_stream());
+    memory::Block* b = pinned_memory.allocate(kFloats * sizeof(float), memory::pinned_host_stream());
+    pinned_memory.free(a);
+    pinned_memory.free(b);
+  }
+  SUBLET_CUDA_CHECK(cudaDeviceSynchronize());
   cudaStream_t stream = nullptr;
   SUBLET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   // The stream waits on the host until `go`, so the copy below is certainly still pending.
@@ -103,8 +116,6 @@ TEST(PinnedBuffer, HandedBackBufferIsNotReusedUnderItsCopy) {
   SUBLET_CUDA_CHECK(cudaLaunchHostFunc(
       stream, [](void* flag) { while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield(); },
       &go));
-  Tensor on_device = Tensor::empty({static_cast<std::int64_t>(kFloats)}, TensorOptions().device(gpu));
-  SUBLET_CUDA_CHECK(cudaDeviceSynchronize());  // the tensor's memory is settled before the stream is used
   PinnedBatchBuffers pinned(0);
   float* used = nullptr;
   {
@@ -113,7 +124,6 @@ TEST(PinnedBuffer, HandedBackBufferIsNotReusedUnderItsCopy) {
     used = batch.data();
     pinned.copy_to_device_async(batch.data(), on_device.data_ptr(), on_device.nbytes(), gpu, stream);
   }  // handed back to the pinned allocator while the copy waits
-  memory::CachingAllocator& pinned_memory = memory::pinned_allocator();
   memory::Block* other = pinned_memory.allocate(kFloats * sizeof(float), memory::pinned_host_stream());
   EXPECT_NE(other->ptr, static_cast<void*>(used)) << "the allocator handed out bytes an async copy still reads";
   std::fill_n(static_cast<float*>(other->ptr), kFloats, -1.0f);

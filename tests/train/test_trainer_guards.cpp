@@ -17,10 +17,11 @@ using testing::ScratchDir;
 
 std::vector<std::uint8_t> file_bytes(const std::filesystem::path& path) { return sublet::testing::read_raw(path); }
 
-// Makes the next forward produce NaN: one weight of the model set to NaN.
+// Makes the next forward produce NaN: one value of the classifier's last parameter set to NaN
+// (a NaN early in the network can vanish: ReLU maps it to 0).
 void poison_one_weight(Trainer& trainer) {
   NoGradGuard no_grad;
-  Tensor weight = trainer.model().parameters().front();
+  Tensor weight = trainer.model().parameters().back();
   weight.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
 }
 
