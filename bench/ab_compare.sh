@@ -6,12 +6,14 @@
 #
 #   bench/ab_compare.sh OLD_SUBLET NEW_SUBLET OUT_DIR [DEVICE]     (DEVICE: cuda (default) or cpu)
 #
-# ROUNDS (default 2), ALLOC_ROUNDS (bench alloc --rounds, default 3), STEPS (default 30).
+# ROUNDS (default 2), ALLOC_ROUNDS (bench alloc --rounds, default 3), ALLOC_REPETITIONS (bench
+# alloc --repetitions, default its own), STEPS (default 30).
 set -uo pipefail
 [[ $# -ge 3 ]] || { echo "usage: $0 OLD_SUBLET NEW_SUBLET OUT_DIR [cuda|cpu]" >&2; exit 2; }
 old="$1"; new="$2"; out="$3"; device="${4:-cuda}"
 mkdir -p "$out" || exit 1
 rounds="${ROUNDS:-2}"; alloc_rounds="${ALLOC_ROUNDS:-3}"; steps="${STEPS:-30}"
+alloc_extra=(); [[ -n "${ALLOC_REPETITIONS:-}" ]] && alloc_extra=(--repetitions "$ALLOC_REPETITIONS")
 failures=0
 run() {  # run NAME COMMAND...
   local name="$1"; shift
@@ -26,7 +28,7 @@ fi
 for round in $(seq 1 "$rounds"); do
   for side in A B; do
     bin="$old"; [[ "$side" == B ]] && bin="$new"
-    run "alloc_${side}_${round}" "$bin" bench alloc --device "$device" --rounds "$alloc_rounds" --json "$out/alloc_${side}_${round}.json"
+    run "alloc_${side}_${round}" "$bin" bench alloc --device "$device" --rounds "$alloc_rounds" "${alloc_extra[@]}" --json "$out/alloc_${side}_${round}.json"
     for cfg in "${steps_cfg[@]}"; do
       set -- $cfg
       name="$1"; shift
