@@ -7,7 +7,7 @@
 #   bench/ab_compare.sh OLD_SUBLET NEW_SUBLET OUT_DIR [DEVICE]     (DEVICE: cuda (default) or cpu)
 #
 # ROUNDS (default 2), ALLOC_ROUNDS (bench alloc --rounds, default 3), ALLOC_REPETITIONS (bench
-# alloc --repetitions, default its own), STEPS (default 30).
+# alloc --repetitions, default its own), STEPS (default 30), ALLOC_ONLY=1 (bench alloc alone).
 set -uo pipefail
 [[ $# -ge 3 ]] || { echo "usage: $0 OLD_SUBLET NEW_SUBLET OUT_DIR [cuda|cpu]" >&2; exit 2; }
 old="$1"; new="$2"; out="$3"; device="${4:-cuda}"
@@ -20,7 +20,9 @@ run() {  # run NAME COMMAND...
   echo "=== $name" >&2
   "$@" > "$out/$name.log" 2>&1 || { echo "!!! $name failed:" >&2; tail -5 "$out/$name.log" >&2; failures=$((failures + 1)); }
 }
-if [[ "$device" == cuda ]]; then
+if [[ "${ALLOC_ONLY:-0}" == 1 ]]; then
+  steps_cfg=()
+elif [[ "$device" == cuda ]]; then
   steps_cfg=("r18_b128 resnet18 3x32x32 128 10" "r18_b128_graph resnet18 3x32x32 128 10 --cuda-graph" "r50_b64 resnet50 3x224x224 64 1000")
 else
   steps_cfg=("r20_b128 resnet20 1x28x28 128 10")
@@ -29,7 +31,7 @@ for round in $(seq 1 "$rounds"); do
   for side in A B; do
     bin="$old"; [[ "$side" == B ]] && bin="$new"
     run "alloc_${side}_${round}" "$bin" bench alloc --device "$device" --rounds "$alloc_rounds" "${alloc_extra[@]}" --json "$out/alloc_${side}_${round}.json"
-    for cfg in "${steps_cfg[@]}"; do
+    for cfg in ${steps_cfg[@]+"${steps_cfg[@]}"}; do
       set -- $cfg
       name="$1"; shift
       run "step_${name}_${side}_${round}" "$bin" bench step --device "$device" --model "$1" --input "$2" --batch-size "$3" \

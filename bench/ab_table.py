@@ -36,7 +36,8 @@ def main(out):
     for (label, allocator), sides in alloc.items():
         a, b = median_or_none(sides.get("A", [])), median_or_none(sides.get("B", []))
         ratio = f"{b / a:.3f}" if a and b else "-"
-        print(f"{label + ' / ' + allocator:<44} {a if a is not None else '-':>10} {b if b is not None else '-':>10} {ratio:>7}")
+        cell = lambda v: f"{v:>10.1f}" if v is not None else f"{'-':>10}"
+        print(f"{label + ' / ' + allocator:<44} {cell(a)} {cell(b)} {ratio:>7}")
     print()
     print(f"{'bench step':<18} {'A ms':>8} {'B ms':>8} {'B/A':>7} {'A alloc/res MiB':>18} {'B alloc/res MiB':>18}")
     for name, sides in step.items():
