@@ -45,8 +45,9 @@ def transcript(name, source):
     return f"```\n$ {command}\n{output}\n```\n{stamp(source)}\n"
 
 
-def ab_table(name, source):
-    folder = os.path.join(ROOT, source, name.split(".", 1)[1])
+def load_ab(folder):
+    """The files of one bench/ab_compare.sh folder: ({(row label, allocator): {side: [round medians]}},
+    {step name: {side: [bench step JSON]}}), side "A" (old binary) or "B" (new)."""
     alloc, steps = {}, {}
     for path in sorted(glob.glob(os.path.join(folder, "alloc_[AB]_*.json"))):
         side = re.search(r"alloc_([AB])_", path).group(1)
@@ -54,14 +55,19 @@ def ab_table(name, source):
             doc = json.load(f)
         for row in doc["rows"]:
             for cell in row["results"]:
-                if cell["round_medians_ns"] and cell["allocator"].startswith("sublet"):
+                if cell["round_medians_ns"]:
                     alloc.setdefault((row["label"], cell["allocator"]), {}).setdefault(side, []).extend(cell["round_medians_ns"])
     for path in sorted(glob.glob(os.path.join(folder, "step_*_[AB]_*.json"))):
         step, side = re.search(r"step_(.+)_([AB])_\d+\.json$", path).groups()
         with open(path) as f:
             doc = json.load(f)
-        doc = doc[0] if isinstance(doc, list) else doc
-        steps.setdefault(step, {}).setdefault(side, []).append(doc)
+        steps.setdefault(step, {}).setdefault(side, []).append(doc[0] if isinstance(doc, list) else doc)
+    return alloc, steps
+
+
+def ab_table(name, source):
+    folder = os.path.join(ROOT, source, name.split(".", 1)[1])
+    alloc, steps = load_ab(folder)
     lines = ["| run | before (A) | after (B) | B/A |", "|---|---|---|---|"]
     for step, sides in steps.items():
         a = statistics.median(d["ms_per_step"] for d in sides["A"])
@@ -69,7 +75,7 @@ def ab_table(name, source):
         mem = lambda d: f"{d['peak_allocated_bytes'] / 2**20:.0f} / {d['peak_reserved_bytes'] / 2**20:.0f} MiB"
         lines.append(f"| bench step {step} | {a:.2f} ms, {mem(sides['A'][0])} | {b:.2f} ms, {mem(sides['B'][0])} | {b / a:.3f} |")
     for (label, allocator), sides in alloc.items():
-        if "A" not in sides or "B" not in sides:
+        if not allocator.startswith("sublet") or "A" not in sides or "B" not in sides:
             continue
         # The host has slow phases of seconds (every column ~1.6x slower): the fastest round is
         # the comparison that phases do not decide; the median is shown beside it.
