@@ -82,11 +82,14 @@ const char* category_color(Category category) {
 }
 
 double nice_axis_max(double bytes) {
-  const double mib = std::max(bytes / (1024.0 * 1024.0), 1e-3);
-  const double power = std::pow(10.0, std::floor(std::log10(mib)));
+  // Rounded in the unit the labels use (GiB from 1 GiB up), so that the five ticks read 1, 2, 3,
+  // 4, 5 GiB rather than 0.98, 1.95, 2.93 GiB (a round number of MiB).
+  const double unit = bytes >= 1024.0 * 1024.0 * 1024.0 ? 1024.0 * 1024.0 * 1024.0 : 1024.0 * 1024.0;
+  const double value = std::max(bytes / unit, 1e-3);
+  const double power = std::pow(10.0, std::floor(std::log10(value)));
   for (double step : {1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0})
-    if (step * power >= mib) return step * power * 1024.0 * 1024.0;
-  return 10 * power * 1024.0 * 1024.0;
+    if (step * power >= value) return step * power * unit;
+  return 10 * power * unit;
 }
 
 namespace {

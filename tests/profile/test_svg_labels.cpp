@@ -17,5 +17,12 @@ TEST(SvgLabels, AxisLabelsArePlainNumbers) {
   EXPECT_EQ(axis_label(2.0 * kMiB), "2 MiB");
 }
 
+// Above 1 GiB the axis rounds in GiB, so its five ticks are whole or half GiB.
+TEST(SvgLabels, AxisMaximumRoundsInTheLabelsUnit) {
+  EXPECT_EQ(nice_axis_max(3.5 * 1024 * kMiB), 4.0 * 1024 * kMiB);
+  EXPECT_EQ(axis_label(nice_axis_max(4.17 * 1024 * kMiB) / 5), "1 GiB");
+  EXPECT_EQ(nice_axis_max(700 * kMiB), 800 * kMiB);
+}
+
 }  // namespace
 }  // namespace sublet::profile
