@@ -378,6 +378,9 @@ std::vector<Case> all_cases() {
       {"ProfileNegativeLearningRate", with(kProfile, {"--lr", "-1"}), {"--lr must be in (0, 100], got -1"}},
       {"ProfileOutIsAFile", with(kProfile, {"--out", "notes.txt"}), {"--out notes.txt: expected a folder, found a file"},
        {}, text_file("notes.txt", "a file\n")},
+      // A file the profile will write is a folder: refused before the run, not after it.
+      {"ProfileOutputFileIsAFolder", with(kProfile, {"--out", "out"}),
+       {"--out out/summary.txt: expected a file name, found a folder"}, {}, folder("out/summary.txt")},
       {"ProfileOutUnwritable", with(kProfile, {"--out", "/proc/profile_out"}),
        {"--out /proc/profile_out: cannot create the folder ("}},
       {"ProfileBadAllocConf", with(kProfile, {"--alloc-conf", "expandable:True"}),

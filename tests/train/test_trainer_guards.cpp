@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "runtime/autograd/grad_mode.h"
+#include "train/training_observer.h"
 #include "train_test_support.h"
 
 namespace sublet::train {
@@ -86,6 +87,39 @@ TEST(TrainerGuards, FinalBatchOfOneImageIsDroppedBeforeTheEpoch) {
   while (even.train_step()) ++steps;
   EXPECT_EQ(steps, 2);
   EXPECT_EQ(even.samples_in_epoch(), 8);
+}
+
+// Collects the trainer's notes.
+struct NoteLog : TrainingObserver {
+  std::vector<std::string> notes;
+  void note(const std::string& message) override { notes.push_back(message); }
+  bool has(const std::string& part) const {
+    for (const auto& n : notes)
+      if (n.find(part) != std::string::npos) return true;
+    return false;
+  }
+};
+
+TEST(TrainerGuards, DescriptionSaysTheBatchSizeUsed) {
+  TrainOptions options = testing::small_synthetic_options(64);
+  options.batch_size = 100000;
+  const std::string text = Trainer(options).describe();
+  EXPECT_NE(text.find("batch size 64 (--batch-size 100000 is more than the 64 training images)"), std::string::npos) << text;
+}
+
+TEST(TrainerGuards, ResumingWithOtherEpochsSaysTheScheduleChanges) {
+  ScratchDir dir;
+  TrainOptions options = testing::small_synthetic_options(64);
+  options.epochs = 1;
+  options.checkpoint = dir / "ck.safetensors";
+  Trainer(options).fit();
+  options.epochs = 3;
+  Trainer resumed(options);
+  NoteLog log;
+  resumed.set_observer(&log);
+  resumed.resume_from(options.checkpoint);
+  EXPECT_TRUE(log.has("resuming a run planned for 1 epochs with --epochs 3: the cosine schedule now spans 3 epochs"))
+      << (log.notes.empty() ? "no notes" : log.notes.front());
 }
 
 }  // namespace
