@@ -13,6 +13,9 @@ Kinds of block (the NAME's part before the first '.'):
   transcript.*  a program's output (DIR/FILE.log) as a shell transcript, with the command from
                 DIR/FILE.cmd
   ab.*          the A/B table of bench/ab_compare.sh (DIR/ab/*.json), old and new binary
+  steps.suite   bench/gpu_step_suite.sh's step table (DIR/suite/*.json): sublet and PyTorch, eager
+                and CUDA graph
+  steps.allocators  the same run's --allocator all table
 """
 import glob
 import json
@@ -87,7 +90,65 @@ def ab_table(name, source):
     return "\n".join(lines) + f"\n\n{runs} runs of each binary, alternating. {stamp(source)}\n"
 
 
-RENDERERS = {"transcript": transcript, "ab": ab_table}
+SUITE_CONFIGS = [("r18_b128", "ResNet-18 32×32 batch 128"), ("r18_b512", "ResNet-18 32×32 batch 512"),
+                 ("r50_b64", "ResNet-50 224×224 batch 64")]
+
+
+def load_json(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def memory_pair(run):
+    allocated, reserved = run["peak_allocated_bytes"], run["peak_reserved_bytes"]
+    if reserved >= 2**30:
+        return f"{allocated / 2**30:.2f} / {reserved / 2**30:.2f} GiB"
+    return f"{allocated / 2**20:.0f} / {reserved / 2**20:.0f} MiB"
+
+
+def step_cell(run, torch_eager, imagenet):
+    if run is None:
+        return "not run"
+    ms = run["ms_per_step"]
+    if imagenet:
+        return f"{ms:.1f} ms ({run['img_per_s']:,.0f} img/s), {memory_pair(run)}"
+    versus = f" ({ms / torch_eager['ms_per_step']:.2f}×)" if torch_eager else ""
+    return f"{ms:.2f} ms{versus}, {memory_pair(run)}"
+
+
+def steps_table(name, source):
+    folder = os.path.join(ROOT, source, "suite")
+    if name == "steps.allocators":
+        lines = ["| | caching | raw cudaMalloc/cudaFree | cudaMallocAsync |", "|---|---|---|---|"]
+        for tag, title in SUITE_CONFIGS:
+            runs = load_json(os.path.join(folder, f"{tag}_sublet_allocators.json"))
+            if not runs:
+                continue
+            by = {r["allocator"]: r for r in runs}
+            caching = by["caching"]
+            reserved = caching["peak_reserved_bytes"]
+            reserved_text = f"{reserved / 2**30:.2f} GiB" if reserved >= 2**30 else f"{reserved / 2**20:.0f} MiB"
+            cells = [f"{caching['ms_per_step']:.2f} ms, {reserved_text} reserved, {caching['device_allocs_per_step']:.0f} driver calls per step"]
+            for kind in ("raw", "async"):
+                r = by.get(kind)
+                cells.append(f"{r['ms_per_step']:.2f} ms, {r['device_allocs_per_step']:.0f} calls" if r else "not run")
+            lines.append(f"| {title} | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + f"\n\n{stamp(source)}\n"
+    lines = ["| | sublet eager | sublet CUDA graph | PyTorch eager | PyTorch CUDA graph |", "|---|---|---|---|---|"]
+    for tag, title in SUITE_CONFIGS:
+        runs = {kind: load_json(os.path.join(folder, f"{tag}_{kind}.json"))
+                for kind in ("sublet_eager", "sublet_graph", "pytorch", "pytorch_graph")}
+        imagenet = tag.startswith("r50")
+        cells = [step_cell(runs["sublet_eager"], runs["pytorch"], imagenet),
+                 step_cell(runs["sublet_graph"], runs["pytorch"], imagenet),
+                 step_cell(runs["pytorch"], None, imagenet), step_cell(runs["pytorch_graph"], None, imagenet)]
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + f"\n\n(×: the step time against PyTorch's eager step.) {stamp(source)}\n"
+
+
+RENDERERS = {"transcript": transcript, "ab": ab_table, "steps": steps_table}
 
 
 def render(text):
