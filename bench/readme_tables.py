@@ -16,6 +16,7 @@ Kinds of block (the NAME's part before the first '.'):
   steps.suite   bench/gpu_step_suite.sh's step table (DIR/suite/*.json): sublet and PyTorch, eager
                 and CUDA graph
   steps.allocators  the same run's --allocator all table
+  alloc.table   `sublet bench alloc`'s rows (DIR/bench_alloc.json), every allocator it ran
 """
 import glob
 import json
@@ -148,7 +149,40 @@ def steps_table(name, source):
     return "\n".join(lines) + f"\n\n(×: the step time against PyTorch's eager step.) {stamp(source)}\n"
 
 
-RENDERERS = {"transcript": transcript, "ab": ab_table, "steps": steps_table}
+def nanoseconds(ns):
+    if ns >= 10000:
+        return f"{ns / 1000:,.1f} µs"
+    return f"{ns:,.0f} ns" if ns >= 1000 else f"{ns:.1f} ns"
+
+
+def alloc_table(name, source):
+    doc = load_json(os.path.join(ROOT, source, "bench_alloc.json"))
+    names = {"torch": "PyTorch", "sublet-expandable": "sublet-expandable"}
+    allocators = [a["name"] for a in doc["allocators"]]
+    lines = ["| workload | " + " | ".join(names.get(a, a) for a in allocators) + " |",
+             "|---|" + "---|" * len(allocators)]
+    for row in doc["rows"]:
+        if row["skipped"]:
+            continue
+        cells = {c["allocator"]: c for c in row["results"]}
+        out = []
+        for a in allocators:
+            c = cells.get(a)
+            if not c or not c["ok"]:
+                out.append("-")
+                continue
+            text = nanoseconds(c["median_ns_per_pair"])
+            if a not in ("sublet", "sublet-expandable") and c["ratio_to_baseline"]:
+                text += f" ({c['ratio_to_baseline']:.1f}×)"
+            if row["workload"] == "replay" and c["peak_reserved_bytes"]:
+                text += f", {c['peak_reserved_bytes'] / 2**30:.2f} GiB reserved"
+            out.append(text)
+        lines.append(f"| {row['label']} | " + " | ".join(out) + " |")
+    return ("\n".join(lines) + f"\n\nMedian of {doc['settings']['rounds']} round medians per cell; (×): how many times "
+            f"sublet's time. {stamp(source)}\n")
+
+
+RENDERERS = {"transcript": transcript, "ab": ab_table, "steps": steps_table, "alloc": alloc_table}
 
 
 def render(text):
