@@ -9,6 +9,7 @@ void add_bench_alloc_command(CLI::App& app);  // `bench alloc`; other benchmarks
 CLI::App* bench_app(CLI::App& app);            // the `bench` parent, created on first use
 void add_bench_step_command(CLI::App& app);   // `bench step`: training-step time and peak memory
 void add_replay_command(CLI::App& app);
+void add_plan_command(CLI::App& app);         // `plan`: a recorded step's lower bound and static arena
 void add_profile_command(CLI::App& app);     // `profile`: the per-layer memory study (profile/)
 void add_train_command(CLI::App& app);        // `train`: the training loop of train/trainer.h
 

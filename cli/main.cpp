@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   sublet::cli::add_bench_alloc_command(app);
   sublet::cli::add_bench_step_command(app);
   sublet::cli::add_replay_command(app);
+  sublet::cli::add_plan_command(app);
   sublet::cli::add_profile_command(app);
   sublet::cli::add_train_command(app);
   try {

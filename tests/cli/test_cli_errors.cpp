@@ -397,6 +397,14 @@ std::vector<Case> all_cases() {
       {"ReplayTraceWithABadEvent", {"replay", "bad.json"},
        {"bad.json: event 0: free of id 5 that is not allocated"}, {},
        text_file("bad.json", R"({"format": "sublet-alloc-trace", "events": [{"action": "free", "id": 5}]})")},
+      {"PlanMissingTrace", {"plan", "absent.json"}, {"trace: File does not exist: absent.json"}},
+      {"PlanTraceWithABadEvent", {"plan", "bad.json"}, {"bad.json: event 0: free of id 5 that is not allocated"}, {},
+       text_file("bad.json", R"({"format": "sublet-alloc-trace", "events": [{"action": "free", "id": 5}]})")},
+      {"PlanJsonIntoAFolder", {"plan", "trace.json", "--json", "out"}, {"--json out: expected a file name, found a folder"},
+       {}, [](const fs::path& dir) {
+         write_text(dir / "trace.json", R"({"format": "sublet-alloc-trace", "events": []})");
+         fs::create_directories(dir / "out");
+       }},
       {"ReplayBadAllocConf", {"replay", "trace.json", "--alloc-conf", "max_split_size_mb:abc"},
        {"SUBLET_ALLOC_CONF: bad value 'abc' for max_split_size_mb"}, {}, text_file("trace.json", kAllocTrace)},
       {"ReplayZeroCapacity", {"replay", "trace.json", "--capacity-mib", "0"},

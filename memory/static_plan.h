@@ -1,0 +1,45 @@
+#pragma once
+// A static memory plan for a recorded step (issue 19's first part): every allocation of the
+// trace gets an offset in one arena, chosen offline, such that no two allocations live at the
+// same time overlap. The trace repeats exactly in a captured (CUDA-graph) step, so such a plan
+// could serve every replay from one block. Reported beside it: the lower bound, the most bytes
+// live at one moment, which no placement can beat.
+//
+// Heuristics (the smallest arena is kept):
+//  - greedy by size (TFLite's): largest first, each at the lowest offset free of the placed
+//    allocations whose lifetimes intersect its own;
+//  - best fit by size (XLA's heap simulator): largest first, each in the smallest gap that holds it;
+//  - greedy by lifetime: longest-lived first, lowest offset.
+// Sizes round up to 512 B as the caching allocator rounds them. O(n^2) in the allocations: meant
+// for one step's trace (thousands of allocations), not for millions.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memory/replay.h"
+
+namespace sublet::memory {
+
+struct PlannedAllocation {
+  std::uint64_t id = 0;        // the trace's id
+  std::size_t size = 0;        // rounded to 512 B
+  std::size_t first = 0;       // index of its alloc event
+  std::size_t last = 0;        // index of its free event (the trace's end when never freed)
+  std::size_t offset = 0;      // in the arena
+};
+
+struct StaticPlan {
+  std::vector<PlannedAllocation> allocations;
+  std::size_t lower_bound = 0;   // most bytes live at one moment (rounded sizes)
+  std::size_t arena_bytes = 0;   // the plan's arena: the highest offset + size
+  std::string heuristic;         // the one that gave the smallest arena
+};
+
+// Plans the allocations of `events` (empty_cache and peak-reset markers are ignored).
+StaticPlan plan_static_arena(const std::vector<TraceEvent>& events);
+
+// True when no two allocations whose lifetimes intersect share a byte; `why` names the first pair.
+bool plan_is_valid(const StaticPlan& plan, std::string* why = nullptr);
+
+}  // namespace sublet::memory

@@ -1,0 +1,104 @@
+// The static arena plan of a recorded step (memory/static_plan.h): planned offsets never overlap
+// for allocations live at the same time, the arena is never below the live-bytes lower bound,
+// and where the optimum is known the plan finds it.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <map>
+#include <random>
+
+#include "memory/static_plan.h"
+
+namespace sublet::memory {
+namespace {
+
+using Action = TraceEvent::Action;
+
+TraceEvent alloc(std::uint64_t id, std::size_t size) { return {.action = Action::Alloc, .id = id, .size = size}; }
+TraceEvent free_of(std::uint64_t id) { return {.action = Action::Free, .id = id}; }
+
+// Most bytes live at once, counted event by event (independently of the planner's own sweep).
+std::size_t brute_force_lower_bound(const std::vector<TraceEvent>& events) {
+  std::map<std::uint64_t, std::size_t> live;
+  std::size_t bytes = 0, peak = 0;
+  for (const TraceEvent& e : events) {
+    if (e.action == Action::Alloc) {
+      const std::size_t rounded = (std::max<std::size_t>(e.size, 1) + 511) / 512 * 512;
+      live[e.id] = rounded;
+      bytes += rounded;
+      peak = std::max(peak, bytes);
+    } else if (e.action == Action::Free && live.contains(e.id)) {
+      bytes -= live[e.id];
+      live.erase(e.id);
+    }
+  }
+  return peak;
+}
+
+TEST(StaticPlan, RandomTracesGiveValidPlansAtOrAboveTheLowerBound) {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<TraceEvent> events;
+    std::vector<std::uint64_t> live;
+    std::uint64_t next = 1;
+    const int steps = 1 + static_cast<int>(rng() % 200);
+    for (int i = 0; i < steps; ++i) {
+      if (!live.empty() && rng() % 2 == 0) {
+        const std::size_t k = rng() % live.size();
+        events.push_back(free_of(live[k]));
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+      } else {
+        events.push_back(alloc(next, 1 + rng() % (4 << 20)));
+        live.push_back(next++);
+      }
+    }
+    const StaticPlan plan = plan_static_arena(events);  // some allocations live to the end
+    std::string why;
+    ASSERT_TRUE(plan_is_valid(plan, &why)) << "trial " << trial << ": " << why;
+    EXPECT_EQ(plan.lower_bound, brute_force_lower_bound(events)) << "trial " << trial;
+    EXPECT_GE(plan.arena_bytes, plan.lower_bound) << "trial " << trial;
+    std::size_t total = 0;
+    for (const auto& a : plan.allocations) total += a.size;
+    EXPECT_LE(plan.arena_bytes, total) << "trial " << trial;
+  }
+}
+
+TEST(StaticPlan, KnownOptimaAreFound) {
+  // One after the other: one slot of the largest size serves all.
+  const StaticPlan sequential = plan_static_arena({alloc(1, 4096), free_of(1), alloc(2, 1024), free_of(2), alloc(3, 8192), free_of(3)});
+  EXPECT_EQ(sequential.arena_bytes, 8192u);
+  EXPECT_EQ(sequential.lower_bound, 8192u);
+  // All at once: nothing can share.
+  const StaticPlan together = plan_static_arena({alloc(1, 4096), alloc(2, 1024), alloc(3, 8192), free_of(1), free_of(2), free_of(3)});
+  EXPECT_EQ(together.arena_bytes, 4096u + 1024u + 8192u);
+  // A hole left by an early free is reused by a later allocation that fits it: the lower bound.
+  const StaticPlan hole = plan_static_arena({alloc(1, 4096), alloc(2, 4096), free_of(1), alloc(3, 4096), free_of(2), free_of(3)});
+  EXPECT_EQ(hole.arena_bytes, 8192u);
+  EXPECT_EQ(hole.lower_bound, 8192u);
+  EXPECT_EQ(plan_static_arena({}).arena_bytes, 0u);
+}
+
+TEST(StaticPlan, InvalidPlansAreCaught) {
+  StaticPlan plan = plan_static_arena({alloc(1, 4096), alloc(2, 4096), free_of(1), free_of(2)});
+  ASSERT_TRUE(plan_is_valid(plan));
+  plan.allocations[1].offset = plan.allocations[0].offset;  // both live at once, same bytes
+  std::string why;
+  EXPECT_FALSE(plan_is_valid(plan, &why));
+  EXPECT_NE(why.find("overlap while both live"), std::string::npos) << why;
+}
+
+// The recorded H200 ResNet-18 step: the plan's arena against the live-bytes lower bound and
+// against what the caching allocator reserved for the same requests.
+TEST(StaticPlan, RecordedResNet18StepPlansCloseToItsLowerBound) {
+  const auto events = load_trace(std::string(SUBLET_SOURCE_DIR) + "/bench/data/resnet18_bs128_cuda_step.alloc_trace.json");
+  const StaticPlan plan = plan_static_arena(events);
+  std::string why;
+  ASSERT_TRUE(plan_is_valid(plan, &why)) << why;
+  const double ratio = static_cast<double>(plan.arena_bytes) / static_cast<double>(plan.lower_bound);
+  std::cout << "[ static plan ] ResNet-18 bs128 step: lower bound " << plan.lower_bound / 1048576.0 << " MiB, arena "
+            << plan.arena_bytes / 1048576.0 << " MiB (" << ratio << "x, " << plan.heuristic << ")\n";
+  EXPECT_LE(ratio, 1.05);
+}
+
+}  // namespace
+}  // namespace sublet::memory
