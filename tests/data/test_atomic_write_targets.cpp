@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <fcntl.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -39,6 +40,10 @@ std::string text_of(const fs::path& path) {
 std::string make_char_device(const fs::path& path, unsigned minor) {
   if (::mknod(path.c_str(), S_IFCHR | 0666, makedev(1, minor)) != 0)
     return std::string("mknod ") + path.string() + " not permitted here (" + std::strerror(errno) + ")";
+  // On a file system mounted nodev the node exists but cannot be opened.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return std::string("device nodes cannot be opened under ") + path.parent_path().string() + " (" + std::strerror(errno) + ")";
+  ::close(fd);
   return {};
 }
 
