@@ -23,6 +23,7 @@ class Dropout : public Module {
   explicit Dropout(const DropoutOptions& options = {}, Generator& generator = default_generator());
   Tensor forward(const Tensor& input) override;
   const DropoutOptions& options() const { return options_; }
+  std::vector<Generator*> own_generators() const override { return {generator_}; }
 
  private:
   DropoutOptions options_;

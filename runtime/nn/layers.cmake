@@ -7,4 +7,5 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/activation.cpp
   ${CMAKE_CURRENT_LIST_DIR}/flatten.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dropout.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint.cpp
 )

@@ -1,5 +1,7 @@
 #include "runtime/nn/module.h"
 
+#include <algorithm>
+
 #include "core/errors.h"
 #include "runtime/allocation_scope.h"
 #include "runtime/autograd/function.h"
@@ -231,6 +233,14 @@ void Module::remove_hook(HookId id) {
   forward_hooks_.erase(id);
   backward_pre_hooks_.erase(id);
   backward_hooks_.erase(id);
+}
+
+std::vector<Generator*> Module::generators() const {
+  std::vector<Generator*> all = own_generators();
+  for (const auto& [name, child] : children_)
+    for (Generator* g : child->generators())
+      if (std::find(all.begin(), all.end(), g) == all.end()) all.push_back(g);
+  return all;
 }
 
 }  // namespace sublet::nn

@@ -24,6 +24,10 @@
 
 #include "runtime/tensor.h"
 
+namespace sublet {
+class Generator;
+}  // namespace sublet
+
 namespace sublet::nn {
 
 class Module {
@@ -64,6 +68,10 @@ class Module {
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<Tensor> parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
+  // The random generators this module and its children draw from (dropout's), so that
+  // nn::checkpoint can replay a forward's draws; a module that draws overrides own_generators().
+  std::vector<Generator*> generators() const;
+  virtual std::vector<Generator*> own_generators() const { return {}; }
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
   // This module as "" and every descendant by dotted path, depth first.
   std::vector<std::pair<std::string, Module*>> named_modules();

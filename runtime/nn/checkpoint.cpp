@@ -1,0 +1,87 @@
+#include "runtime/nn/checkpoint.h"
+
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "runtime/autograd/function.h"
+#include "runtime/autograd/grad_mode.h"
+#include "runtime/generator.h"
+
+namespace sublet::nn {
+namespace {
+
+using GeneratorStates = std::vector<std::pair<Generator*, std::mt19937_64>>;
+
+GeneratorStates states_of(const Module& module) {
+  GeneratorStates states;
+  for (Generator* g : module.generators()) states.emplace_back(g, g->engine());
+  return states;
+}
+
+void restore(const GeneratorStates& states) {
+  for (const auto& [generator, state] : states) generator->engine() = state;
+}
+
+// Grad mode on for a scope (backward closures run with it off).
+class GradModeOn {
+ public:
+  GradModeOn() : previous_(autograd::grad_mode_enabled()) { autograd::set_grad_mode_enabled(true); }
+  ~GradModeOn() { autograd::set_grad_mode_enabled(previous_); }
+  GradModeOn(const GradModeOn&) = delete;
+  GradModeOn& operator=(const GradModeOn&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace
+
+Tensor checkpoint(const std::shared_ptr<Module>& module, const Tensor& input) {
+  autograd::TensorList inputs{input};
+  // The parameters are inputs of the node too, so that it is recorded even when the input needs
+  // no gradient (the first block of a network); their gradients come from the recomputation.
+  for (const Tensor& p : module->parameters()) inputs.push_back(p);
+  if (!autograd::any_requires_grad(inputs)) return (*module)(input);
+
+  GeneratorStates at_forward = states_of(*module);
+  Tensor output;
+  {
+    NoGradGuard no_grad;  // nothing inside is saved for backward
+    output = (*module)(input);
+  }
+  const bool input_needs_grad = input.requires_grad();
+  const std::size_t inputs_count = inputs.size();
+  autograd::record(
+      "checkpoint(" + module->type_name() + ")", inputs, {output},
+      [module, saved = autograd::save(input), at_forward = std::move(at_forward), input_needs_grad,
+       inputs_count](const autograd::TensorList& grads) {
+        const GeneratorStates now = states_of(*module);
+        std::vector<Tensor> buffers = module->buffers();
+        std::vector<Tensor> kept;
+        for (const Tensor& b : buffers) kept.push_back(b.clone());
+        Tensor x = saved.detach();
+        if (input_needs_grad) x.requires_grad_(true);
+        Tensor y;
+        restore(at_forward);
+        {
+          GradModeOn grad_on;
+          y = (*module)(x);
+        }
+        restore(now);
+        for (std::size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(kept[i]);
+        y.backward(grads[0]);  // accumulates into the parameters' .grad, and x's
+        autograd::TensorList out(inputs_count);
+        if (input_needs_grad) out[0] = x.grad();
+        return out;
+      });
+  return output;
+}
+
+Checkpoint::Checkpoint(std::shared_ptr<Module> inner) : Module("Checkpoint"), inner_(std::move(inner)) {
+  register_module("module", inner_);
+}
+
+Tensor Checkpoint::forward(const Tensor& input) { return checkpoint(inner_, input); }
+
+}  // namespace sublet::nn
