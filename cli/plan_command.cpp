@@ -42,7 +42,7 @@ void run_plan(const std::string& trace_path, const std::string& json_path) {
                                 {"allocations", plan.allocations.size()}, {"lower_bound_bytes", plan.lower_bound},
                                 {"planned_arena_bytes", plan.arena_bytes}, {"heuristic", plan.heuristic}, {"rows", rows}};
     const std::string text = doc.dump(2) + "\n";
-    io::write_atomically(json_path, [&](std::FILE* file) { io::write_or_throw(file, text.data(), text.size(), json_path); });
+    io::write_text_atomically(json_path, text);
   }
 }
 

@@ -61,7 +61,7 @@ void write_report_json(const std::string& path, const std::vector<memory::Replay
                               {"source", {{"kind", "sublet-trace"}, {"events", events}, {"device", nullptr}}},
                               {"rows", rows}};
   const std::string text = doc.dump(2) + "\n";
-  io::write_atomically(path, [&](std::FILE* file) { io::write_or_throw(file, text.data(), text.size(), path); });
+  io::write_text_atomically(path, text);
 }
 
 }  // namespace

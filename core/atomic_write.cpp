@@ -227,4 +227,8 @@ void write_atomically(const std::filesystem::path& given,
   fsync_directory_of(target);
 }
 
+void write_text_atomically(const std::filesystem::path& target, std::string_view text) {
+  write_atomically(target, [&](std::FILE* file) { write_or_throw(file, text.data(), text.size(), target); });
+}
+
 }  // namespace sublet::io

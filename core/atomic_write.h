@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace sublet::io {
 
@@ -39,6 +40,9 @@ struct OutputTarget {
 // reason when `target` could not be written: a directory, a block device or socket, a link loop,
 // a missing or unwritable parent directory, an unwritable device. Returns where it would write.
 OutputTarget check_writable_target(const std::filesystem::path& target, const std::string& what);
+
+// write_atomically of a whole text (reports, JSON).
+void write_text_atomically(const std::filesystem::path& target, std::string_view text);
 
 // fwrite that throws IoError naming `path` when fewer bytes than asked were written.
 void write_or_throw(std::FILE* file, const void* data, std::size_t bytes,

@@ -5,7 +5,7 @@
 namespace sublet::profile {
 
 void write_text_file(const std::string& path, const std::string& content) {
-  io::write_atomically(path, [&](std::FILE* file) { io::write_or_throw(file, content.data(), content.size(), path); });
+  io::write_text_atomically(path, content);
 }
 
 }  // namespace sublet::profile

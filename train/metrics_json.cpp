@@ -39,7 +39,7 @@ std::string metrics_json_text(const RunDescription& run, const std::vector<Epoch
 void write_metrics_json(const std::filesystem::path& path, const RunDescription& run,
                         const std::vector<EpochMetrics>& history) {
   const std::string text = metrics_json_text(run, history);
-  io::write_atomically(path, [&](std::FILE* file) { io::write_or_throw(file, text.data(), text.size(), path); });
+  io::write_text_atomically(path, text);
 }
 
 std::string epochs_json_text(const std::vector<EpochMetrics>& history) { return epochs_array(history).dump(); }

@@ -94,7 +94,7 @@ json report_json(const AllocBenchResult& result) {
 }
 
 void write_text_file(const std::string& path, const std::string& text) {
-  io::write_atomically(path, [&](std::FILE* file) { io::write_or_throw(file, text.data(), text.size(), path); });
+  io::write_text_atomically(path, text);
 }
 
 }  // namespace sublet::bench
