@@ -117,6 +117,23 @@ TEST(Replay, TraceKeepsTheCategoryABlockEndedWith) {
   EXPECT_EQ(trace[1].category, BlockCategory::Workspace);
 }
 
+// frag@peak is taken when allocated memory peaks (the moment sublet profile calls the peak), not
+// when reserved memory last grew: here the reserved peak (a new 12 MiB segment while a 4 MiB hole
+// and an 8 MiB tail are free: 33%) comes before the allocated peak (the 12 MiB segment reused, only
+// the 8 MiB tail free: 0%).
+TEST(Replay, FragmentationIsTakenWhereAllocatedMemoryPeaks) {
+  using Action = TraceEvent::Action;
+  const auto alloc = [](std::uint64_t id, std::size_t mib) { return TraceEvent{.action = Action::Alloc, .id = id, .size = mib * kMiB}; };
+  const auto free_of = [](std::uint64_t id) { return TraceEvent{.action = Action::Free, .id = id}; };
+  const std::vector<TraceEvent> events = {alloc(1, 4), alloc(2, 4), alloc(3, 4), free_of(2),  // a 4 MiB hole, 8 MiB tail
+                                          alloc(4, 12),                                        // reserved peak: 32 MiB
+                                          free_of(4), alloc(5, 4), alloc(6, 12)};              // allocated peak: 24 MiB
+  const ReplayResult r = replay_trace(events, "", std::size_t{1} << 30);
+  EXPECT_EQ(r.peak_reserved, 32 * kMiB);
+  EXPECT_EQ(r.peak_allocated, 24 * kMiB);
+  EXPECT_EQ(r.fragmentation_at_peak, 0.0);  // was 1/3: the moment reserved memory peaked
+}
+
 TEST(Replay, TraceFilesRoundTripAndBadOnesAreRejected) {
   using Action = TraceEvent::Action;
   const std::vector<TraceEvent> events = {{.action = Action::Alloc, .category = BlockCategory::Gradient, .id = 1, .size = 4096},
