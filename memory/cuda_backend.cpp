@@ -26,8 +26,12 @@ CUmemAllocationProp physical_memory_properties(int device) {
 int CudaBackend::device_count() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) cudaGetLastError();
+  return device_count_from(status, count);
+}
+
+int CudaBackend::device_count_from(cudaError_t status, int count) {
   if (status == cudaSuccess) return count;
-  cudaGetLastError();
   // No GPU, or no driver at all: a machine without a GPU, where sublet runs on the CPU.
   if (status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver || status == cudaErrorStubLibrary) return 0;
   // Anything else is a GPU host that is broken (driver/library mismatch, a device in a bad

@@ -3,6 +3,7 @@
 // expandable segments (reserve an address range, create and map physical chunks as the
 // segment grows, unmap them on empty_cache); CUDA events for stream-ordered reuse.
 #include <cuda.h>
+#include <cuda_runtime_api.h>
 
 #include <map>
 #include <mutex>
@@ -15,8 +16,11 @@ class CudaBackend : public Backend, public VirtualMemory, public StreamEvents {
  public:
   explicit CudaBackend(int device_index);
   ~CudaBackend() override;
-  // Usable CUDA devices; 0 (never an exception) when there is no driver or no device.
+  // Usable CUDA devices; 0 when there is no driver or no device; CudaError for a broken GPU host.
   static int device_count();
+  // What a cudaGetDeviceCount result means: the count, 0 for "no GPU here" (no device, no
+  // driver), or a CudaError for a GPU host that is broken.
+  static int device_count_from(cudaError_t status, int count);
 
   std::string name() const override { return "cuda"; }
   Device device() const override { return Device::cuda(device_index_); }

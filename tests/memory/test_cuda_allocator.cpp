@@ -24,6 +24,22 @@ using namespace sublet::memory;
 #define REQUIRE_GPU() SUBLET_SKIP_WITHOUT_GPU("the real GPU backend")
 
 #ifdef SUBLET_HAVE_CUDA
+// Runs everywhere a CUDA build does, GPU or not: what each answer of cudaGetDeviceCount means.
+TEST(CudaDeviceCount, NoGpuIsZeroAndABrokenGpuIsAnError) {
+  EXPECT_EQ(CudaBackend::device_count_from(cudaSuccess, 2), 2);
+  EXPECT_EQ(CudaBackend::device_count_from(cudaErrorNoDevice, 0), 0);
+  EXPECT_EQ(CudaBackend::device_count_from(cudaErrorInsufficientDriver, 0), 0);  // no driver: CI's machines
+  try {
+    CudaBackend::device_count_from(cudaErrorDevicesUnavailable, 0);
+    ADD_FAILURE() << "a broken GPU host passed for a machine without a GPU";
+  } catch (const sublet::CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("cudaGetDeviceCount failed with cudaErrorDevicesUnavailable"), std::string::npos)
+        << e.what();
+  }
+}
+#endif
+
+#ifdef SUBLET_HAVE_CUDA
 namespace {
 
 std::unique_ptr<CachingAllocator> gpu_allocator(const std::string& conf = "") {
