@@ -23,18 +23,6 @@ void restore(const GeneratorStates& states) {
   for (const auto& [generator, state] : states) generator->engine() = state;
 }
 
-// Grad mode on for a scope (backward closures run with it off).
-class GradModeOn {
- public:
-  GradModeOn() : previous_(autograd::grad_mode_enabled()) { autograd::set_grad_mode_enabled(true); }
-  ~GradModeOn() { autograd::set_grad_mode_enabled(previous_); }
-  GradModeOn(const GradModeOn&) = delete;
-  GradModeOn& operator=(const GradModeOn&) = delete;
-
- private:
-  bool previous_;
-};
-
 }  // namespace
 
 Tensor checkpoint(const std::shared_ptr<Module>& module, const Tensor& input) {
@@ -65,7 +53,7 @@ Tensor checkpoint(const std::shared_ptr<Module>& module, const Tensor& input) {
         Tensor y;
         restore(at_forward);
         {
-          GradModeOn grad_on;
+          GradModeGuard grad_on(true);  // backward closures run with grad mode off
           y = (*module)(x);
         }
         restore(now);
