@@ -95,20 +95,9 @@ inline bool CachingAllocator::Impl::should_split(const Block* b, std::size_t siz
 // Cuts `b` to `size`; the remainder after it becomes a free block. `b` stays the caller's block.
 inline void CachingAllocator::Impl::split(Block* b, std::size_t size) {
   const bool was_split = b->is_split();
-  Block* rest = arena.make();
-  rest->ptr = static_cast<char*>(b->ptr) + size;
-  rest->size = b->size - size;
-  rest->stream = b->stream;
-  rest->pool = b->pool;
-  rest->expandable = b->expandable;
-  rest->prev = b;
-  rest->next = b->next;
-  if (rest->next) rest->next->prev = rest;
-  b->next = rest;
-  b->size = size;
+  Block* rest = cut_after(b, size);
   SUBLET_DEBUG_ASSERT(contiguous(b, rest) && (!rest->next || contiguous(rest, rest->next)),
                       "a split keeps the blocks of its segment contiguous");
-  rest->free_stamp = b->pool->lookups;
   b->pool->free_blocks.insert(*rest);
   if (b->expandable) return;  // as PyTorch: expandable segments do not count inactive splits
   if (was_split) {
@@ -215,17 +204,21 @@ Block* CachingAllocator::allocate(std::size_t bytes, StreamHandle stream, BlockC
   if (!s.pending_events.empty()) [[unlikely]] s.process_events();
   const std::size_t size = round_size(bytes, config_);
   BlockPool& pool = s.pool_for(size, stream);
-  Block* b = config_.caching ? s.take_free_block(pool, stream, size) : nullptr;
-  if (!b) [[unlikely]] b = s.allocate_new_memory(pool, stream, size, bytes);  // throws OutOfMemoryError
-  const bool was_split = b->is_split() && !b->expandable;
-  if (s.should_split(b, size)) {
-    s.split(b, size);
-  } else if (was_split) {
-    // An inactive split block becomes active whole.
-    s.stats.inactive_split.decrease(pool.is_small, 1);
-    s.stats.inactive_split_bytes.decrease(pool.is_small, static_cast<std::int64_t>(b->size));
+  const bool private_pool = pool.private_pool_id != 0;
+  Block* b = private_pool ? s.take_planned_block(pool, bytes) : nullptr;  // exact size, stats done
+  if (!b) [[likely]] {
+    b = config_.caching ? s.take_free_block(pool, stream, size) : nullptr;
+    if (!b) [[unlikely]] b = s.allocate_new_memory(pool, stream, size, bytes);  // throws OutOfMemoryError
+    const bool was_split = b->is_split() && !b->expandable;
+    if (s.should_split(b, size)) {
+      s.split(b, size);
+    } else if (was_split) {
+      // An inactive split block becomes active whole.
+      s.stats.inactive_split.decrease(pool.is_small, 1);
+      s.stats.inactive_split_bytes.decrease(pool.is_small, static_cast<std::int64_t>(b->size));
+    }
   }
-  SUBLET_DEBUG_ASSERT(b->size >= size && size >= bytes && !b->allocated && !b->cached,
+  SUBLET_DEBUG_ASSERT(b->size >= bytes && !b->allocated && !b->cached,
                       "allocate hands out a free block of at least the requested size");
   b->allocated = true;
   b->requested_size = bytes;
@@ -239,6 +232,7 @@ Block* CachingAllocator::allocate(std::size_t bytes, StreamHandle stream, BlockC
   if (b->size >= s.max_split()) s.stats.oversize_allocations.increase(1);
   s.active_stats.on_allocate(s.stats, small);
   s.emit(AllocatorEventKind::Alloc, b, b->size);
+  if (private_pool) [[unlikely]] s.record_request(b, bytes);
   return b;
 }
 
@@ -257,6 +251,7 @@ void CachingAllocator::free(Block* block) {
                       "allocated bytes and blocks never go negative");
   if (block->size >= s.max_split()) s.stats.oversize_allocations.decrease(1);
   s.emit(AllocatorEventKind::FreeRequested, block, block->size);
+  if (block->pool->private_pool_id != 0) [[unlikely]] s.record_free(block);
   // Step 2: the block returns to the free set, now or once other streams are done with it.
   if (!block->stream_uses.empty() && s.backend.stream_events()) [[unlikely]] {
     s.defer_until_streams_done(block, small);

@@ -28,6 +28,7 @@
 #include "memory/block.h"
 #include "memory/config.h"
 #include "memory/stats.h"
+#include "memory/trace_event.h"
 
 namespace sublet::memory {
 
@@ -125,6 +126,35 @@ class CachingAllocator {
   void begin_allocate_to_pool(PoolId pool, StreamHandle stream);
   void end_allocate_to_pool(PoolId pool);
   void release_private_pool(PoolId pool);
+
+  // Static plans for private pools (issue 19; memory/static_plan.h lays them out). A captured
+  // step makes the same requests in the same order every time it is captured, so one capture can
+  // be recorded and the next served from one arena laid out offline:
+  //  - record_private_pool(pool): while the pool's capture is active, its requests and frees are
+  //    recorded (sizes rounded to 512 B, ids in request order); recorded_private_pool() returns
+  //    them. end_allocate_to_pool() stops the recording.
+  //  - plan_private_pool(pool, arena_bytes, placements), before the capture: the i-th request is
+  //    served at placements[i].offset of one segment of arena_bytes (taken at the first request),
+  //    as a block of exactly placements[i].size. A request that departs from the plan (another
+  //    size, more requests than planned, or bytes the plan gives it still in use) abandons the
+  //    plan: it and every later request follow the pool's usual rules, and private_pool_plan()
+  //    says at which request and why. Frees need no plan: a freed block merges with its free
+  //    neighbours in the arena as anywhere else.
+  struct ArenaPlacement {
+    std::size_t size = 0;    // a multiple of 512
+    std::size_t offset = 0;  // in the arena; a multiple of 512
+  };
+  struct PoolPlanStatus {
+    bool planned = false;
+    std::size_t arena_bytes = 0;
+    std::size_t planned_requests = 0;
+    std::size_t served = 0;   // requests served at their planned offset
+    std::string abandoned;    // empty while the plan holds
+  };
+  void record_private_pool(PoolId pool);
+  std::vector<TraceEvent> recorded_private_pool(PoolId pool) const;
+  void plan_private_pool(PoolId pool, std::size_t arena_bytes, std::vector<ArenaPlacement> placements);
+  PoolPlanStatus private_pool_plan(PoolId pool) const;
 
   // Caps the reserved memory at fraction * device capacity (as torch.cuda.set_per_process_memory_fraction).
   void set_memory_fraction(double fraction);

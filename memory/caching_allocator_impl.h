@@ -5,6 +5,7 @@
 //   caching_allocator_release.cpp       giving segments back: empty_cache, garbage collection
 //   caching_allocator_events.cpp        stream events (record_stream: reuse after other streams)
 //   caching_allocator_private_pools.cpp private pools (CUDA graph capture)
+//   caching_allocator_planned_pools.cpp recorded and statically planned private pools
 //   caching_allocator_reading.cpp       statistics, snapshot, fragmentation (reading only)
 //   caching_allocator_oom.cpp           the cache-miss path: new memory, retries, out of memory
 // Every function here runs with `mutex` held. The cache-hit path (take_free_block, split,
@@ -14,6 +15,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/debug_assert.h"
@@ -51,10 +55,28 @@ struct CachingAllocator::Impl {
   std::vector<PendingEvent> pending_events;
   std::size_t memory_limit = 0;  // 0 = no per-process fraction set
   AllocatorObserver observer;
+  // A private pool's recording of its capture's requests (record_private_pool).
+  struct PoolRecording {
+    bool on = false;
+    std::vector<TraceEvent> events;
+    std::unordered_map<const Block*, std::uint64_t> live;  // block -> id of its request
+    std::uint64_t next_id = 1;
+  };
+  // A private pool's static plan (plan_private_pool).
+  struct PoolPlan {
+    std::size_t arena_bytes = 0;
+    std::vector<ArenaPlacement> placements;
+    std::size_t next = 0;      // index of the next request
+    std::size_t served = 0;
+    Block* arena = nullptr;    // the arena segment's head, once taken
+    std::string abandoned;     // why the plan no longer holds
+  };
   struct PrivatePool {
     explicit PrivatePool(std::uint64_t id) : small(true, id), large(false, id) {}
     BlockPool small;
     BlockPool large;
+    PoolRecording recording;
+    std::optional<PoolPlan> plan;
   };
   std::map<std::uint64_t, std::unique_ptr<PrivatePool>> private_pools;
   struct CaptureTarget { StreamHandle stream; PrivatePool* pool; };
@@ -146,6 +168,32 @@ struct CachingAllocator::Impl {
   PrivatePool& private_pool(std::uint64_t id);
   bool pool_is_empty(const BlockPool& pool) const;
   void drop_released_private_pools();
+
+  // ---- static plans of private pools (caching_allocator_planned_pools.cpp) -----------------
+  // Serves the next request of a planned private pool at its planned offset; nullptr when the
+  // pool has no plan (or it was abandoned, which this may do): the usual rules serve it then.
+  Block* take_planned_block(const BlockPool& pool, std::size_t bytes);
+  // The recording of a private pool's requests (only called for blocks of private pools).
+  void record_request(const Block* b, std::size_t bytes);
+  void record_free(const Block* b);
+
+  // Detaches the bytes of `b` beyond `size` as a new free block (not yet in any bin), linked
+  // after `b` in its segment; `b` keeps its first `size` bytes. The block surgery of split().
+  Block* cut_after(Block* b, std::size_t size) {
+    Block* rest = arena.make();
+    rest->ptr = static_cast<char*>(b->ptr) + size;
+    rest->size = b->size - size;
+    rest->stream = b->stream;
+    rest->pool = b->pool;
+    rest->expandable = b->expandable;
+    rest->prev = b;
+    rest->next = b->next;
+    if (rest->next) rest->next->prev = rest;
+    b->next = rest;
+    b->size = size;
+    rest->free_stamp = b->pool->lookups;
+    return rest;
+  }
 
   // ---- reading (caching_allocator_reading.cpp) ---------------------------------------------
   std::size_t largest_free() const;

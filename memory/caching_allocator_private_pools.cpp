@@ -52,6 +52,8 @@ void CachingAllocator::end_allocate_to_pool(PoolId pool) {
   std::lock_guard lock(impl_->mutex);
   Impl::PrivatePool& p = impl_->private_pool(pool);
   std::erase_if(impl_->captures, [&](const Impl::CaptureTarget& c) { return c.pool == &p; });
+  p.recording.on = false;
+  p.recording.live.clear();
 }
 
 void CachingAllocator::release_private_pool(PoolId pool) {

@@ -8,20 +8,9 @@
 
 #include "memory/config.h"
 #include "memory/history.h"
+#include "memory/trace_event.h"
 
 namespace sublet::memory {
-
-// 32 bytes: traces of tens of millions of events are replayed whole.
-struct TraceEvent {
-  // EmptyCache and ResetPeaks: the program called empty_cache() / reset_peak_memory_stats() here.
-  enum class Action : std::uint8_t { Alloc, Free, EmptyCache, ResetPeaks } action = Action::Alloc;
-  // Alloc only: what the block held (its tag when it was freed: a tensor saved for backward is
-  // tagged Activation after its allocation). Informational: a replay allocates without it.
-  BlockCategory category = BlockCategory::Unknown;
-  std::uint64_t id = 0;          // pairs a free with its alloc
-  std::size_t size = 0;          // requested bytes (alloc only)
-  std::uint64_t stream = 0;
-};
 
 // Alloc/free pairs from a history (frees matched to allocs by address) and the empty_cache() /
 // reset_peak_memory_stats() markers; other events are dropped.
