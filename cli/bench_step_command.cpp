@@ -33,6 +33,7 @@ struct StepFlags {
   std::uint64_t seed = 0;
   std::string json_path;
   bool cuda_graph = false;
+  std::string memory_plan = "cached";
   std::string allocator = "caching";
   // PyTorch's defaults for the comparison script: cudnn.benchmark on (set there), TF32 allowed
   // for cuDNN convolutions (torch.backends.cudnn.allow_tf32 defaults to True).
@@ -80,6 +81,9 @@ void run_bench_step(const StepFlags& flags) {
   options.small_input_stem = flags.small_input_stem;
   options.seed = flags.seed;
   options.cuda_graph = flags.cuda_graph;
+  options.memory_plan = parse_memory_plan(flags.memory_plan);
+  if (options.memory_plan == MemoryPlan::Static && !flags.cuda_graph)
+    throw ValueError("bench step --memory-plan static: plans a captured step, so it needs --cuda-graph");
   options.profile_range = flags.profile_range;
   ops::set_conv_algorithm_settings(
       {.benchmark = flags.cudnn_benchmark, .allow_tf32 = flags.tf32, .benchmark_limit = flags.cudnn_benchmark_limit});
@@ -140,6 +144,11 @@ void add_bench_step_command(CLI::App& app) {
   step->add_option("--json", flags->json_path, "write the result(s) as JSON to this file (a list for several models)");
   step->add_flag("--cuda-graph", flags->cuda_graph,
                  "capture the step into a CUDA graph after the warm-up and time its replays (--device cuda)");
+  step->add_option("--memory-plan", flags->memory_plan,
+                   "with --cuda-graph: cached (the graph's pool follows the caching allocator) or static (the "
+                   "step's requests are recorded in a probe capture and served from one arena laid out offline)")
+      ->check(CLI::IsMember({"cached", "static"}))
+      ->capture_default_str();
   step->add_option("--allocator", flags->allocator,
                    "tensor memory: caching (sublet's cache), raw (cudaMalloc/cudaFree per tensor), async "
                    "(cudaMallocAsync), or all of them one after the other")

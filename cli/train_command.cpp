@@ -98,6 +98,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--synthetic-shape", *synthetic_shape, "image shape CxHxW of --data synthetic")
       ->capture_default_str();
   cmd->add_flag("--cuda-graph", options->cuda_graph, "capture the training step in a CUDA graph");
+  cmd->add_option("--memory-plan", options->memory_plan,
+                  "with --cuda-graph: cached (the graph's pool follows the caching allocator) or static (one arena "
+                  "laid out offline from a recorded probe capture)")
+      ->capture_default_str();
   add_default_on_switch(*cmd, "oom-retry", options->oom_retry, "on out of memory, halve the batch size and continue");
   cmd->add_flag("--allow-nonfinite", options->allow_nonfinite,
                 "go on when the loss becomes NaN or infinite (default: stop with an error, keeping the last checkpoint)");

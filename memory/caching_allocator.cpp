@@ -152,7 +152,10 @@ void CachingAllocator::Impl::return_block(Block* b, bool was_pending) {
   if (was_pending) active_stats.end_pending(small, original_size);
   stats.requested_bytes.decrease(small, requested);
   SUBLET_DEBUG_ASSERT(stats.requested_bytes[StatType::All].current >= 0, "requested bytes never go negative");
-  const bool give_back = !config.caching || (b->pool->private_pool_id != 0 && b->pool->released);
+  // Never during a capture: cudaFree would synchronise the device and invalidate it (as PyTorch,
+  // which releases nothing while captures are underway). A released pool's free segments then
+  // wait for the next empty_cache().
+  const bool give_back = (!config.caching || (b->pool->private_pool_id != 0 && b->pool->released)) && captures.empty();
   if (give_back && !b->is_split() && !b->expandable) {
     release_segment(b);
     drop_released_private_pools();

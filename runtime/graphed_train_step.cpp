@@ -4,6 +4,7 @@
 #include "core/errors.h"
 #include "memory/registry.h"
 #include "runtime/autograd/grad_mode.h"
+#include "memory/static_plan.h"
 
 namespace sublet {
 
@@ -31,6 +32,41 @@ Tensor GraphedTrainStep::run(const Tensor& input, const Tensor& labels) {
   return replay_static();
 }
 
+void GraphedTrainStep::set_memory_plan(MemoryPlan plan) {
+  if (graph_.captured()) throw Error("GraphedTrainStep::set_memory_plan: the step was captured already");
+  plan_report_ = {};
+  plan_report_.plan = plan;
+}
+
+void GraphedTrainStep::capture_with_static_plan() {
+  memory::CachingAllocator& allocator = memory::allocator_for(graph_.device());
+  allocator.record_private_pool(graph_.pool());
+  graph_.capture([&] { loss_ = step_(input_, labels_); });
+  const std::vector<memory::TraceEvent> requests = allocator.recorded_private_pool(graph_.pool());
+  // The probe's outputs live in its pool: drop them so that its segments go back before the
+  // planned capture takes the arena.
+  loss_ = Tensor();
+  optimizer_.zero_grad();
+  graph_.reset();
+  allocator.empty_cache();
+
+  const memory::StaticPlan plan = memory::plan_static_arena(requests);
+  std::vector<memory::CachingAllocator::ArenaPlacement> placements;
+  placements.reserve(plan.allocations.size());
+  for (const memory::PlannedAllocation& a : plan.allocations) placements.push_back({.size = a.size, .offset = a.offset});
+  allocator.plan_private_pool(graph_.pool(), plan.arena_bytes, std::move(placements));
+  graph_.capture([&] { loss_ = step_(input_, labels_); });
+  allocator.empty_cache();  // the probe's last blocks (outputs the step function kept) went during the capture
+
+  const auto status = allocator.private_pool_plan(graph_.pool());
+  plan_report_.lower_bound_bytes = plan.lower_bound;
+  plan_report_.arena_bytes = plan.arena_bytes;
+  plan_report_.heuristic = plan.heuristic;
+  plan_report_.requests = status.planned_requests;
+  plan_report_.served = status.served;
+  plan_report_.abandoned = status.abandoned;
+}
+
 Tensor GraphedTrainStep::replay_static() {
   memory::StreamGuard current(graph_.device(), graph_.stream());
   if (!graph_.captured()) {
@@ -39,7 +75,8 @@ Tensor GraphedTrainStep::replay_static() {
     // (they come from the graph's private pool) and no eager step follows: without this it
     // stayed reserved beside the pool (ResNet-18 bs128 on the H200: 258 MiB reserved for 184).
     memory::allocator_for(graph_.device()).empty_cache();
-    graph_.capture([&] { loss_ = step_(input_, labels_); });
+    if (plan_report_.plan == MemoryPlan::Static) capture_with_static_plan();
+    else graph_.capture([&] { loss_ = step_(input_, labels_); });
   }
   optimizer_.prepare_replay();
   graph_.replay();

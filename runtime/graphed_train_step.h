@@ -24,11 +24,23 @@
 // Before each replay the optimizer's prepare_replay() advances its step counts and writes lr
 // and the counts to device memory, so schedules (set_lr between steps) and Adam's bias
 // correction are followed.
+//
+// Memory plans (issue 19). MemoryPlan::Cached: the graph's pool follows the caching allocator's
+// rules during capture. MemoryPlan::Static: the step is captured twice. The first capture (a
+// probe, never replayed) records the step's requests; memory/static_plan.h lays them out in one
+// arena; the probe's graph, pool, loss and gradients are dropped; the second capture is served
+// from the arena at the planned offsets. The graph then holds about the most bytes the step has
+// live at once (the plan's lower bound) instead of whatever its pool's segments add up to. The
+// probe's pool exists only during setup, so setup (not the replays) briefly reserves both. If
+// the second capture departs from the recorded requests, the pool's usual rules serve the rest
+// and memory_plan_report().abandoned says where.
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "runtime/cuda/cuda_graph.h"
+#include "runtime/memory_plan.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/tensor.h"
 
@@ -45,6 +57,10 @@ class GraphedTrainStep {
   // One training step on this batch (any device; shapes and dtypes as constructed).
   Tensor run(const Tensor& input, const Tensor& labels);
 
+  // Before the capture (the step after the warm-up steps). Default: Cached.
+  void set_memory_plan(MemoryPlan plan);
+  const MemoryPlanReport& memory_plan_report() const { return plan_report_; }
+
   bool graphed() const { return graph_.captured(); }
   std::int64_t steps() const { return steps_; }
   CudaGraph& graph() { return graph_; }
@@ -60,8 +76,11 @@ class GraphedTrainStep {
   optim::Optimizer& optimizer_;
   int warmup_steps_;
   CudaGraph graph_;
+  MemoryPlanReport plan_report_;
   Tensor input_, labels_, loss_;
   std::int64_t steps_ = 0;
+
+  void capture_with_static_plan();
 };
 
 }  // namespace sublet

@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "core/errors.h"
+#include "memory/current_stream.h"
 #include "memory/registry.h"
 #include "ops/copy.h"
 #include "runtime/allocation_scope.h"
@@ -69,7 +70,11 @@ Tensor Tensor::empty(Shape sizes, TensorOptions options) {
   const Device device = options.device();
   const std::size_t nbytes = static_cast<std::size_t>(numel) * element_size(dtype);
   memory::CachingAllocator& allocator = memory::allocator_for(device);
-  memory::Block* block = allocator.allocate(nbytes, nullptr, current_allocation_category());
+  // On the current stream (as PyTorch): the stream whose kernels use the tensor, and the one a
+  // CUDA graph capture routes to its private pool. With the legacy stream here, a captured step's
+  // activations came from the shared pools, whose blocks other tensors could take (or
+  // empty_cache() give back) while the graph still uses their addresses.
+  memory::Block* block = allocator.allocate(nbytes, memory::current_stream(device), current_allocation_category());
   Tensor t(TensorImpl::make_with_storage(allocator, block, nbytes, device, std::move(sizes), std::move(strides), dtype));
   t.impl_->requires_grad = options.requires_grad();
   return t;

@@ -227,8 +227,18 @@ Trainer::StepOutcome Trainer::graphed_step(const data::Batch& batch) {
           return loss;
         },
         *optimizer_, images.sizes(), labels.sizes(), device_);
+    graphed_->set_memory_plan(parse_memory_plan(options_.memory_plan));
   }
+  const bool capturing_now = !graphed_->graphed();
   const Tensor loss = graphed_->run(images, labels);
+  if (capturing_now && graphed_->graphed() && graphed_->memory_plan_report().plan == MemoryPlan::Static) {
+    const MemoryPlanReport& r = graphed_->memory_plan_report();
+    note(fmt::format("static memory plan: the captured step is served from an arena of {} (its lower bound, the most "
+                     "bytes live at once, is {}); {} of {} requests served from the plan{}",
+                     format_bytes(static_cast<std::int64_t>(r.arena_bytes)),
+                     format_bytes(static_cast<std::int64_t>(r.lower_bound_bytes)), r.served, r.requests,
+                     r.abandoned.empty() ? "" : "; the capture left the plan at " + r.abandoned));
+  }
   // item() waits for the graph's stream (a blocking stream), before `images` can be freed.
   const float value = loss.item<float>();
   return {.loss = value, .correct = count_correct(graphed_logits_, batch.labels), .images = batch.batch_size};

@@ -12,6 +12,7 @@
 
 #include "core/device.h"
 #include "memory/registry.h"
+#include "runtime/memory_plan.h"
 #include "runtime/nn/module.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/tensor.h"
@@ -40,6 +41,7 @@ struct StepBenchOptions {
   // GPU work: replay the step from a CUDA graph (bench/step/graph_step.h), and which allocator
   // serves the tensors (the CLI installs it with memory::replace_allocator; this is the label).
   bool cuda_graph = false;
+  MemoryPlan memory_plan = MemoryPlan::Cached;  // with cuda_graph: how the graph's pool is laid out
   memory::AllocatorKind allocator = memory::AllocatorKind::Caching;
   // Wrap the timed steps (eager or graph replays) in ops::profiler_range_start/stop, so that
   // `ncu --profile-from-start off` records only them.
@@ -63,6 +65,11 @@ struct StepBenchResult {
   std::size_t peak_reserved_bytes = 0;
   int threads = 1;              // OpenMP threads the CPU kernels may use
   double device_allocs_per_step = 0;  // backend (driver) allocation calls per timed step
+  // With a CUDA graph: the peaks above are the captured step's (allocated: its live peak during
+  // the capture; reserved: what the replays hold), and setup_peak_reserved_bytes is the most
+  // reserved from the capture on (a static plan's probe capture included).
+  std::size_t setup_peak_reserved_bytes = 0;
+  MemoryPlanReport plan_report;
 };
 
 // One training step: forward, cross-entropy, backward, optimizer step, zero_grad (gradients

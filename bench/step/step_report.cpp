@@ -20,12 +20,24 @@ void print_step_table(const std::vector<StepBenchResult>& results, std::ostream&
                        r.device_allocs_per_step);
   }
   out << "ms/step: median over the timed steps (forward, cross-entropy, backward, SGD step, zero_grad); "
-         "peaks: over the timed steps (with a graph: from the capture on); driver/step: backend allocation "
+         "peaks: over the timed steps (with a graph: allocated = the capture's live peak, reserved = what the replays "
+         "hold); driver/step: backend allocation "
          "calls per timed step\n";
+  for (const auto& r : results) {
+    const MemoryPlanReport& p = r.plan_report;
+    if (!r.options.cuda_graph || p.plan != MemoryPlan::Static) continue;
+    out << fmt::format("static plan ({} bs{}): arena {} for a lower bound of {} ({:.4f}x, {}); {} of {} requests served "
+                       "from it{}; setup peak reserved {}\n",
+                       r.options.model, r.options.batch_size, sublet::format_bytes(static_cast<std::int64_t>(p.arena_bytes)),
+                       sublet::format_bytes(static_cast<std::int64_t>(p.lower_bound_bytes)),
+                       p.lower_bound_bytes ? static_cast<double>(p.arena_bytes) / static_cast<double>(p.lower_bound_bytes) : 0.0,
+                       p.heuristic, p.served, p.requests, p.abandoned.empty() ? "" : "; plan abandoned at " + p.abandoned,
+                       sublet::format_bytes(static_cast<std::int64_t>(r.setup_peak_reserved_bytes)));
+  }
 }
 
 nlohmann::json step_json(const StepBenchResult& r) {
-  return {{"framework", "sublet"},
+  nlohmann::json j = {{"framework", "sublet"},
           {"model", r.options.model},
           {"device", r.options.device.str()},
           {"batch_size", r.options.batch_size},
@@ -43,6 +55,20 @@ nlohmann::json step_json(const StepBenchResult& r) {
           {"allocator", memory::allocator_kind_name(r.options.allocator)},
           {"cuda_graph", r.options.cuda_graph},
           {"device_allocs_per_step", r.device_allocs_per_step}};
+  if (r.options.cuda_graph) {
+    const MemoryPlanReport& p = r.plan_report;
+    j["memory_plan"] = memory_plan_name(p.plan);
+    j["setup_peak_reserved_bytes"] = r.setup_peak_reserved_bytes;
+    if (p.plan == MemoryPlan::Static) {
+      j["lower_bound_bytes"] = p.lower_bound_bytes;
+      j["planned_arena_bytes"] = p.arena_bytes;
+      j["plan_heuristic"] = p.heuristic;
+      j["plan_requests"] = p.requests;
+      j["plan_served"] = p.served;
+      j["plan_abandoned"] = p.abandoned;
+    }
+  }
+  return j;
 }
 
 nlohmann::json step_json(const std::vector<StepBenchResult>& results) {

@@ -75,6 +75,17 @@ void CudaGraph::capture(const std::function<void()>& work) {
   SUBLET_CUDA_CHECK(cudaGraphUpload(exec, stream));
 }
 
+void CudaGraph::reset() {
+  memory::CudaDeviceGuard guard(device_);
+  SUBLET_CUDA_CHECK(cudaStreamSynchronize(as_stream(stream_)));
+  if (exec_) SUBLET_CUDA_CHECK(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_)));
+  exec_ = nullptr;
+  if (graph_) SUBLET_CUDA_CHECK(cudaGraphDestroy(static_cast<cudaGraph_t>(graph_)));
+  graph_ = nullptr;
+  allocator_->release_private_pool(pool_);
+  pool_ = allocator_->create_private_pool();
+}
+
 void CudaGraph::replay() {
   if (!exec_) throw Error("CudaGraph::replay: nothing captured yet");
   memory::CudaDeviceGuard guard(device_);

@@ -41,6 +41,10 @@ class CudaGraph {
   // came before (warm-up steps) is finished and its memory is settled. If `work` throws, the
   // capture is abandoned and the exception propagates.
   void capture(const std::function<void()>& work);
+  // Forgets the captured graph and releases its pool (its segments go back once the tensors
+  // still pointing into them are gone); a fresh pool serves the next capture(). For a probe
+  // capture that is never replayed, e.g. one recorded to plan the next (GraphedTrainStep).
+  void reset();
   // Enqueues the captured work on stream(). Error before capture().
   void replay();
   bool captured() const { return exec_ != nullptr; }
