@@ -81,6 +81,7 @@ class GraphedTrainStep {
   std::int64_t steps_ = 0;
 
   void capture_with_static_plan();
+  Tensor first_warmup_step();
 };
 
 }  // namespace sublet

@@ -84,6 +84,14 @@ void Optimizer::zero_grad() {
   for (auto& p : params_) p.set_grad(Tensor());
 }
 
+void Optimizer::relocate_state() {
+  NoGradGuard no_grad;
+  AllocationCategoryGuard category(memory::BlockCategory::OptimizerState);
+  for (auto& entries : state_)
+    for (auto& [key, tensor] : entries) tensor = tensor.clone();
+  if (device_scalars_.defined()) device_scalars_ = device_scalars_.clone();
+}
+
 Tensor& Optimizer::state(std::size_t index, const std::string& key, bool* created) {
   Tensor& slot = state_.at(index)[key];
   if (created) *created = !slot.defined();

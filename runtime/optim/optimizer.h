@@ -52,6 +52,11 @@ class Optimizer {
   // rate comes from the state (schedules change it); other hyperparameters (betas, momentum,
   // weight decay) from this optimizer's constructor.
   void load_state_dict(const NamedTensors& entries);
+  // Copies every state tensor (and the device scalars) into newly allocated memory and drops the
+  // old blocks. GraphedTrainStep runs its first warm-up step in a pool it then releases: the
+  // state that step creates is born among the step's activations, and moved out of them here it
+  // is packed on its own instead of pinning the activations' segments for good.
+  void relocate_state();
 
  protected:
   // Updates params_[index] given its gradient; called with grad mode off.
