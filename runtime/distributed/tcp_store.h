@@ -9,7 +9,8 @@
 // - a client's first message must be a Hello carrying the job's token (compared in constant
 //   time); anything else closes the connection;
 // - keys, values, messages, the store's total size and the number of connections are bounded,
-//   and a client may have one request in flight, so memory stays bounded whatever peers send;
+//   and a client may have one request in flight, so memory stays bounded whatever peers send:
+//   under 1 KiB per connection before its token, about two largest messages (2 MiB) after;
 // - a malformed, oversized or foreign message closes that connection and logs why; the server
 //   keeps serving everyone else.
 // Wire format: store_protocol.h.

@@ -52,6 +52,16 @@ std::optional<std::int64_t> parse_counter(const std::string& text) {
   return value;
 }
 
+// A Get or Wait whose keys are not all there yet: answered when they are, or at the deadline.
+// (Declared outside Connection: clang 14 cannot construct a nested struct with default member
+// initialisers inside std::optional of its enclosing class.)
+struct PendingWait {
+  std::vector<std::string> keys;
+  std::size_t first_missing = 0;  // keys before it are known to exist (keys are never removed)
+  bool is_get = false;
+  Clock::time_point deadline;
+};
+
 struct Connection {
   Fd fd;
   std::string peer;
@@ -60,14 +70,7 @@ struct Connection {
   std::vector<std::uint8_t> in;
   std::vector<std::uint8_t> out;
   std::size_t out_sent = 0;
-  // A Get or Wait whose keys are not all there yet: answered when they are, or at the deadline.
-  struct Pending {
-    std::vector<std::string> keys;
-    std::size_t first_missing = 0;  // keys before it are known to exist (keys are never removed)
-    bool is_get = false;
-    Clock::time_point deadline;
-  };
-  std::optional<Pending> pending;
+  std::optional<PendingWait> pending;
   bool closed = false;
 };
 
@@ -173,8 +176,13 @@ void StoreServer::Impl::serve() {
     for (std::size_t i = 0; i < polled; ++i) {
       Connection& c = *connections[i];
       const short revents = fds[i + 2].revents;
-      if (revents & (POLLIN | POLLHUP | POLLERR)) read_from(c);
-      if (!c.closed && (revents & POLLOUT)) flush(c);
+      try {
+        if (revents & (POLLIN | POLLHUP | POLLERR)) read_from(c);
+        if (!c.closed && (revents & POLLOUT)) flush(c);
+      } catch (const std::exception& e) {
+        // Whatever one connection caused (even bad_alloc) ends that connection, not the store.
+        refuse(c, std::string("internal error: ") + e.what());
+      }
     }
     if (fds[1].revents & POLLIN) accept_all();
     answer_satisfied_waits();
@@ -208,9 +216,12 @@ void StoreServer::Impl::accept_all() {
 }
 
 void StoreServer::Impl::read_from(Connection& c) {
+  // Before its token a connection may only send a Hello: reading no more than one keeps an
+  // unadmitted connection's buffer under a kilobyte, however many of them there are.
+  const std::size_t chunk = c.admitted ? kReadChunk : proto::kLengthFieldBytes + proto::kMaxHelloFrameBytes;
   const std::size_t old_size = c.in.size();
-  c.in.resize(old_size + kReadChunk);
-  const ssize_t n = ::recv(c.fd.get(), c.in.data() + old_size, kReadChunk, 0);
+  c.in.resize(old_size + chunk);
+  const ssize_t n = ::recv(c.fd.get(), c.in.data() + old_size, chunk, 0);
   c.in.resize(old_size + (n > 0 ? static_cast<std::size_t>(n) : 0));
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
     // An admitted client leaving is the normal end of a job; one that never said Hello is not.
@@ -339,8 +350,13 @@ void StoreServer::Impl::handle_hello(Connection& c, const proto::Request& reques
 }
 
 void StoreServer::Impl::reply(Connection& c, const proto::Response& response) {
-  const auto bytes = proto::encode_response(response);
-  c.out.insert(c.out.end(), bytes.begin(), bytes.end());
+  try {
+    const auto bytes = proto::encode_response(response);
+    c.out.insert(c.out.end(), bytes.begin(), bytes.end());
+  } catch (const std::exception& e) {
+    refuse(c, std::string("cannot answer: ") + e.what());
+    return;
+  }
   flush(c);
 }
 
