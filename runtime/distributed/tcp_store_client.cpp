@@ -126,7 +126,7 @@ void StoreClient::Impl::connect() {
                   hello_deadline);
   } catch (const DistributedError& e) {
     broken = std::string("store: ") + where + " closed the connection after this client's Hello (" + e.what() +
-             "); a wrong " + kStoreTokenVariable + ", or another program on that port?";
+             "); a wrong " + kStoreTokenVariable + ", the store's connection limit, or another program on that port?";
     throw DistributedError(broken);
   }
   if (answer.op == proto::Opcode::Error) fail("store: " + where + " refused this client: " + answer.value);

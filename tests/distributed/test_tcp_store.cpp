@@ -260,6 +260,28 @@ TEST(TcpStore, WorkersFromLaunchEnvRendezvousAndShareAValue) {
   EXPECT_TRUE(log.lines().empty()) << log.lines().front();  // nothing refused
 }
 
+TEST(TcpStore, SixtyFourRanksRendezvousAndPassTwoBarriers) {
+  // Every rank waits on every other's key at once: the server's wait bookkeeping and its poll
+  // loop over many connections, beyond the few ranks of the other tests.
+  constexpr int kWorld = 64;
+  LoopbackStore store;
+  std::atomic<int> done{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      auto client = store.client();
+      client->announce_rank(r);
+      client->wait_for_ranks(kWorld, 20s);
+      client->barrier(kWorld, 20s);
+      client->barrier(kWorld, 20s);
+      done.fetch_add(1);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(done.load(), kWorld);
+  EXPECT_TRUE(store.log.lines().empty());
+}
+
 TEST(TcpStore, SingleRankWithoutATokenMakesItsOwn) {
   const LaunchEnv env{.rank = 0, .local_rank = 0, .world_size = 1, .local_world_size = 1,
                       .master_addr = "127.0.0.1", .master_port = 0, .store_token = ""};
