@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/errors.h"
+#include "runtime/distributed/store_socket.h"
 #include "store_test_support.h"
 
 namespace {
@@ -280,6 +281,27 @@ TEST(TcpStore, SixtyFourRanksRendezvousAndPassTwoBarriers) {
   for (auto& t : ranks) t.join();
   EXPECT_EQ(done.load(), kWorld);
   EXPECT_TRUE(store.log.lines().empty());
+}
+
+TEST(TcpStore, WorksOverIpv6Loopback) {
+  std::unique_ptr<StoreServer> server;
+  try {
+    server = std::make_unique<StoreServer>(StoreServerOptions{.host = "::1", .port = 0, .token = kToken, .log = nullptr});
+  } catch (const DistributedError& e) {
+    GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
+  }
+  StoreClient client({.host = "::1", .port = server->port(), .token = kToken, .connect_timeout = 5s});
+  client.set("k", "v6");
+  EXPECT_EQ(client.get("k"), "v6");
+  EXPECT_EQ(client.endpoint(), "[::1]:" + std::to_string(server->port()));
+}
+
+TEST(TcpStore, DurationsInMessagesReadNaturally) {
+  using sublet::distributed::detail::describe_duration;
+  EXPECT_EQ(describe_duration(250ms), "250 ms");
+  EXPECT_EQ(describe_duration(1500ms), "1.5 s");
+  EXPECT_EQ(describe_duration(30s), "30 s");
+  EXPECT_EQ(describe_duration(300s), "5 min");
 }
 
 TEST(TcpStore, SingleRankWithoutATokenMakesItsOwn) {
