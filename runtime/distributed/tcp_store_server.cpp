@@ -90,6 +90,10 @@ struct StoreServer::Impl {
   std::unordered_map<std::string, std::string> data;
   std::size_t data_bytes = 0;
   std::vector<std::unique_ptr<Connection>> connections;
+  // Out of file descriptors (EMFILE): the listener stays readable, so it is left out of poll
+  // for a moment instead of spinning on accept.
+  std::optional<Clock::time_point> accept_paused_until;
+  bool accept_starved_logged = false;  // one log line per shortage, not one per retry
 
   void listen_on_master_address();
   void serve();
@@ -158,7 +162,8 @@ void StoreServer::Impl::serve() {
   while (!stopping.load()) {
     fds.clear();
     fds.push_back({wake_read.get(), POLLIN, 0});
-    fds.push_back({listener.get(), POLLIN, 0});
+    if (accept_paused_until && Clock::now() >= *accept_paused_until) accept_paused_until.reset();
+    fds.push_back({accept_paused_until ? -1 : listener.get(), POLLIN, 0});  // poll skips fd -1
     for (const auto& c : connections) {
       const short events = static_cast<short>(POLLIN | (c->out_sent < c->out.size() ? POLLOUT : 0));
       fds.push_back({c->fd.get(), events, 0});
@@ -198,8 +203,14 @@ void StoreServer::Impl::accept_all() {
     Fd fd(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address), &length, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // EAGAIN: accepted everything waiting; EMFILE and the like: retry next round
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        if (!accept_starved_logged) log("cannot accept connections (" + detail::error_text(errno) + "); retrying every 100 ms");
+        accept_starved_logged = true;
+        accept_paused_until = Clock::now() + std::chrono::milliseconds(100);
+      }
+      return;  // EAGAIN: accepted everything waiting
     }
+    accept_starved_logged = false;
     auto c = std::make_unique<Connection>();
     c->fd = std::move(fd);
     c->peer = detail::describe(address);
@@ -423,6 +434,7 @@ std::optional<Clock::time_point> StoreServer::Impl::next_deadline() const {
   const auto consider = [&next](Clock::time_point t) {
     if (!next || t < *next) next = t;
   };
+  if (accept_paused_until) consider(*accept_paused_until);
   for (const auto& c : connections) {
     if (!c->admitted) consider(c->hello_deadline);
     if (c->pending) consider(c->pending->deadline);

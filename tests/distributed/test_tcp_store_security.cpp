@@ -3,6 +3,7 @@
 // logged reason while the server keeps serving everyone else, including a client that was
 // already waiting on a key.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <thread>
 
@@ -167,6 +168,45 @@ TEST(TcpStoreSecurity, ConnectionsBeyondTheLimitAreClosedAtOnce) {
   auto replacement = store.client();
   replacement->set("k", "v");
   EXPECT_EQ(first->get("k", 1s), "v");
+}
+
+TEST(TcpStoreSecurity, RunningOutOfFileDescriptorsNeitherSpinsNorStopsTheStore) {
+  LoopbackStore store;
+  auto good = store.client();
+  // Open a dozen client sockets, leave room for a few descriptors only, then connect them all:
+  // the server's accept fails with EMFILE while the listener stays readable.
+  std::vector<int> crowd;
+  for (int i = 0; i < 12; ++i) crowd.push_back(::socket(AF_INET, SOCK_STREAM, 0));
+  // New descriptors take the lowest free number, so a limit six above the lowest free one
+  // leaves exactly six (descriptors already open above it stay valid).
+  const int lowest_free = ::dup(0);
+  ::close(lowest_free);
+  rlimit original{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &original), 0);
+  rlimit tight = original;
+  tight.rlim_cur = static_cast<rlim_t>(lowest_free + 6);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(store.server->port());
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (const int fd : crowd) ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  const bool starved = store.log.contains("cannot accept connections");
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  std::this_thread::sleep_for(500ms);
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  good->set("while/starved", "ok");  // an admitted client is still served
+  for (const int fd : crowd) ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &original), 0);
+  EXPECT_TRUE(starved);
+  const auto cpu_us = [](const rusage& u) {
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1'000'000L + u.ru_utime.tv_usec + u.ru_stime.tv_usec;
+  };
+  // A server spinning on accept would burn most of the 500 ms; a paused one a few retries.
+  EXPECT_LT(cpu_us(after) - cpu_us(before), 100'000L);
+  expect_still_serving(store, *good);
 }
 
 TEST(TcpStoreSecurity, ListensOnTheMasterAddressOnly) {
