@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -111,6 +112,14 @@ TEST(LaunchEnv, TokenIsRequiredForSeveralRanksOnly) {
   EXPECT_NE(error_for(env).find("SUBLET_STORE_TOKEN must be 16..256 characters, got 5"), std::string::npos);
   env["SUBLET_STORE_TOKEN"] = "0123456789 abcdef";
   EXPECT_NE(error_for(env).find("printable ASCII without spaces"), std::string::npos);
+}
+
+TEST(LaunchEnv, ReadsTheProcessEnvironment) {
+  const auto variables = valid_env();
+  for (const auto& [name, value] : variables) setenv(name.c_str(), value.c_str(), 1);
+  const LaunchEnv env = launch_env_from_process();
+  for (const auto& [name, value] : variables) unsetenv(name.c_str());
+  EXPECT_EQ(env, launch_env_from(lookup_in(variables)));
 }
 
 TEST(LaunchEnv, LaunchedAsWorker) {

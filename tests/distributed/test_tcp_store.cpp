@@ -172,10 +172,14 @@ TEST(TcpStore, MasterAddressThatDoesNotResolveIsNamed) {
 
 TEST(TcpStore, AddressOfAnotherMachineIsRefusedForListening) {
   // 192.0.2.1 is TEST-NET-1: never an address of this machine.
-  const std::string message = distributed_error([] {
+  std::string message;
+  try {
     StoreServer server({.host = "192.0.2.1", .port = 0, .token = kToken, .log = nullptr});
-  });
-  EXPECT_NE(message.find("not an address of this machine"), std::string::npos) << message;
+    GTEST_SKIP() << "this host lets sockets bind non-local addresses (net.ipv4.ip_nonlocal_bind)";
+  } catch (const DistributedError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("192.0.2.1 is not an address of this machine"), std::string::npos) << message;
 }
 
 TEST(TcpStore, ClientThatCannotConnectInTimeSaysWhereAndWhy) {
