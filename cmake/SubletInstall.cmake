@@ -1,8 +1,8 @@
 # `cmake --install <build> --prefix P` lays sublet out for other CMake projects:
 #   P/bin/sublet                          the CLI
 #   P/include/sublet/{core,memory,...}/   every header, in the source layout ("runtime/tensor.h")
-#   P/lib/libsublet_<name>.a              the libraries (core, memory, ops, runtime, models,
-#                                         training, profiling)
+#   P/lib/libsublet_<name>.a              the libraries (core, memory, ops, runtime, distributed,
+#                                         models, training, profiling)
 #   P/lib/cmake/sublet/                   subletConfig.cmake, its version file, the exported
 #                                         targets and FindCUDNN.cmake
 # A consumer writes find_package(sublet REQUIRED) and links sublet::sublet (everything but the
@@ -15,7 +15,7 @@ include(CMakePackageConfigHelpers)
 set(SUBLET_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/sublet")
 set(SUBLET_INSTALL_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}/sublet")
 # In dependency order, floor by floor.
-set(SUBLET_INSTALLED_LIBRARIES core memory ops runtime models training profiling)
+set(SUBLET_INSTALLED_LIBRARIES core memory ops runtime distributed models training profiling)
 
 # The library targets keep their short names inside the build; installed side by side in
 # P/lib they get a prefix (libsublet_memory.a, not libmemory.a), exported as sublet::memory.

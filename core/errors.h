@@ -27,6 +27,9 @@ class IoError : public Error { using Error::Error; };
 class CudaError : public Error { using Error::Error; };
 // A loss or value that became NaN or infinite where training cannot go on with it.
 class NonFiniteError : public Error { using Error::Error; };
+// Data-parallel rendezvous or communication failed: the store cannot listen or be reached, a
+// key or a rank did not arrive in time, a peer broke the protocol.
+class DistributedError : public Error { using Error::Error; };
 // A wrong argument that is neither a shape nor a dtype problem (bad flag values, bad options).
 class ValueError : public Error { using Error::Error; };
 

@@ -10,8 +10,8 @@
 namespace sublet::data {
 namespace {
 
-// Tags that keep the order stream and the augmentation streams of one seed independent.
-constexpr std::uint64_t kOrderStream = 0x4f52444552000001ULL;
+// Tag that keeps the augmentation streams of a seed apart from its order stream
+// (kEpochOrderStream, random.h).
 constexpr std::uint64_t kAugmentStream = 0x4155474d00000002ULL;
 constexpr std::int64_t kMaxPrefetch = 16;
 
@@ -44,7 +44,7 @@ std::vector<std::int64_t> DataLoader::epoch_order(std::int64_t epoch) const {
   std::vector<std::int64_t> order(static_cast<std::size_t>(dataset_->size()));
   std::iota(order.begin(), order.end(), 0);
   if (options_.shuffle) {
-    Random random(stream_key(options_.seed, kOrderStream, static_cast<std::uint64_t>(epoch)));
+    Random random(stream_key(options_.seed, kEpochOrderStream, static_cast<std::uint64_t>(epoch)));
     shuffle_in_place(order, random);
   }
   return order;

@@ -24,6 +24,11 @@ constexpr std::uint64_t stream_key(std::uint64_t a, std::uint64_t b, std::uint64
   return mix64(mix64(mix64(a) ^ b) ^ c);
 }
 
+// The stream of an epoch's sample order: stream_key(seed, kEpochOrderStream, epoch). The
+// DataLoader and the data-parallel ShardSampler both use it, so one rank's data-parallel run
+// reads the same order as the plain run.
+inline constexpr std::uint64_t kEpochOrderStream = 0x4f52444552000001ULL;
+
 class Random {
  public:
   explicit Random(std::uint64_t seed) : state_(seed) {}
