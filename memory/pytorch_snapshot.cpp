@@ -34,6 +34,8 @@ namespace {
 using pickle::Kind;
 using pickle::Value;
 
+constexpr std::size_t kMaxEntryKeys = 64;
+
 // Device memory the history has reserved (segments and mapped pages), as disjoint ranges.
 class ReservedRanges {
  public:
@@ -301,6 +303,10 @@ PytorchSnapshotTrace convert_pytorch_snapshot(const pickle::Document& snapshot, 
     const Value entry = trace.at(i);
     try {
       if (entry.kind() != Kind::Dict) throw IoError(fmt::format("is a {}, expected a dict", pickle::kind_name(entry.kind())));
+      // Keys are found by a linear search: a huge entry (shared by memo across the whole trace)
+      // would make that quadratic in the input, and PyTorch's entries have fewer than 10 keys.
+      if (entry.size() > kMaxEntryKeys)
+        throw IoError(fmt::format("is a dict of {} items; a PyTorch trace entry has at most {}", entry.size(), kMaxEntryKeys));
       converter.entry(entry, i);
     } catch (const IoError& e) {
       const std::string what = e.what();

@@ -170,6 +170,9 @@ TEST(PytorchSnapshot, ShapesThatAreNotASnapshotAreNamed) {
             "snap: device_traces[0][1]: \"addr\": expected an int, found str");
   EXPECT_EQ(one_entry(entry("alloc", 4096, -8)), "snap: device_traces[0][1]: \"size\": expected a non-negative int, found -8");
   EXPECT_NE(one_entry(entry("user_defined", 4096, 8)).find("unknown action 'user_defined'"), std::string::npos);
+  std::vector<std::pair<std::string, std::string>> wide = {{"action", str("snapshot")}};
+  for (int i = 0; i < 64; ++i) wide.emplace_back("key" + std::to_string(i), integer(i));
+  EXPECT_EQ(one_entry(dict(wide)), "snap: device_traces[0][1]: is a dict of 65 items; a PyTorch trace entry has at most 64");
   EXPECT_NE(one_entry(entry("alloc", 1, 8)).find("entry 1 is an alloc at 0x1 outside every segment the history allocated"),
             std::string::npos);
   // The same block allocated twice without a free in between is a broken trace.
