@@ -132,7 +132,8 @@ void add_replay_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   replay->add_option("--alloc-conf", *settings,
-                     "a SUBLET_ALLOC_CONF string to try; repeat for several (default: a standard set of six)");
+                     "a SUBLET_ALLOC_CONF string to try; repeat for several (default: a standard set of six, and a PyTorch "
+                     "snapshot's recorded settings)");
   replay->add_option("--capacity-mib", *capacity_mib, "simulated device capacity in MiB")->check(CLI::Range(1, 1 << 30))->capture_default_str();
   CLI::Option* device_option =
       replay->add_option("--device", *device, "PyTorch snapshots: the device whose trace to replay (default 0)")
