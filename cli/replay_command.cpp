@@ -1,16 +1,23 @@
-// sublet replay TRACE [--alloc-conf STR]... [--capacity-mib N] [--json PATH]
+// sublet replay TRACE [--alloc-conf STR]... [--capacity-mib N] [--device N] [--json PATH]
 // Replays a recorded allocation trace through the caching allocator on the simulated backend
-// under several settings and prints what each would have done (and writes it as JSON).
+// under several settings and prints what each would have done (and writes it as JSON). TRACE is
+// a sublet-alloc-trace (JSON) or a PyTorch memory snapshot (a pickle, gzip-compressed or not),
+// told apart by content.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "core/atomic_write.h"
 #include "core/format_bytes.h"
+#include "core/errors.h"
+#include "memory/pickle_reader.h"
+#include "memory/pytorch_snapshot.h"
 #include "memory/replay.h"
 
 namespace sublet::cli {
@@ -24,6 +31,52 @@ const std::vector<std::string> kDefaultSettings = {
     "roundup_power2_divisions:16",
     "expandable_segments:True",
 };
+
+// The trace to replay and where it came from (the report's "source").
+struct ReplaySource {
+  std::vector<memory::TraceEvent> events;
+  nlohmann::json source;
+  std::string recorded_alloc_conf;  // a snapshot's allocator_settings as SUBLET_ALLOC_CONF text
+  bool has_recorded_settings = false;
+};
+
+bool starts_like_snapshot(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[2] = {};
+  in.read(head, 2);
+  const std::string_view bytes(head, static_cast<std::size_t>(in.gcount()));
+  return memory::pickle::is_gzip(bytes) || memory::looks_like_pickle(bytes);
+}
+
+ReplaySource load_source(const std::string& path, std::optional<int> device) {
+  ReplaySource out;
+  if (!starts_like_snapshot(path)) {
+    if (device)
+      throw ValueError(fmt::format("--device {}: picks a device of a PyTorch snapshot, but {} is a sublet-alloc-trace, "
+                                   "which records one allocator", *device, path));
+    out.events = memory::load_trace(path);
+    out.source = {{"kind", "sublet-trace"}, {"events", out.events.size()}, {"device", nullptr}};
+    return out;
+  }
+  std::string bytes = memory::pickle::read_file_maybe_gzip(path);
+  if (!memory::looks_like_pickle(bytes))
+    throw IoError(path + ": gzip-compressed, but not a pickle of protocol 2 to 5 (a PyTorch snapshot); "
+                         "sublet-alloc-trace files are read uncompressed");
+  const memory::pickle::Document doc = memory::pickle::parse(std::move(bytes), path);
+  memory::PytorchSnapshotTrace snapshot = memory::convert_pytorch_snapshot(doc, device.value_or(0), path);
+  fmt::print("PyTorch snapshot {}: device {} of {}, {} trace entries -> {} events", path, snapshot.device,
+             snapshot.device_count, snapshot.trace_entries, snapshot.events.size());
+  fmt::print(" (empty_cache() calls: {}; cache releases inside allocations, left to each setting: {}).\n",
+             snapshot.empty_cache_events, snapshot.internal_releases);
+  if (snapshot.has_allocator_settings)
+    fmt::print("Recorded allocator settings: PYTORCH_CUDA_ALLOC_CONF='{}', as SUBLET_ALLOC_CONF: '{}'.\n",
+               snapshot.pytorch_alloc_conf, snapshot.alloc_conf);
+  out.events = std::move(snapshot.events);
+  out.source = {{"kind", "pytorch-snapshot"}, {"events", out.events.size()}, {"device", snapshot.device}};
+  out.recorded_alloc_conf = snapshot.alloc_conf;
+  out.has_recorded_settings = snapshot.has_allocator_settings;
+  return out;
+}
 
 void print_results(const std::vector<memory::ReplayResult>& results, std::size_t events) {
   const auto bytes = [](std::size_t b) { return sublet::format_bytes(static_cast<std::int64_t>(b)); };
@@ -43,7 +96,7 @@ void print_results(const std::vector<memory::ReplayResult>& results, std::size_t
 
 // {"format": "sublet-replay-report", "source": {...}, "rows": [...]}: the layout `sublet replay`
 // uses for every kind of trace.
-void write_report_json(const std::string& path, const std::vector<memory::ReplayResult>& results, std::size_t events) {
+void write_report_json(const std::string& path, const std::vector<memory::ReplayResult>& results, const nlohmann::json& source) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : results) {
     rows.push_back({{"label", r.setting},
@@ -58,7 +111,7 @@ void write_report_json(const std::string& path, const std::vector<memory::Replay
                     {"oom_event", r.out_of_memory ? nlohmann::json(r.oom_event) : nlohmann::json(nullptr)}});
   }
   const nlohmann::json doc = {{"format", "sublet-replay-report"},
-                              {"source", {{"kind", "sublet-trace"}, {"events", events}, {"device", nullptr}}},
+                              {"source", source},
                               {"rows", rows}};
   const std::string text = doc.dump(2) + "\n";
   io::write_text_atomically(path, text);
@@ -72,19 +125,34 @@ void add_replay_command(CLI::App& app) {
   auto settings = std::make_shared<std::vector<std::string>>();
   auto capacity_mib = std::make_shared<std::size_t>(std::size_t{1} << 20);
   auto json_path = std::make_shared<std::string>();
-  replay->add_option("trace", *trace_path, "allocation trace (JSON, as written by sublet profile)")->required()->check(CLI::ExistingFile);
+  auto device = std::make_shared<int>(0);
+  replay->add_option("trace", *trace_path,
+                     "allocation trace: JSON as written by sublet profile, or a PyTorch memory snapshot "
+                     "(torch.cuda.memory._dump_snapshot; gzip-compressed too)")
+      ->required()
+      ->check(CLI::ExistingFile);
   replay->add_option("--alloc-conf", *settings,
-                     "a SUBLET_ALLOC_CONF string to try; repeat for several (default: a standard set of six)");
+                     "a SUBLET_ALLOC_CONF string to try; repeat for several (default: a standard set of six, and a PyTorch "
+                     "snapshot's recorded settings)");
   replay->add_option("--capacity-mib", *capacity_mib, "simulated device capacity in MiB")->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  CLI::Option* device_option =
+      replay->add_option("--device", *device, "PyTorch snapshots: the device whose trace to replay (default 0)")
+          ->check(CLI::Range(0, 1 << 20));
   replay->add_option("--json", *json_path, "also write the rows as JSON (format sublet-replay-report)");
-  replay->callback([trace_path, settings, capacity_mib, json_path] {
+  replay->callback([trace_path, settings, capacity_mib, json_path, device, device_option] {
     check_output_file("--json", *json_path);
-    const auto events = memory::load_trace(*trace_path);
+    const ReplaySource source =
+        load_source(*trace_path, device_option->count() > 0 ? std::optional<int>(*device) : std::nullopt);
+    // A snapshot's own settings join the standard set, so its row sits beside the what-ifs.
+    std::vector<std::string> tried = settings->empty() ? kDefaultSettings : *settings;
+    if (settings->empty() && source.has_recorded_settings &&
+        std::find(tried.begin(), tried.end(), source.recorded_alloc_conf) == tried.end())
+      tried.push_back(source.recorded_alloc_conf);
     std::vector<memory::ReplayResult> results;
-    for (const std::string& setting : settings->empty() ? kDefaultSettings : *settings)
-      results.push_back(memory::replay_trace(events, setting, *capacity_mib * memory::kMiB));
-    print_results(results, events.size());
-    if (!json_path->empty()) write_report_json(*json_path, results, events.size());
+    for (const std::string& setting : tried)
+      results.push_back(memory::replay_trace(source.events, setting, *capacity_mib * memory::kMiB));
+    print_results(results, source.events.size());
+    if (!json_path->empty()) write_report_json(*json_path, results, source.source);
   });
 }
 
