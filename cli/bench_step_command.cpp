@@ -15,6 +15,7 @@
 #include "cli/flag_checks.h"
 #include "ops/conv_settings.h"
 #include "core/errors.h"
+#include "memory/recompute_plan.h"
 #include "memory/registry.h"
 #include "models/registry.h"
 
@@ -34,6 +35,7 @@ struct StepFlags {
   std::string json_path;
   bool cuda_graph = false;
   std::string memory_plan = "cached";
+  std::string memory_budget;
   std::string allocator = "caching";
   // PyTorch's defaults for the comparison script: cudnn.benchmark on (set there), TF32 allowed
   // for cuDNN convolutions (torch.backends.cudnn.allow_tf32 defaults to True).
@@ -82,6 +84,8 @@ void run_bench_step(const StepFlags& flags) {
   options.seed = flags.seed;
   options.cuda_graph = flags.cuda_graph;
   options.memory_plan = parse_memory_plan(flags.memory_plan);
+  options.memory_budget = flags.memory_budget;
+  if (!flags.memory_budget.empty()) memory::parse_memory_budget(flags.memory_budget);  // before any model is built
   if (options.memory_plan == MemoryPlan::Static && !flags.cuda_graph)
     throw ValueError("bench step --memory-plan static: plans a captured step, so it needs --cuda-graph");
   options.profile_range = flags.profile_range;
@@ -149,6 +153,9 @@ void add_bench_step_command(CLI::App& app) {
                    "step's requests are recorded in a probe capture and served from one arena laid out offline)")
       ->check(CLI::IsMember({"cached", "static"}))
       ->capture_default_str();
+  step->add_option("--memory-budget", flags->memory_budget,
+                   "fit the step's peak allocated memory into SIZE (6GiB) or a FRACTION of the measured peak (0.5) by "
+                   "recomputing ResNet blocks in backward");
   step->add_option("--allocator", flags->allocator,
                    "tensor memory: caching (sublet's cache), raw (cudaMalloc/cudaFree per tensor), async "
                    "(cudaMallocAsync), or all of them one after the other")

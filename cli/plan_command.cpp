@@ -1,62 +1,159 @@
-// sublet plan TRACE [--json PATH]
-// For a recorded step: the live-bytes lower bound, the static arena plan (memory/static_plan.h)
-// and what the caching allocator's rules reserve for the same requests (sublet replay's rows),
-// side by side.
+// sublet plan [TRACE] [--device N] [--recompute BENCH.json] [--json PATH] [--svg PATH]
+// Plans memory instead of measuring it (issue 19):
+//  - TRACE (a sublet-alloc-trace, or a PyTorch memory snapshot): for the recorded step, the
+//    live-bytes lower bound, the static arena plan (memory/static_plan.h) and what the caching
+//    allocator's rules reserve for the same requests (sublet replay's rows), side by side;
+//  - --recompute: the blocks `sublet bench step --memory-budget ... --json` measured; the
+//    cheapest runs of blocks to recompute (memory/recompute_plan.h) for budgets from 90% to 30%
+//    of the measured peak, and with --svg the budget-versus-time curve.
 #include <fmt/format.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/trace_source.h"
 #include "core/atomic_write.h"
+#include "core/errors.h"
 #include "core/format_bytes.h"
+#include "memory/recompute_plan.h"
 #include "memory/replay.h"
 #include "memory/static_plan.h"
+#include "models/resnet_recompute.h"
+#include "profile/recompute_curve_svg.h"
 
 namespace sublet::cli {
 namespace {
 
 const std::vector<std::string> kPlanSettings = {"", "expandable_segments:True"};
+const std::vector<double> kBudgetFractions = {0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3};
 
-void run_plan(const std::string& trace_path, const std::string& json_path) {
-  check_output_file("--json", json_path);
-  const auto events = memory::load_trace(trace_path);
+std::string bytes(std::size_t b) { return sublet::format_bytes(static_cast<std::int64_t>(b)); }
+
+struct PlanFlags {
+  std::string trace_path, recompute_path, json_path, svg_path;
+  std::optional<int> device;
+};
+
+// Static plan rows for the trace; fills doc's lower_bound_bytes, planned_arena_bytes and rows.
+void plan_trace(const PlanFlags& flags, nlohmann::json& doc) {
+  const TraceSource source = load_trace_source(flags.trace_path, flags.device);
+  const auto& events = source.events;
   const memory::StaticPlan plan = memory::plan_static_arena(events);
-  const auto bytes = [](std::size_t b) { return sublet::format_bytes(static_cast<std::int64_t>(b)); };
-  const double ratio = plan.lower_bound ? static_cast<double>(plan.arena_bytes) / static_cast<double>(plan.lower_bound) : 0.0;
+  const auto times_bound = [&](std::size_t b) {
+    return plan.lower_bound ? static_cast<double>(b) / static_cast<double>(plan.lower_bound) : 0.0;
+  };
   fmt::print("{} events, {} allocations\n", events.size(), plan.allocations.size());
   fmt::print("{:<44} {:>14} {:>10}\n", "", "bytes", "x bound");
   fmt::print("{:<44} {:>14} {:>10.3f}\n", "lower bound (most bytes live at once)", bytes(plan.lower_bound), 1.0);
-  fmt::print("{:<44} {:>14} {:>10.3f}\n", "static plan: one arena (" + plan.heuristic + ")", bytes(plan.arena_bytes), ratio);
+  fmt::print("{:<44} {:>14} {:>10.3f}\n", "static plan: one arena (" + plan.heuristic + ")", bytes(plan.arena_bytes),
+             times_bound(plan.arena_bytes));
   nlohmann::json rows = nlohmann::json::array();
   for (const std::string& setting : kPlanSettings) {
     const memory::ReplayResult r = memory::replay_trace(events, setting, std::size_t{1} << 40);  // 1 TiB, as replay's default
     const std::string label = "sublet rules, " + (setting.empty() ? std::string("default (fixed segments)") : setting);
-    fmt::print("{:<44} {:>14} {:>10.3f}  (peak reserved)\n", label, bytes(r.peak_reserved),
-               plan.lower_bound ? static_cast<double>(r.peak_reserved) / static_cast<double>(plan.lower_bound) : 0.0);
+    fmt::print("{:<44} {:>14} {:>10.3f}  (peak reserved)\n", label, bytes(r.peak_reserved), times_bound(r.peak_reserved));
     rows.push_back({{"label", label}, {"rules", "sublet"}, {"alloc_conf", setting},
                     {"peak_allocated_bytes", r.peak_allocated}, {"peak_reserved_bytes", r.peak_reserved}});
   }
-  if (!json_path.empty()) {
-    const nlohmann::json doc = {{"format", "sublet-plan-report"}, {"events", events.size()},
-                                {"allocations", plan.allocations.size()}, {"lower_bound_bytes", plan.lower_bound},
-                                {"planned_arena_bytes", plan.arena_bytes}, {"heuristic", plan.heuristic}, {"rows", rows}};
-    const std::string text = doc.dump(2) + "\n";
-    io::write_text_atomically(json_path, text);
+  doc["source"] = source.source;
+  doc["events"] = events.size();
+  doc["allocations"] = plan.allocations.size();
+  doc["lower_bound_bytes"] = plan.lower_bound;
+  doc["planned_arena_bytes"] = plan.arena_bytes;
+  doc["heuristic"] = plan.heuristic;
+  doc["rows"] = rows;
+}
+
+// Recompute rows for budgets of the measured peak; fills doc's recompute_rows.
+void plan_recompute(const PlanFlags& flags, nlohmann::json& doc) {
+  std::ifstream in(flags.recompute_path);
+  if (!in) throw IoError("--recompute " + flags.recompute_path + ": cannot open the file");
+  nlohmann::json bench;
+  try {
+    bench = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("--recompute " + flags.recompute_path + ": not JSON (" + e.what() + ")");
   }
+  if (bench.is_array() && bench.size() == 1) bench = bench[0];
+  if (!bench.is_object() || !bench.contains("memory_budget"))
+    throw ValueError("--recompute " + flags.recompute_path + ": expected the JSON of `sublet bench step --memory-budget "
+                     "... --json`, which has a \"memory_budget\" object; found none");
+  const nlohmann::json& measured = bench["memory_budget"];
+  std::vector<memory::RecomputeUnit> units;
+  std::size_t baseline = 0;
+  double forward_ms = 0;
+  try {
+    units = models::units_from_json(measured.at("units"));
+    baseline = measured.at("baseline_peak_bytes").get<std::size_t>();
+    forward_ms = measured.at("forward_ms").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    throw ValueError("--recompute " + flags.recompute_path + ": memory_budget lacks a field (" + e.what() + ")");
+  }
+  fmt::print("\nRecomputation ({} blocks measured; peak {} with nothing recomputed, forward {:.2f} ms):\n",
+             units.size(), bytes(baseline), forward_ms);
+  fmt::print("{:>8} {:>14} {:>14} {:>12}  {}\n", "budget", "bytes", "peak (model)", "+forward", "recomputed blocks");
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<profile::RecomputeCurvePoint> points;
+  for (double fraction : kBudgetFractions) {
+    const auto budget = static_cast<std::size_t>(fraction * static_cast<double>(baseline));
+    const memory::RecomputeChoice c = memory::choose_recompute(units, baseline, budget);
+    const std::string runs = models::describe_runs(units, c.runs);
+    fmt::print("{:>7.0f}% {:>14} {:>14} {:>12}  {}\n", 100 * fraction, bytes(budget), bytes(c.predicted_peak),
+               c.fits ? fmt::format("{:.2f} ms", c.recompute_ms) : std::string("no fit"),
+               c.fits ? runs : "smallest reachable: " + runs);
+    rows.push_back({{"budget_fraction", fraction}, {"budget_bytes", budget}, {"fits", c.fits},
+                    {"predicted_peak_bytes", c.predicted_peak}, {"recompute_ms", c.recompute_ms}, {"recomputed", runs}});
+    points.push_back({budget, c.fits, c.predicted_peak, c.recompute_ms, runs});
+  }
+  doc["recompute_rows"] = rows;
+  doc["recompute_baseline_peak_bytes"] = baseline;
+  if (!flags.svg_path.empty()) {
+    const std::string title = fmt::format("{} batch {}: recomputation under a memory budget",
+                                          bench.value("model", std::string("model")), bench.value("batch_size", 0));
+    io::write_text_atomically(flags.svg_path, profile::recompute_curve_svg(title, points, baseline, forward_ms));
+    fmt::print("wrote {}\n", flags.svg_path);
+  }
+}
+
+void run_plan(const PlanFlags& flags) {
+  check_output_file("--json", flags.json_path);
+  check_output_file("--svg", flags.svg_path);
+  if (flags.trace_path.empty() && flags.recompute_path.empty())
+    throw ValueError("plan: give a TRACE (sublet-alloc-trace or PyTorch snapshot), --recompute BENCH.json, or both");
+  if (!flags.svg_path.empty() && flags.recompute_path.empty())
+    throw ValueError("plan --svg: draws the recomputation curve, so it needs --recompute BENCH.json");
+  nlohmann::json doc = {{"format", "sublet-plan-report"}};
+  if (!flags.trace_path.empty()) plan_trace(flags, doc);
+  if (!flags.recompute_path.empty()) plan_recompute(flags, doc);
+  if (!flags.json_path.empty()) io::write_text_atomically(flags.json_path, doc.dump(2) + "\n");
 }
 
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
-  CLI::App* plan = app.add_subcommand("plan", "Plan a recorded step's memory: lower bound, a static arena, and what the allocator reserves");
-  auto trace_path = std::make_shared<std::string>();
-  auto json_path = std::make_shared<std::string>();
-  plan->add_option("trace", *trace_path, "allocation trace (sublet-alloc-trace JSON, e.g. from bench step --alloc-trace)")
-      ->required()
+  CLI::App* plan = app.add_subcommand(
+      "plan", "Plan a recorded step's memory: lower bound, a static arena, what the allocator reserves, and "
+              "recomputation under budgets");
+  auto flags = std::make_shared<PlanFlags>();
+  auto device = std::make_shared<int>(0);
+  plan->add_option("trace", flags->trace_path,
+                   "allocation trace: sublet-alloc-trace JSON (bench step --alloc-trace) or a PyTorch memory snapshot")
       ->check(CLI::ExistingFile);
-  plan->add_option("--json", *json_path, "also write the figures as JSON (format sublet-plan-report)");
-  plan->callback([trace_path, json_path] { run_plan(*trace_path, *json_path); });
+  CLI::Option* device_option =
+      plan->add_option("--device", *device, "PyTorch snapshots: the device whose trace to plan (default 0)")
+          ->check(CLI::Range(0, 1 << 20));
+  plan->add_option("--recompute", flags->recompute_path,
+                   "the JSON of `sublet bench step --memory-budget ... --json`: recomputation choices for budgets")
+      ->check(CLI::ExistingFile);
+  plan->add_option("--json", flags->json_path, "also write the figures as JSON (format sublet-plan-report)");
+  plan->add_option("--svg", flags->svg_path, "with --recompute: write the budget-versus-time curve as SVG");
+  plan->callback([flags, device, device_option] {
+    if (device_option->count() > 0) flags->device = *device;
+    run_plan(*flags);
+  });
 }
 
 }  // namespace sublet::cli

@@ -16,8 +16,7 @@
 #include "core/atomic_write.h"
 #include "core/format_bytes.h"
 #include "core/errors.h"
-#include "memory/pickle_reader.h"
-#include "memory/pytorch_snapshot.h"
+#include "cli/trace_source.h"
 #include "memory/replay.h"
 
 namespace sublet::cli {
@@ -31,52 +30,6 @@ const std::vector<std::string> kDefaultSettings = {
     "roundup_power2_divisions:16",
     "expandable_segments:True",
 };
-
-// The trace to replay and where it came from (the report's "source").
-struct ReplaySource {
-  std::vector<memory::TraceEvent> events;
-  nlohmann::json source;
-  std::string recorded_alloc_conf;  // a snapshot's allocator_settings as SUBLET_ALLOC_CONF text
-  bool has_recorded_settings = false;
-};
-
-bool starts_like_snapshot(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char head[2] = {};
-  in.read(head, 2);
-  const std::string_view bytes(head, static_cast<std::size_t>(in.gcount()));
-  return memory::pickle::is_gzip(bytes) || memory::looks_like_pickle(bytes);
-}
-
-ReplaySource load_source(const std::string& path, std::optional<int> device) {
-  ReplaySource out;
-  if (!starts_like_snapshot(path)) {
-    if (device)
-      throw ValueError(fmt::format("--device {}: picks a device of a PyTorch snapshot, but {} is a sublet-alloc-trace, "
-                                   "which records one allocator", *device, path));
-    out.events = memory::load_trace(path);
-    out.source = {{"kind", "sublet-trace"}, {"events", out.events.size()}, {"device", nullptr}};
-    return out;
-  }
-  std::string bytes = memory::pickle::read_file_maybe_gzip(path);
-  if (!memory::looks_like_pickle(bytes))
-    throw IoError(path + ": gzip-compressed, but not a pickle of protocol 2 to 5 (a PyTorch snapshot); "
-                         "sublet-alloc-trace files are read uncompressed");
-  const memory::pickle::Document doc = memory::pickle::parse(std::move(bytes), path);
-  memory::PytorchSnapshotTrace snapshot = memory::convert_pytorch_snapshot(doc, device.value_or(0), path);
-  fmt::print("PyTorch snapshot {}: device {} of {}, {} trace entries -> {} events", path, snapshot.device,
-             snapshot.device_count, snapshot.trace_entries, snapshot.events.size());
-  fmt::print(" (empty_cache() calls: {}; cache releases inside allocations, left to each setting: {}).\n",
-             snapshot.empty_cache_events, snapshot.internal_releases);
-  if (snapshot.has_allocator_settings)
-    fmt::print("Recorded allocator settings: PYTORCH_CUDA_ALLOC_CONF='{}', as SUBLET_ALLOC_CONF: '{}'.\n",
-               snapshot.pytorch_alloc_conf, snapshot.alloc_conf);
-  out.events = std::move(snapshot.events);
-  out.source = {{"kind", "pytorch-snapshot"}, {"events", out.events.size()}, {"device", snapshot.device}};
-  out.recorded_alloc_conf = snapshot.alloc_conf;
-  out.has_recorded_settings = snapshot.has_allocator_settings;
-  return out;
-}
 
 void print_results(const std::vector<memory::ReplayResult>& results, std::size_t events) {
   const auto bytes = [](std::size_t b) { return sublet::format_bytes(static_cast<std::int64_t>(b)); };
@@ -141,8 +94,8 @@ void add_replay_command(CLI::App& app) {
   replay->add_option("--json", *json_path, "also write the rows as JSON (format sublet-replay-report)");
   replay->callback([trace_path, settings, capacity_mib, json_path, device, device_option] {
     check_output_file("--json", *json_path);
-    const ReplaySource source =
-        load_source(*trace_path, device_option->count() > 0 ? std::optional<int>(*device) : std::nullopt);
+    const TraceSource source =
+        load_trace_source(*trace_path, device_option->count() > 0 ? std::optional<int>(*device) : std::nullopt);
     // A snapshot's own settings join the standard set, so its row sits beside the what-ifs.
     std::vector<std::string> tried = settings->empty() ? kDefaultSettings : *settings;
     if (settings->empty() && source.has_recorded_settings &&

@@ -102,6 +102,9 @@ void add_train_command(CLI::App& app) {
                   "with --cuda-graph: cached (the graph's pool follows the caching allocator) or static (one arena "
                   "laid out offline from a recorded probe capture)")
       ->capture_default_str();
+  cmd->add_option("--memory-budget", options->memory_budget,
+                  "fit the step's peak allocated memory into SIZE (6GiB, 512MiB) or a FRACTION of the measured peak "
+                  "(0.5) by recomputing ResNet blocks in backward, the cheapest set that fits");
   add_default_on_switch(*cmd, "oom-retry", options->oom_retry, "on out of memory, halve the batch size and continue");
   cmd->add_flag("--allow-nonfinite", options->allow_nonfinite,
                 "go on when the loss becomes NaN or infinite (default: stop with an error, keeping the last checkpoint)");

@@ -1,5 +1,9 @@
 #include "models/resnet.h"
 
+#include <functional>
+
+#include "runtime/nn/checkpoint.h"
+
 #include <cmath>
 #include <string>
 
@@ -86,11 +90,43 @@ Tensor ResNet::forward(const Tensor& input) {
     throw ShapeError("ResNet: expected input [N, " + std::to_string(config_.in_channels) + ", H, W], got " +
                      shape_str(input.sizes()));
   }
-  Tensor x = bn1->forward_relu((*conv1)(input));  // relu(bn1(conv1(input))), fused on the GPU
-  if (maxpool) x = (*maxpool)(x);
+  Tensor x = forward_stem(input);
   for (auto& stage : stages) x = (*stage)(x);
-  return (*fc)((*flatten)((*avgpool)(x)));
+  return forward_head(x);
 }
+
+namespace {
+
+// The stem as one module for nn::checkpoint: its layers registered again here (not in the model's
+// tree, which keeps its names), so that the recomputation sees bn1's running statistics.
+class Stem : public nn::Module {
+ public:
+  Stem(ResNet& model, std::function<Tensor(const Tensor&)> plain) : Module("Stem"), plain_(std::move(plain)) {
+    register_module("conv1", model.conv1);
+    register_module("bn1", model.bn1);
+    if (model.maxpool) register_module("maxpool", model.maxpool);
+  }
+  Tensor forward(const Tensor& input) override { return plain_(input); }
+
+ private:
+  std::function<Tensor(const Tensor&)> plain_;
+};
+
+}  // namespace
+
+Tensor ResNet::forward_stem(const Tensor& input) { return stem_ ? nn::checkpoint(stem_, input) : stem_plain(input); }
+
+Tensor ResNet::stem_plain(const Tensor& input) {
+  Tensor x = bn1->forward_relu((*conv1)(input));  // relu(bn1(conv1(input))), fused on the GPU
+  return maxpool ? (*maxpool)(x) : x;
+}
+
+void ResNet::set_recompute_stem(bool on) {
+  if (!on) stem_.reset();
+  else if (!stem_) stem_ = std::make_shared<Stem>(*this, [this](const Tensor& x) { return stem_plain(x); });
+}
+
+Tensor ResNet::forward_head(const Tensor& features) { return (*fc)((*flatten)((*avgpool)(features))); }
 
 namespace {
 

@@ -42,6 +42,14 @@ class ResNet : public nn::Module {
   explicit ResNet(const ResNetConfig& config);
   // input [N, in_channels, H, W] -> logits [N, num_classes].
   Tensor forward(const Tensor& input) override;
+  // forward() = forward_head(stages(forward_stem(input))), for code that runs the stages' blocks
+  // one by one (models/resnet_recompute.h measures them).
+  Tensor forward_stem(const Tensor& input);
+  Tensor forward_head(const Tensor& features);
+  // Recompute the stem (conv1, bn1, relu, max-pool) in backward (nn::checkpoint), as the stages
+  // recompute runs of blocks (nn::Sequential::set_recompute_runs).
+  void set_recompute_stem(bool on);
+  bool recompute_stem() const { return stem_ != nullptr; }
   const ResNetConfig& config() const { return config_; }
 
   std::shared_ptr<nn::Conv2d> conv1;
@@ -55,6 +63,8 @@ class ResNet : public nn::Module {
 
  private:
   ResNetConfig config_;
+  std::shared_ptr<nn::Module> stem_;  // the stem as one module, while it is recomputed
+  Tensor stem_plain(const Tensor& input);
 };
 
 // torchvision's resnet18/34/50 (small_input_stem: 3x3 stride-1 stem, no max-pool).

@@ -130,6 +130,10 @@ class Trainer {
   std::int64_t halve_after_oom(const OutOfMemoryError& error, std::int64_t batch_size, const std::string& what);
   void report_step();
   void note(const std::string& message) const;
+  // --memory-budget: measures the blocks on a random batch and sets the ResNet's recompute runs
+  // (models/resnet_recompute.h), once, before the first step of fit().
+  void fit_memory_budget();
+  bool memory_budget_fitted_ = false;
 
   TrainOptions options_;
   Device device_;

@@ -125,6 +125,13 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   for (auto& label : label_values) label = pick(generator.engine());
   const Tensor labels = Tensor::from_vector(label_values, {options.batch_size}).to(device);
 
+  if (!options.memory_budget.empty()) {
+    auto* resnet = dynamic_cast<models::ResNet*>(model.get());
+    if (!resnet) throw ValueError("bench step --memory-budget: recomputes ResNet blocks; " + options.model + " is not one");
+    result.recompute = models::fit_memory_budget(*resnet, memory::parse_memory_budget(options.memory_budget), images,
+                                                 labels, optimizer.state_bytes_to_come());
+    if (progress) *progress << "bench step: " << result.recompute->summary() << "\n";
+  }
   if (progress) *progress << "bench step: " << options.model << " on " << device.str() << ", " << options.warmup
                           << " warm-up + " << options.steps << " timed steps\n";
   if (options.cuda_graph) {

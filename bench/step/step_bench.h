@@ -12,6 +12,9 @@
 
 #include "core/device.h"
 #include "memory/registry.h"
+#include <optional>
+
+#include "models/resnet_recompute.h"
 #include "runtime/memory_plan.h"
 #include "runtime/nn/module.h"
 #include "runtime/optim/optimizer.h"
@@ -42,6 +45,7 @@ struct StepBenchOptions {
   // serves the tensors (the CLI installs it with memory::replace_allocator; this is the label).
   bool cuda_graph = false;
   MemoryPlan memory_plan = MemoryPlan::Cached;  // with cuda_graph: how the graph's pool is laid out
+  std::string memory_budget;  // non-empty: recompute ResNet blocks to fit it (models/resnet_recompute.h)
   memory::AllocatorKind allocator = memory::AllocatorKind::Caching;
   // Wrap the timed steps (eager or graph replays) in ops::profiler_range_start/stop, so that
   // `ncu --profile-from-start off` records only them.
@@ -70,6 +74,7 @@ struct StepBenchResult {
   // reserved from the capture on (a static plan's probe capture included).
   std::size_t setup_peak_reserved_bytes = 0;
   MemoryPlanReport plan_report;
+  std::optional<models::RecomputeReport> recompute;  // with a memory budget
 };
 
 // One training step: forward, cross-entropy, backward, optimizer step, zero_grad (gradients

@@ -55,6 +55,18 @@ nlohmann::json step_json(const StepBenchResult& r) {
           {"allocator", memory::allocator_kind_name(r.options.allocator)},
           {"cuda_graph", r.options.cuda_graph},
           {"device_allocs_per_step", r.device_allocs_per_step}};
+  if (r.recompute) {
+    const models::RecomputeReport& c = *r.recompute;
+    j["memory_budget"] = {{"text", r.options.memory_budget},
+                          {"budget_bytes", c.budget_bytes},
+                          {"baseline_peak_bytes", c.baseline_peak},
+                          {"predicted_peak_bytes", c.predicted_peak},
+                          {"measured_peak_bytes", c.measured_peak},
+                          {"recompute_ms", c.recompute_ms},
+                          {"forward_ms", c.forward_ms},
+                          {"recomputed", models::describe_runs(c.units, c.runs)},
+                          {"units", models::units_json(c.units)}};
+  }
   if (r.options.cuda_graph) {
     const MemoryPlanReport& p = r.plan_report;
     j["memory_plan"] = memory_plan_name(p.plan);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/errors.h"
+#include "runtime/nn/checkpoint.h"
 #include "runtime/factories.h"
 
 namespace sublet::nn {
@@ -31,8 +32,43 @@ Tensor Linear::forward(const Tensor& input) {
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (auto& layer : layers_) x = (*layer)(x);
+  auto run = recomputed_.begin();
+  for (std::size_t i = 0; i < layers_.size();) {
+    if (run != recomputed_.end() && run->range.first == i) {
+      x = checkpoint(run->body, x);
+      i = run->range.second;
+      ++run;
+    } else {
+      x = (*layers_[i++])(x);
+    }
+  }
   return x;
+}
+
+void Sequential::set_recompute_runs(const std::vector<Run>& runs) {
+  std::vector<RecomputedRun> recomputed;
+  std::size_t after = 0;
+  for (const Run& r : runs) {
+    if (r.first < after || r.first >= r.second || r.second > layers_.size())
+      throw ValueError("Sequential::set_recompute_runs: run [" + std::to_string(r.first) + ", " +
+                       std::to_string(r.second) + ") must be non-empty, after the previous run and within the " +
+                       std::to_string(layers_.size()) + " children");
+    after = r.second;
+    std::shared_ptr<Module> body = layers_[r.first];
+    if (r.second - r.first > 1) {
+      auto run = std::make_shared<Sequential>();
+      for (std::size_t i = r.first; i < r.second; ++i) run->push_back(layers_[i]);
+      body = run;
+    }
+    recomputed.push_back({r, body});
+  }
+  recomputed_ = std::move(recomputed);
+}
+
+std::vector<Sequential::Run> Sequential::recompute_runs() const {
+  std::vector<Run> out;
+  for (const RecomputedRun& r : recomputed_) out.push_back(r.range);
+  return out;
 }
 
 }  // namespace sublet::nn

@@ -1,6 +1,9 @@
 #pragma once
 // y = x W^T + b, with PyTorch's initialisation: W and b uniform in +-1/sqrt(in_features).
 // Input [..., in_features] of 2 or 3 dimensions.
+#include <utility>
+#include <vector>
+
 #include "runtime/generator.h"
 #include "runtime/nn/module.h"
 
@@ -44,9 +47,23 @@ class Sequential : public Module {
   }
   Tensor forward(const Tensor& input) override;
   std::size_t size() const { return layers_.size(); }
+  const std::shared_ptr<Module>& operator[](std::size_t index) const { return layers_.at(index); }
+
+  // Runs of children recomputed in backward (nn::checkpoint, runtime/nn/checkpoint.h): pairs
+  // [begin, end), disjoint and in order, as torch.utils.checkpoint.checkpoint_sequential but with
+  // runs chosen freely (models/resnet_recompute.h chooses them under a memory budget). Neither
+  // the module tree nor the state dict changes. ValueError for runs out of order or range.
+  using Run = std::pair<std::size_t, std::size_t>;
+  void set_recompute_runs(const std::vector<Run>& runs);
+  std::vector<Run> recompute_runs() const;
 
  private:
   std::vector<std::shared_ptr<Module>> layers_;
+  struct RecomputedRun {
+    Run range;
+    std::shared_ptr<Module> body;  // the child, or an unregistered Sequential of the run's children
+  };
+  std::vector<RecomputedRun> recomputed_;
 };
 
 }  // namespace sublet::nn

@@ -92,6 +92,13 @@ void Optimizer::relocate_state() {
   if (device_scalars_.defined()) device_scalars_ = device_scalars_.clone();
 }
 
+std::size_t Optimizer::state_bytes_to_come() const {
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (state_[i].empty()) bytes += state_tensors_per_parameter() * params_[i].nbytes();
+  return bytes;
+}
+
 Tensor& Optimizer::state(std::size_t index, const std::string& key, bool* created) {
   Tensor& slot = state_.at(index)[key];
   if (created) *created = !slot.defined();

@@ -57,6 +57,9 @@ class Optimizer {
   // state that step creates is born among the step's activations, and moved out of them here it
   // is packed on its own instead of pinning the activations' segments for good.
   void relocate_state();
+  // Bytes of the state the next step() will create (parameters without state yet, times the
+  // state tensors each gets): what a memory plan made before the first step must add.
+  std::size_t state_bytes_to_come() const;
 
  protected:
   // Updates params_[index] given its gradient; called with grad mode off.
@@ -73,6 +76,8 @@ class Optimizer {
   // OptimizerState) on first use; `created` says whether that just happened.
   Tensor& state(std::size_t index, const std::string& key, bool* created = nullptr);
   const Tensor* find_state(std::size_t index, const std::string& key) const;
+  // How many state tensors, each like its parameter, a parameter's first update creates.
+  virtual std::size_t state_tensors_per_parameter() const { return 0; }
 
  private:
   std::vector<Tensor> params_;

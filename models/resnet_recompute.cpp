@@ -1,0 +1,239 @@
+#include "models/resnet_recompute.h"
+
+#include <chrono>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "core/format_bytes.h"
+#include "memory/registry.h"
+#include "runtime/autograd/grad_mode.h"
+#include "runtime/nn/functional.h"
+
+namespace sublet::models {
+namespace {
+
+void synchronize(Device device) {
+  if (auto* events = memory::allocator_for(device).backend().stream_events()) events->synchronize_device();
+}
+
+// The batch-norm running statistics a measured pass updates, put back when it is done.
+class BufferRestorer {
+ public:
+  explicit BufferRestorer(ResNet& model) : buffers_(model.buffers()) {
+    NoGradGuard no_grad;
+    for (const Tensor& b : buffers_) saved_.push_back(b.clone());
+  }
+  ~BufferRestorer() {
+    NoGradGuard no_grad;
+    for (std::size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(saved_[i]);
+  }
+  BufferRestorer(const BufferRestorer&) = delete;
+  BufferRestorer& operator=(const BufferRestorer&) = delete;
+
+ private:
+  std::vector<Tensor> buffers_, saved_;
+};
+
+void drop_gradients(ResNet& model) {
+  for (Tensor& p : model.parameters()) p.set_grad(Tensor());
+}
+
+std::size_t forward_backward_peak(ResNet& model, const Tensor& images, const Tensor& labels) {
+  const Device device = images.device();
+  synchronize(device);
+  reset_peak_memory_stats(device);
+  {
+    Tensor loss = nn::functional::cross_entropy(model(images), labels);
+    loss.backward();
+  }
+  synchronize(device);
+  const std::size_t peak = max_memory_allocated(device);
+  drop_gradients(model);
+  return peak;
+}
+
+}  // namespace
+
+BlockMeasurement measure_blocks(ResNet& model, const Tensor& images, const Tensor& labels,
+                                std::size_t optimizer_state_bytes) {
+  if (!model.is_training()) throw Error("measure_blocks: the model must be in training mode");
+  const Device device = images.device();
+  BufferRestorer restore(model);
+  apply_recompute(model, {});
+  forward_backward_peak(model, images, labels);  // cuDNN's algorithm choice, workspaces
+
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  };
+  BlockMeasurement m;
+  synchronize(device);
+  reset_peak_memory_stats(device);
+  {
+    const auto forward_start = Clock::now();
+    synchronize(device);
+    const std::size_t before_stem = memory_allocated(device);
+    Tensor x = model.forward_stem(images);
+    synchronize(device);
+    const std::size_t after_stem = memory_allocated(device);
+    m.units.push_back({.name = "stem", .group = 0, .retained_bytes = after_stem > before_stem ? after_stem - before_stem : 0,
+                       .output_bytes = x.nbytes(), .forward_ms = ms_since(forward_start)});
+    for (std::size_t s = 0; s < model.stages.size(); ++s) {
+      nn::Sequential& stage = *model.stages[s];
+      for (std::size_t b = 0; b < stage.size(); ++b) {
+        synchronize(device);
+        const std::size_t before = memory_allocated(device);
+        const auto start = Clock::now();
+        Tensor y = (*stage[b])(x);
+        synchronize(device);
+        const double ms = ms_since(start);
+        const std::size_t after = memory_allocated(device);
+        m.units.push_back({.name = "layer" + std::to_string(s + 1) + "." + std::to_string(b),
+                           .group = static_cast<int>(s + 1),
+                           .retained_bytes = after > before ? after - before : 0,
+                           .output_bytes = y.nbytes(),
+                           .forward_ms = ms});
+        x = y;
+      }
+    }
+    Tensor loss = nn::functional::cross_entropy(model.forward_head(x), labels);
+    synchronize(device);
+    m.forward_ms = ms_since(forward_start);
+    loss.backward();
+  }
+  synchronize(device);
+  m.baseline_peak = max_memory_allocated(device) + optimizer_state_bytes;
+  drop_gradients(model);
+  return m;
+}
+
+std::size_t measure_step_peak(ResNet& model, const Tensor& images, const Tensor& labels,
+                              std::size_t optimizer_state_bytes) {
+  BufferRestorer restore(model);
+  return forward_backward_peak(model, images, labels) + optimizer_state_bytes;
+}
+
+void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& runs) {
+  std::vector<std::vector<nn::Sequential::Run>> per_stage(model.stages.size());
+  std::vector<std::size_t> stage_start;  // index of each stage's first unit (unit 0 is the stem)
+  std::size_t units = 1;
+  bool stem = false;
+  for (const auto& stage : model.stages) {
+    stage_start.push_back(units);
+    units += stage->size();
+  }
+  for (const memory::RecomputeRun& r : runs) {
+    if (r.begin == 0 && r.end == 1) {
+      stem = true;
+      continue;
+    }
+    if (r.begin == 0) throw ValueError("apply_recompute: the stem (unit 0) is recomputed on its own, got a run to unit " +
+                                       std::to_string(r.end - 1));
+    std::size_t s = 0;
+    while (s + 1 < stage_start.size() && stage_start[s + 1] <= r.begin) ++s;
+    const std::size_t stage_end = stage_start[s] + model.stages[s]->size();
+    if (r.begin >= r.end || r.end > stage_end)
+      throw ValueError("apply_recompute: run [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                       ") crosses a stage or is empty (stage " + std::to_string(s + 1) + " holds blocks " +
+                       std::to_string(stage_start[s]) + " to " + std::to_string(stage_end - 1) + ")");
+    per_stage[s].push_back({r.begin - stage_start[s], r.end - stage_start[s]});
+  }
+  for (std::size_t s = 0; s < model.stages.size(); ++s) model.stages[s]->set_recompute_runs(per_stage[s]);
+  model.set_recompute_stem(stem);
+}
+
+nlohmann::json units_json(const std::vector<memory::RecomputeUnit>& units) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& u : units)
+    out.push_back({{"name", u.name}, {"group", u.group}, {"retained_bytes", u.retained_bytes},
+                   {"output_bytes", u.output_bytes}, {"forward_ms", u.forward_ms}});
+  return out;
+}
+
+std::vector<memory::RecomputeUnit> units_from_json(const nlohmann::json& j) {
+  if (!j.is_array()) throw ValueError("recompute units: expected a JSON array, got " + std::string(j.type_name()));
+  std::vector<memory::RecomputeUnit> units;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& e = j[i];
+    try {
+      memory::RecomputeUnit u{.name = e.at("name").get<std::string>(),
+                              .group = e.at("group").get<int>(),
+                              .retained_bytes = e.at("retained_bytes").get<std::size_t>(),
+                              .output_bytes = e.at("output_bytes").get<std::size_t>(),
+                              .forward_ms = e.at("forward_ms").get<double>()};
+      if (!(u.forward_ms >= 0) || (!units.empty() && u.group < units.back().group)) throw ValueError("");
+      units.push_back(std::move(u));
+    } catch (const std::exception&) {
+      throw ValueError("recompute units: entry " + std::to_string(i) + " must have name, group (non-decreasing), "
+                       "retained_bytes, output_bytes and forward_ms >= 0; got " + e.dump());
+    }
+  }
+  return units;
+}
+
+std::string describe_runs(const std::vector<memory::RecomputeUnit>& units, const std::vector<memory::RecomputeRun>& runs) {
+  if (runs.empty()) return "none";
+  std::string out;
+  for (const memory::RecomputeRun& r : runs) {
+    if (!out.empty()) out += ", ";
+    out += units.at(r.begin).name;
+    if (r.end - r.begin > 1) out += "-" + units.at(r.end - 1).name;
+  }
+  return out;
+}
+
+}  // namespace sublet::models
+
+namespace sublet::models {
+
+std::string RecomputeReport::summary() const {
+  return fmt::format(
+      "memory budget {}: recomputing {} (+{:.2f} ms of forward per step, {:.0f}% of the forward); peak {} measured "
+      "({} predicted) against {} with nothing recomputed",
+      format_bytes(static_cast<std::int64_t>(budget_bytes)), describe_runs(units, runs), recompute_ms,
+      forward_ms > 0 ? 100.0 * recompute_ms / forward_ms : 0.0, format_bytes(static_cast<std::int64_t>(measured_peak)),
+      format_bytes(static_cast<std::int64_t>(predicted_peak)), format_bytes(static_cast<std::int64_t>(baseline_peak)));
+}
+
+RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& budget, const Tensor& images,
+                                  const Tensor& labels, std::size_t optimizer_state_bytes) {
+  const BlockMeasurement m = measure_blocks(model, images, labels, optimizer_state_bytes);
+  RecomputeReport r;
+  r.budget_bytes = memory::resolve_budget(budget, m.baseline_peak);
+  r.baseline_peak = m.baseline_peak;
+  r.forward_ms = m.forward_ms;
+  r.units = m.units;
+  // The peak model leaves out what backward adds while a run is recomputed (gradients of the
+  // activations and of the parameters so far): a measured excess lowers the target it chooses for.
+  std::size_t target = r.budget_bytes;
+  std::optional<RecomputeReport> best;  // the lowest measured peak so far
+  memory::RecomputeChoice last;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    last = memory::choose_recompute(m.units, m.baseline_peak, target);
+    if (!last.fits) break;
+    apply_recompute(model, last.runs);
+    r.runs = last.runs;
+    r.predicted_peak = last.predicted_peak;
+    r.recompute_ms = last.recompute_ms;
+    r.measured_peak = measure_step_peak(model, images, labels, optimizer_state_bytes);
+    if (!best || r.measured_peak < best->measured_peak) best = r;
+    if (r.measured_peak <= r.budget_bytes) return r;
+    target -= std::min(target, r.measured_peak - r.budget_bytes);
+  }
+  apply_recompute(model, {});
+  const std::string budget_text = format_bytes(static_cast<std::int64_t>(r.budget_bytes));
+  if (best)
+    throw ValueError(fmt::format("--memory-budget {}: the smallest peak measured was {} (recomputing {}), against {} "
+                                 "with nothing recomputed; give a larger budget or a smaller batch",
+                                 budget_text, format_bytes(static_cast<std::int64_t>(best->measured_peak)),
+                                 describe_runs(m.units, best->runs), format_bytes(static_cast<std::int64_t>(m.baseline_peak))));
+  throw ValueError(fmt::format("--memory-budget {}: no choice of blocks to recompute fits; the smallest peak reachable "
+                               "is about {} (recomputing {}), against {} with nothing recomputed; give a larger budget "
+                               "or a smaller batch",
+                               budget_text, format_bytes(static_cast<std::int64_t>(last.predicted_peak)),
+                               describe_runs(m.units, last.runs), format_bytes(static_cast<std::int64_t>(m.baseline_peak))));
+}
+
+}  // namespace sublet::models

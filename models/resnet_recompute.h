@@ -1,0 +1,72 @@
+#pragma once
+// Recomputation under a memory budget for the ResNets (issue 19, `--memory-budget`): measure what
+// each block of the stages keeps alive for backward and how long its forward takes, choose the
+// runs of blocks to recompute (memory/recompute_plan.h), and have the stages recompute them
+// (nn::Sequential::set_recompute_runs, ResNet::set_recompute_stem). The units are the stem (unit
+// 0, recomputed on its own) and the stages' blocks (runs stay within a stage); the head's
+// activations are a few kilobytes and not worth it.
+//
+// The measurement runs forward and backward on the given batch twice (the first pass chooses
+// cuDNN algorithms, the second is measured, block by block with a device synchronisation around
+// each for its time), never the optimizer: the parameters are untouched, the batch-norm running
+// statistics are put back, and the gradients are dropped. The optimizer state that the first
+// real step will create (optimizer_state_bytes) is added to the measured peak.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "memory/recompute_plan.h"
+#include "models/resnet.h"
+
+namespace sublet::models {
+
+struct BlockMeasurement {
+  std::vector<memory::RecomputeUnit> units;  // one per block, in forward order ("layer1.0", ...)
+  std::size_t baseline_peak = 0;             // the step's peak allocated bytes, nothing recomputed
+  double forward_ms = 0;                     // the whole forward of the measured pass
+};
+
+BlockMeasurement measure_blocks(ResNet& model, const Tensor& images, const Tensor& labels,
+                                std::size_t optimizer_state_bytes);
+
+// Peak allocated bytes of one forward + backward as the model now stands (recomputation
+// included), plus optimizer_state_bytes; leaves parameters and buffers as they were.
+std::size_t measure_step_peak(ResNet& model, const Tensor& images, const Tensor& labels,
+                              std::size_t optimizer_state_bytes);
+
+// Sets every stage's recompute runs from runs over measure_blocks' units (none: recompute nothing).
+void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& runs);
+
+// The measured blocks as JSON ([{"name", "group", "retained_bytes", "output_bytes", "forward_ms"}]),
+// which `sublet plan --recompute` reads back (units_from_json: ValueError naming a bad entry).
+nlohmann::json units_json(const std::vector<memory::RecomputeUnit>& units);
+std::vector<memory::RecomputeUnit> units_from_json(const nlohmann::json& j);
+
+// "layer1.0-layer1.2, layer3.1" for the report.
+std::string describe_runs(const std::vector<memory::RecomputeUnit>& units, const std::vector<memory::RecomputeRun>& runs);
+
+}  // namespace sublet::models
+
+namespace sublet::models {
+
+// The whole of `--memory-budget`: measure, choose, apply, and measure the step again with the
+// choice. When the measured peak still exceeds the budget (the peak model is an estimate), the
+// choice is made again against a budget lowered by the excess, up to three times. ValueError
+// when nothing fits (the model is left recomputing nothing), naming the smallest peak reached.
+struct RecomputeReport {
+  std::size_t budget_bytes = 0;
+  std::size_t baseline_peak = 0;    // measured, nothing recomputed (+ optimizer state to come)
+  std::size_t predicted_peak = 0;   // by the model, for the choice
+  std::size_t measured_peak = 0;    // measured with the choice applied
+  double recompute_ms = 0;          // forward time of the recomputed blocks
+  double forward_ms = 0;            // the whole measured forward
+  std::vector<memory::RecomputeUnit> units;
+  std::vector<memory::RecomputeRun> runs;
+  std::string summary() const;      // one line for logs
+};
+RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& budget, const Tensor& images,
+                                  const Tensor& labels, std::size_t optimizer_state_bytes);
+
+}  // namespace sublet::models
