@@ -16,6 +16,7 @@
 #include "ops/conv_settings.h"
 #include "core/errors.h"
 #include "memory/recompute_plan.h"
+#include "memory/static_plan.h"
 #include "memory/registry.h"
 #include "models/registry.h"
 
@@ -36,6 +37,8 @@ struct StepFlags {
   bool cuda_graph = false;
   std::string memory_plan = "cached";
   std::string memory_budget;
+  std::string plan_heuristic;
+  std::string plan_trace_path;
   std::string allocator = "caching";
   // PyTorch's defaults for the comparison script: cudnn.benchmark on (set there), TF32 allowed
   // for cuDNN convolutions (torch.backends.cudnn.allow_tf32 defaults to True).
@@ -85,6 +88,11 @@ void run_bench_step(const StepFlags& flags) {
   options.cuda_graph = flags.cuda_graph;
   options.memory_plan = parse_memory_plan(flags.memory_plan);
   options.memory_budget = flags.memory_budget;
+  options.plan_heuristic = flags.plan_heuristic;
+  options.plan_trace_path = flags.plan_trace_path;
+  if ((!flags.plan_heuristic.empty() || !flags.plan_trace_path.empty()) && options.memory_plan != MemoryPlan::Static)
+    throw ValueError("bench step --plan-heuristic and --plan-trace: need --memory-plan static");
+  check_output_file("--plan-trace", flags.plan_trace_path);
   if (!flags.memory_budget.empty()) memory::parse_memory_budget(flags.memory_budget);  // before any model is built
   if (options.memory_plan == MemoryPlan::Static && !flags.cuda_graph)
     throw ValueError("bench step --memory-plan static: plans a captured step, so it needs --cuda-graph");
@@ -153,6 +161,11 @@ void add_bench_step_command(CLI::App& app) {
                    "step's requests are recorded in a probe capture and served from one arena laid out offline)")
       ->check(CLI::IsMember({"cached", "static"}))
       ->capture_default_str();
+  step->add_option("--plan-heuristic", flags->plan_heuristic,
+                   "with --memory-plan static: place by this heuristic instead of the smallest arena's")
+      ->check(CLI::IsMember(memory::static_plan_heuristics()));
+  step->add_option("--plan-trace", flags->plan_trace_path,
+                   "with --memory-plan static: save the captured step's requests (sublet-alloc-trace, for sublet plan)");
   step->add_option("--memory-budget", flags->memory_budget,
                    "fit the step's peak allocated memory into SIZE (6GiB) or a FRACTION of the measured peak (0.5) by "
                    "recomputing ResNet blocks in backward");

@@ -50,6 +50,8 @@ void plan_trace(const PlanFlags& flags, nlohmann::json& doc) {
   fmt::print("{:<44} {:>14} {:>10.3f}\n", "lower bound (most bytes live at once)", bytes(plan.lower_bound), 1.0);
   fmt::print("{:<44} {:>14} {:>10.3f}\n", "static plan: one arena (" + plan.heuristic + ")", bytes(plan.arena_bytes),
              times_bound(plan.arena_bytes));
+  for (const auto& [name, arena] : plan.tried)
+    fmt::print("  {:<42} {:>14} {:>10.3f}\n", name, bytes(arena), times_bound(arena));
   nlohmann::json rows = nlohmann::json::array();
   for (const std::string& setting : kPlanSettings) {
     const memory::ReplayResult r = memory::replay_trace(events, setting, std::size_t{1} << 40);  // 1 TiB, as replay's default
@@ -64,6 +66,8 @@ void plan_trace(const PlanFlags& flags, nlohmann::json& doc) {
   doc["lower_bound_bytes"] = plan.lower_bound;
   doc["planned_arena_bytes"] = plan.arena_bytes;
   doc["heuristic"] = plan.heuristic;
+  doc["heuristics"] = nlohmann::json::object();
+  for (const auto& [name, arena] : plan.tried) doc["heuristics"][name] = arena;
   doc["rows"] = rows;
 }
 

@@ -1,5 +1,7 @@
 #include "runtime/graphed_train_step.h"
 
+#include <algorithm>
+
 #include "memory/current_stream.h"
 #include "core/errors.h"
 #include "memory/registry.h"
@@ -58,10 +60,14 @@ Tensor GraphedTrainStep::first_warmup_step() {
   return loss;
 }
 
-void GraphedTrainStep::set_memory_plan(MemoryPlan plan) {
+void GraphedTrainStep::set_memory_plan(MemoryPlan plan, const std::string& heuristic) {
   if (graph_.captured()) throw Error("GraphedTrainStep::set_memory_plan: the step was captured already");
+  const auto& names = memory::static_plan_heuristics();
+  if (!heuristic.empty() && std::find(names.begin(), names.end(), heuristic) == names.end())
+    throw ValueError("GraphedTrainStep: unknown static plan heuristic '" + heuristic + "'");
   plan_report_ = {};
   plan_report_.plan = plan;
+  plan_heuristic_ = heuristic;
 }
 
 void GraphedTrainStep::capture_with_static_plan() {
@@ -76,7 +82,7 @@ void GraphedTrainStep::capture_with_static_plan() {
   graph_.reset();
   allocator.empty_cache();
 
-  const memory::StaticPlan plan = memory::plan_static_arena(requests);
+  const memory::StaticPlan plan = memory::plan_static_arena(requests, plan_heuristic_);
   std::vector<memory::CachingAllocator::ArenaPlacement> placements;
   placements.reserve(plan.allocations.size());
   for (const memory::PlannedAllocation& a : plan.allocations) placements.push_back({.size = a.size, .offset = a.offset});
@@ -91,6 +97,7 @@ void GraphedTrainStep::capture_with_static_plan() {
   plan_report_.requests = status.planned_requests;
   plan_report_.served = status.served;
   plan_report_.abandoned = status.abandoned;
+  plan_report_.recorded = requests;
 }
 
 Tensor GraphedTrainStep::replay_static() {

@@ -58,7 +58,8 @@ class GraphedTrainStep {
   Tensor run(const Tensor& input, const Tensor& labels);
 
   // Before the capture (the step after the warm-up steps). Default: Cached.
-  void set_memory_plan(MemoryPlan plan);
+  // `heuristic`: one of memory::static_plan_heuristics(), or empty for the smallest arena.
+  void set_memory_plan(MemoryPlan plan, const std::string& heuristic = "");
   const MemoryPlanReport& memory_plan_report() const { return plan_report_; }
 
   bool graphed() const { return graph_.captured(); }
@@ -77,6 +78,7 @@ class GraphedTrainStep {
   int warmup_steps_;
   CudaGraph graph_;
   MemoryPlanReport plan_report_;
+  std::string plan_heuristic_;
   Tensor input_, labels_, loss_;
   std::int64_t steps_ = 0;
 

@@ -4,8 +4,10 @@
 // every build.
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "core/errors.h"
+#include "memory/trace_event.h"
 
 namespace sublet {
 
@@ -29,6 +31,7 @@ struct MemoryPlanReport {
   std::size_t requests = 0;            // Static: requests recorded, and served from the plan
   std::size_t served = 0;
   std::string abandoned;               // Static: why the capture left the plan, if it did
+  std::vector<memory::TraceEvent> recorded;  // Static: the probe capture's requests (for `sublet plan`)
 };
 
 }  // namespace sublet

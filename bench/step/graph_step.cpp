@@ -5,6 +5,7 @@
 
 #include "core/errors.h"
 #include "memory/registry.h"
+#include "memory/replay.h"
 #include "ops/profiler_range.h"
 #include "runtime/nn/functional.h"
 #ifdef SUBLET_HAVE_CUDA
@@ -32,7 +33,7 @@ void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, const Te
       },
       optimizer, images.sizes(), labels.sizes(), options.device,
       static_cast<int>(std::max<std::int64_t>(options.warmup, 1)), images.dtype());
-  graphed.set_memory_plan(options.memory_plan);
+  graphed.set_memory_plan(options.memory_plan, options.plan_heuristic);
   for (std::int64_t i = 0; i < std::max<std::int64_t>(options.warmup, 1); ++i) graphed.run(images, labels).item<float>();
   graphed.graph().synchronize();
   reset_peak_memory_stats(options.device);
@@ -42,6 +43,7 @@ void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, const Te
   result.peak_allocated_bytes = max_memory_allocated(options.device);
   result.setup_peak_reserved_bytes = max_memory_reserved(options.device);
   result.plan_report = graphed.memory_plan_report();
+  if (!options.plan_trace_path.empty()) memory::save_trace(options.plan_trace_path, result.plan_report.recorded);
   reset_peak_memory_stats(options.device);
   using Clock = std::chrono::steady_clock;
   const auto timed_start = memory::allocator_for(options.device).stats();
