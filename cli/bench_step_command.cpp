@@ -35,7 +35,8 @@ struct StepFlags {
   std::uint64_t seed = 0;
   std::string json_path;
   bool cuda_graph = false;
-  std::string memory_plan = "cached";
+  std::string memory_plan = "static";
+  bool memory_plan_given = false;
   std::string memory_budget;
   std::string plan_heuristic;
   std::string plan_trace_path;
@@ -90,12 +91,13 @@ void run_bench_step(const StepFlags& flags) {
   options.memory_budget = flags.memory_budget;
   options.plan_heuristic = flags.plan_heuristic;
   options.plan_trace_path = flags.plan_trace_path;
-  if ((!flags.plan_heuristic.empty() || !flags.plan_trace_path.empty()) && options.memory_plan != MemoryPlan::Static)
-    throw ValueError("bench step --plan-heuristic and --plan-trace: need --memory-plan static");
+  if ((!flags.plan_heuristic.empty() || !flags.plan_trace_path.empty()) &&
+      (options.memory_plan != MemoryPlan::Static || !flags.cuda_graph))
+    throw ValueError("bench step --plan-heuristic and --plan-trace: need --cuda-graph with --memory-plan static");
   check_output_file("--plan-trace", flags.plan_trace_path);
   if (!flags.memory_budget.empty()) memory::parse_memory_budget(flags.memory_budget);  // before any model is built
-  if (options.memory_plan == MemoryPlan::Static && !flags.cuda_graph)
-    throw ValueError("bench step --memory-plan static: plans a captured step, so it needs --cuda-graph");
+  if (flags.memory_plan_given && !flags.cuda_graph)
+    throw ValueError("bench step --memory-plan: lays out a captured step's memory, so it needs --cuda-graph");
   options.profile_range = flags.profile_range;
   ops::set_conv_algorithm_settings(
       {.benchmark = flags.cudnn_benchmark, .allow_tf32 = flags.tf32, .benchmark_limit = flags.cudnn_benchmark_limit});
@@ -156,10 +158,11 @@ void add_bench_step_command(CLI::App& app) {
   step->add_option("--json", flags->json_path, "write the result(s) as JSON to this file (a list for several models)");
   step->add_flag("--cuda-graph", flags->cuda_graph,
                  "capture the step into a CUDA graph after the warm-up and time its replays (--device cuda)");
-  step->add_option("--memory-plan", flags->memory_plan,
-                   "with --cuda-graph: cached (the graph's pool follows the caching allocator) or static (the "
-                   "step's requests are recorded in a probe capture and served from one arena laid out offline)")
-      ->check(CLI::IsMember({"cached", "static"}))
+  CLI::Option* memory_plan =
+      step->add_option("--memory-plan", flags->memory_plan,
+                       "with --cuda-graph: static (the step's requests are recorded in a probe capture and served from "
+                       "one arena laid out offline) or cached (the graph's pool follows the caching allocator)")
+      ->check(CLI::IsMember({"static", "cached"}))
       ->capture_default_str();
   step->add_option("--plan-heuristic", flags->plan_heuristic,
                    "with --memory-plan static: place by this heuristic instead of the smallest arena's")
@@ -188,7 +191,10 @@ void add_bench_step_command(CLI::App& app) {
                    "bench alloc --history); one model and one allocator");
   step->add_flag("--profile-range", flags->profile_range,
                  "mark the timed steps for `ncu --profile-from-start off` (cudaProfilerStart/Stop)");
-  step->callback([flags] { run_bench_step(*flags); });
+  step->callback([flags, memory_plan] {
+    flags->memory_plan_given = memory_plan->count() > 0;
+    run_bench_step(*flags);
+  });
 }
 
 }  // namespace sublet::cli

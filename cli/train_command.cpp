@@ -98,17 +98,23 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--synthetic-shape", *synthetic_shape, "image shape CxHxW of --data synthetic")
       ->capture_default_str();
   cmd->add_flag("--cuda-graph", options->cuda_graph, "capture the training step in a CUDA graph");
-  cmd->add_option("--memory-plan", options->memory_plan,
-                  "with --cuda-graph: cached (the graph's pool follows the caching allocator) or static (one arena "
-                  "laid out offline from a recorded probe capture)")
-      ->capture_default_str();
+  CLI::Option* memory_plan =
+      cmd->add_option("--memory-plan", options->memory_plan,
+                      "with --cuda-graph: static (the captured step is served from one arena laid out offline from a "
+                      "recorded probe capture) or cached (the graph's pool follows the caching allocator)")
+          ->check(CLI::IsMember({"static", "cached"}))
+          ->capture_default_str();
   cmd->add_option("--memory-budget", options->memory_budget,
                   "fit the step's peak allocated memory into SIZE (6GiB, 512MiB) or a FRACTION of the measured peak "
                   "(0.5) by recomputing ResNet blocks in backward, the cheapest set that fits");
   add_default_on_switch(*cmd, "oom-retry", options->oom_retry, "on out of memory, halve the batch size and continue");
   cmd->add_flag("--allow-nonfinite", options->allow_nonfinite,
                 "go on when the loss becomes NaN or infinite (default: stop with an error, keeping the last checkpoint)");
-  cmd->callback([options, synthetic_shape] { run_train(*options, *synthetic_shape); });
+  cmd->callback([options, synthetic_shape, memory_plan] {
+    if (memory_plan->count() > 0 && !options->cuda_graph)
+      throw ValueError("--memory-plan lays out a captured step's memory, so it needs --cuda-graph");
+    run_train(*options, *synthetic_shape);
+  });
 }
 
 }  // namespace sublet::cli

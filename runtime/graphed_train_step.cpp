@@ -107,6 +107,10 @@ Tensor GraphedTrainStep::replay_static() {
     // What the eager warm-up steps left cached can serve none of the captured step's requests
     // (they come from the graph's private pool) and no eager step follows: without this it
     // stayed reserved beside the pool (ResNet-18 bs128 on the H200: 258 MiB reserved for 184).
+    // The last warm-up step's gradients go first: the step function drops them anyway (its
+    // zero_grad comes first), and alive they pin the activation segments they were cut from.
+    loss_ = Tensor();
+    optimizer_.zero_grad();
     memory::allocator_for(graph_.device()).empty_cache();
     if (plan_report_.plan == MemoryPlan::Static) capture_with_static_plan();
     else graph_.capture([&] { loss_ = step_(input_, labels_); });

@@ -64,8 +64,6 @@ void validate(const TrainOptions& options) {
   check_member("--schedule", options.schedule, schedule_names());
   parse_device_text(options.device);
   check_member("--memory-plan", options.memory_plan, {"cached", "static"});
-  if (options.memory_plan == "static" && !options.cuda_graph)
-    throw ValueError("--memory-plan static plans a captured step, so it needs --cuda-graph");
   if (!options.memory_budget.empty()) memory::parse_memory_budget(options.memory_budget);  // ValueError naming it
   check_at_least("--epochs", options.epochs, 1);
   // The schedules count epochs x images in int64; a typo such as 1e20 epochs must not wrap.
