@@ -1,11 +1,13 @@
 #include "runtime/graphed_train_step.h"
 
 #include <algorithm>
+#include <map>
 
 #include "memory/current_stream.h"
 #include "core/errors.h"
 #include "memory/registry.h"
 #include "runtime/autograd/grad_mode.h"
+#include "memory/history.h"
 #include "memory/static_plan.h"
 
 namespace sublet {
@@ -65,7 +67,6 @@ void GraphedTrainStep::set_memory_plan(MemoryPlan plan, const std::string& heuri
   const auto& names = memory::static_plan_heuristics();
   if (!heuristic.empty() && std::find(names.begin(), names.end(), heuristic) == names.end())
     throw ValueError("GraphedTrainStep: unknown static plan heuristic '" + heuristic + "'");
-  plan_report_ = {};
   plan_report_.plan = plan;
   plan_heuristic_ = heuristic;
 }
@@ -79,8 +80,22 @@ void GraphedTrainStep::capture_with_static_plan() {
   // planned capture takes the arena.
   loss_ = Tensor();
   optimizer_.zero_grad();
+  const memory::CachingAllocator::PoolId probe_pool = graph_.pool();
   graph_.reset();
   allocator.empty_cache();
+  // What of the probe's pool is still reserved when the arena is taken (blocks someone still
+  // holds): the setup's extra peak.
+  std::size_t left = 0;
+  std::map<std::string, std::size_t> held;
+  for (const memory::SegmentInfo& s : allocator.snapshot()) {
+    if (s.private_pool_id != probe_pool) continue;
+    left += s.total_size;
+    for (const memory::BlockInfo& b : s.blocks)
+      if (b.state != memory::BlockInfo::State::Inactive) held[memory::category_name(b.category)] += b.size;
+  }
+  plan_report_.probe_reserved_left = left;
+  for (const auto& [category, bytes] : held)
+    plan_report_.probe_held += (plan_report_.probe_held.empty() ? "" : ", ") + category + " " + std::to_string(bytes);
 
   const memory::StaticPlan plan = memory::plan_static_arena(requests, plan_heuristic_);
   std::vector<memory::CachingAllocator::ArenaPlacement> placements;
@@ -111,7 +126,9 @@ Tensor GraphedTrainStep::replay_static() {
     // zero_grad comes first), and alive they pin the activation segments they were cut from.
     loss_ = Tensor();
     optimizer_.zero_grad();
+    plan_report_.reserved_before_capture = memory::allocator_for(graph_.device()).memory_reserved();
     memory::allocator_for(graph_.device()).empty_cache();
+    plan_report_.reserved_at_capture = memory::allocator_for(graph_.device()).memory_reserved();
     if (plan_report_.plan == MemoryPlan::Static) capture_with_static_plan();
     else graph_.capture([&] { loss_ = step_(input_, labels_); });
   }

@@ -32,6 +32,10 @@ struct MemoryPlanReport {
   std::size_t served = 0;
   std::string abandoned;               // Static: why the capture left the plan, if it did
   std::vector<memory::TraceEvent> recorded;  // Static: the probe capture's requests (for `sublet plan`)
+  std::size_t reserved_before_capture = 0;  // what the warm-up steps left reserved
+  std::size_t reserved_at_capture = 0;      // after the empty_cache() before the capture
+  std::size_t probe_reserved_left = 0;  // Static: the probe pool's bytes still reserved when the arena was taken
+  std::string probe_held;               // Static: what held them (category and bytes)
 };
 
 }  // namespace sublet

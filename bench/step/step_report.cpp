@@ -33,6 +33,9 @@ void print_step_table(const std::vector<StepBenchResult>& results, std::ostream&
                        p.lower_bound_bytes ? static_cast<double>(p.arena_bytes) / static_cast<double>(p.lower_bound_bytes) : 0.0,
                        p.heuristic, p.served, p.requests, p.abandoned.empty() ? "" : "; plan abandoned at " + p.abandoned,
                        sublet::format_bytes(static_cast<std::int64_t>(r.setup_peak_reserved_bytes)));
+    if (p.probe_reserved_left > 0)
+      out << fmt::format("  the probe capture's pool still held {} when the arena was taken ({})\n",
+                         sublet::format_bytes(static_cast<std::int64_t>(p.probe_reserved_left)), p.probe_held);
   }
 }
 
@@ -71,6 +74,8 @@ nlohmann::json step_json(const StepBenchResult& r) {
     const MemoryPlanReport& p = r.plan_report;
     j["memory_plan"] = memory_plan_name(p.plan);
     j["setup_peak_reserved_bytes"] = r.setup_peak_reserved_bytes;
+    j["reserved_before_capture_bytes"] = p.reserved_before_capture;
+    j["reserved_at_capture_bytes"] = p.reserved_at_capture;
     if (p.plan == MemoryPlan::Static) {
       j["lower_bound_bytes"] = p.lower_bound_bytes;
       j["planned_arena_bytes"] = p.arena_bytes;
