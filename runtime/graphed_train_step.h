@@ -12,7 +12,8 @@
 //       optimizer, batch_shape, labels_shape, Device::cuda(0));
 //   for (...) { Tensor loss = graphed.run(images, labels); ... loss.item<float>() ... }
 //
-// run() copies the batch into static device tensors and performs one real training step:
+// run() copies the batch into static device tensors and performs one real training step
+// (the first warm-up step returns its loss detached: read it, do not backpropagate it):
 // the first `warmup_steps` eagerly (cuDNN algorithm choice, optimizer state, device scalars are
 // created then), the next one by capturing the step and replaying it, every later one by
 // replay alone. Each step therefore trains exactly once, and the loss sequence is the eager
