@@ -219,10 +219,15 @@ RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& bud
     r.recompute_ms = last.recompute_ms;
     r.measured_peak = measure_step_peak(model, images, labels, optimizer_state_bytes);
     if (!best || r.measured_peak < best->measured_peak) best = r;
-    if (r.measured_peak <= r.budget_bytes) return r;
+    if (r.measured_peak <= r.budget_bytes) {
+      // The unbudgeted passes' cache goes back: a budgeted run should not keep their reservation.
+      empty_cache(images.device());
+      return r;
+    }
     target -= std::min(target, r.measured_peak - r.budget_bytes);
   }
   apply_recompute(model, {});
+  empty_cache(images.device());
   const std::string budget_text = format_bytes(static_cast<std::int64_t>(r.budget_bytes));
   if (best)
     throw ValueError(fmt::format("--memory-budget {}: the smallest peak measured was {} (recomputing {}), against {} "
