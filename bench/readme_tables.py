@@ -17,6 +17,10 @@ Kinds of block (the NAME's part before the first '.'):
                 and CUDA graph
   steps.allocators  the same run's --allocator all table
   alloc.table   `sublet bench alloc`'s rows (DIR/bench_alloc.json), every allocator it ran
+  plan.table    issue 19's memory plans (DIR/plan/*.json): lower bound, static arena, and what sublet
+                (static and cached graph, eager) and PyTorch (graph, eager) reserve, per model
+  plan.budget   the same job's ResNet-50 rows under --memory-budget 0.5 (DIR/plan/*budget05.json)
+  plan.budget256  ResNet-50 batch 256 under budgets (DIR/budget256/*.json and the train run)
 """
 import glob
 import json
@@ -182,7 +186,66 @@ def alloc_table(name, source):
             f"sublet's time. {stamp(source)}\n")
 
 
-RENDERERS = {"transcript": transcript, "ab": ab_table, "steps": steps_table, "alloc": alloc_table}
+PLAN_CONFIGS = [("r18_b128", "ResNet-18 32×32 bs128"), ("r18_b512", "ResNet-18 32×32 bs512"),
+                ("r50_b64", "ResNet-50 224×224 bs64")]
+
+
+def mib(n):
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def reserved_cell(run):
+    if run is None:
+        return "not run"
+    ratio = run["peak_reserved_bytes"] / run["peak_allocated_bytes"]
+    return f"{mib(run['peak_reserved_bytes'])} ({ratio:.3f}×)"
+
+
+def plan_table(name, source):
+    folder = os.path.join(ROOT, source, "plan")
+    runs = lambda tag, kind: load_json(os.path.join(folder, f"{tag}_{kind}.json"))
+    if name == "plan.budget":
+        lines = ["| ResNet-50 224×224 bs64, fp32 | step | peak allocated | peak reserved | recomputed |", "|---|---|---|---|---|"]
+        for kind, label in (("sublet_eager", "eager"), ("sublet_eager_budget05", "eager, `--memory-budget 0.5`"),
+                            ("sublet_graph_static", "CUDA graph (static plan)"),
+                            ("sublet_graph_budget05", "CUDA graph (static plan), `--memory-budget 0.5`")):
+            r = runs("r50_b64", kind)
+            if r is None:
+                continue
+            base = runs("r50_b64", "sublet_graph_static" if "graph" in kind else "sublet_eager")
+            budget = r.get("memory_budget")
+            ratio = f" ({r['ms_per_step'] / base['ms_per_step']:.2f}×)" if budget else ""
+            recomputed = (f"{budget['recomputed']} (budget {mib(budget['budget_bytes'])})" if budget else "none")
+            lines.append(f"| {label} | {r['ms_per_step']:.2f} ms{ratio} | {mib(r['peak_allocated_bytes'])} | "
+                         f"{mib(r['peak_reserved_bytes'])} | {recomputed} |")
+        return "\n".join(lines) + f"\n\n(×: against the same mode without a budget.) {stamp(source)}\n"
+    if name == "plan.budget256":
+        lines = ["| ResNet-50 224×224 bs256, fp32, eager | step | img/s | peak allocated | recomputed |", "|---|---|---|---|---|"]
+        for tag, label in (("r50_b256_eager", "no budget"), ("r50_b256_budget8g", "`--memory-budget 8GiB`")):
+            r = load_json(os.path.join(ROOT, source, "budget256", f"{tag}.json"))
+            if r is None:
+                continue
+            budget = r.get("memory_budget")
+            lines.append(f"| {label} | {r['ms_per_step']:.1f} ms | {r['img_per_s']:,.0f} | {mib(r['peak_allocated_bytes'])} | "
+                         f"{budget['recomputed'] if budget else 'none'} |")
+        return "\n".join(lines) + f"\n\n{stamp(source)}\n"
+    lines = ["| | lower bound | static arena | sublet graph, static plan | sublet graph, cached | sublet eager | "
+             "PyTorch graph | PyTorch eager | step: static / cached |", "|---|---|---|---|---|---|---|---|---|"]
+    for tag, title in PLAN_CONFIGS:
+        static, cached = runs(tag, "sublet_graph_static"), runs(tag, "sublet_graph_cached")
+        if static is None:
+            continue
+        bound, arena = static["lower_bound_bytes"], static["planned_arena_bytes"]
+        cells = [mib(bound), f"{mib(arena)} ({arena / bound:.4f}×)", reserved_cell(static), reserved_cell(cached),
+                 reserved_cell(runs(tag, "sublet_eager")), reserved_cell(runs(tag, "pytorch_graph")),
+                 reserved_cell(runs(tag, "pytorch_eager")),
+                 f"{static['ms_per_step']:.2f} / {cached['ms_per_step']:.2f} ms" if cached else "not run"]
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
+    return ("\n".join(lines) + "\n\nReserved: peak reserved (× its own peak allocated); with a graph, what the replays hold. "
+            f"Lower bound and arena: the captured step's requests. {stamp(source)}\n")
+
+
+RENDERERS = {"transcript": transcript, "ab": ab_table, "steps": steps_table, "alloc": alloc_table, "plan": plan_table}
 
 
 def render(text):

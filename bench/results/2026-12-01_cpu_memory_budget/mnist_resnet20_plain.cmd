@@ -1,0 +1,1 @@
+build/sublet train --device cpu

@@ -1,0 +1,1 @@
+build/sublet plan bench/data/resnet50_bs64_captured_step.plan_trace.json --recompute bench/results/2026-12-01_h200_memory_plan/plan/r50_b64_sublet_eager_budget05.json --svg bench/results/2026-12-01_h200_memory_plan/resnet50_bs64_budget_curve.svg
