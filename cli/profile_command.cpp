@@ -14,7 +14,10 @@
 #include "core/errors.h"
 #include "core/format_bytes.h"
 #include "memory/registry.h"
+#include "memory/recompute_plan.h"
 #include "models/registry.h"
+#include "models/resnet_recompute.h"
+#include "runtime/factories.h"
 #include "ops/conv_settings.h"
 #include "profile/profile_report.h"
 #include "profile/profile_session.h"
@@ -34,6 +37,7 @@ struct ProfileArgs {
   std::string input;       // "CxHxW"; default by model family
   std::int64_t classes = 0;  // 0: by model family
   std::string optimizer = "sgd";
+  std::string memory_budget;
   double lr = 0.01;
   bool small_input_stem = false;
   std::uint64_t seed = 0;
@@ -64,12 +68,36 @@ std::vector<std::int64_t> parse_input_shape(const std::string& text) {
 // torchvision's ImageNet ResNets default to ImageNet inputs; the CIFAR ones to CIFAR inputs.
 bool imagenet_model(const std::string& name) { return name == "resnet18" || name == "resnet34" || name == "resnet50"; }
 
+// --memory-budget: the model moves to the device now (profile_training's move is then a no-op)
+// and recomputes the blocks fit_memory_budget chooses on a batch of the profiled shape. Returns
+// the recomputed blocks for the report.
+std::string fit_profile_budget(const ProfileArgs& args, const profile::ProfileOptions& options, nn::Module& model) {
+  auto* resnet = dynamic_cast<models::ResNet*>(&model);
+  if (!resnet) throw ValueError("profile --memory-budget: recomputes ResNet blocks; " + args.model + " is not one");
+  model.to(options.device);
+  model.train();
+  Generator g(args.seed + 2);
+  const Tensor images =
+      randn({options.batch_size, options.input_shape[0], options.input_shape[1], options.input_shape[2]}, g).to(options.device);
+  std::vector<std::int64_t> labels(static_cast<std::size_t>(options.batch_size));
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i) % options.num_classes;
+  std::size_t parameter_bytes = 0;
+  for (const Tensor& p : model.parameters()) parameter_bytes += p.nbytes();
+  const std::size_t state_bytes = parameter_bytes * (options.optimizer == "adam" ? 2 : 1);
+  const models::RecomputeReport report =
+      models::fit_memory_budget(*resnet, memory::parse_memory_budget(args.memory_budget), images,
+                                Tensor::from_vector(labels, {options.batch_size}).to(options.device), state_bytes);
+  fmt::print("{}\n", report.summary());
+  return models::describe_runs(report.units, report.runs);
+}
+
 void run_profile(const ProfileArgs& args) {
   profile::ProfileOptions options;
   options.model_name = args.model;
   options.device = train::resolve_device(args.device.empty() ? "auto" : args.device);
   if (!(args.lr > 0.0 && args.lr <= 100.0)) throw ValueError(fmt::format("--lr must be in (0, 100], got {}", args.lr));
   memory::AllocatorConfig::parse(args.alloc_conf);  // a bad string fails here, not after the model is built
+  if (!args.memory_budget.empty()) memory::parse_memory_budget(args.memory_budget);  // likewise
   check_output_folder("--out", args.out);  // before the run, not after it: the folder and every file
   for (const std::string& name : profile::profile_file_names()) check_output_file("--out", std::filesystem::path(args.out) / name);
   options.batch_size = args.batch_size;
@@ -91,8 +119,15 @@ void run_profile(const ProfileArgs& args) {
              options.device.str(), options.batch_size, options.input_shape[0], options.input_shape[1], options.input_shape[2],
              options.steps, options.timing_steps);
   std::fflush(stdout);
-  const profile::ProfileRun run =
-      profile::profile_training([&] { return models::create_model(args.model, model_options); }, options);
+  std::string recomputed;
+  profile::ProfileRun run = profile::profile_training(
+      [&] {
+        auto model = models::create_model(args.model, model_options);
+        if (!args.memory_budget.empty()) recomputed = fit_profile_budget(args, options, *model);
+        return model;
+      },
+      options);
+  run.options.recomputed = recomputed;
   const profile::ProfileReport report = profile::write_profile(run, args.out);
 
   fmt::print("\nLayer table, step {} ('*': the span holds the step's peak; entry = allocated at entry; peak+ = highest "
@@ -127,6 +162,8 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--classes", args->classes, "number of classes (default 1000 for resnet18/34/50, else 10)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--optimizer", args->optimizer, "sgd (momentum 0.9) or adam")->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
   cmd->add_option("--lr", args->lr, "learning rate")->capture_default_str();
+  cmd->add_option("--memory-budget", args->memory_budget,
+                  "recompute ResNet blocks in backward so the step fits SIZE (6GiB) or a FRACTION of its measured peak (0.5)");
   cmd->add_flag("--small-input-stem", args->small_input_stem, "resnet18/34/50: 3x3 stride-1 stem without max-pool (for 32x32 inputs)");
   cmd->add_option("--seed", args->seed, "seed of the model's initialisation and the synthetic data")
       ->check(non_negative_integer())

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/debug_assert.h"
@@ -62,8 +63,10 @@ struct CachingAllocator::Impl {
     std::unordered_map<const Block*, std::uint64_t> live;  // block -> id of its request
     std::uint64_t next_id = 1;
   };
-  // A private pool's static plan (plan_private_pool).
+  // A private pool's static plan (plan_private_pool). The constructor is spelled out: clang 14
+  // cannot default-construct a nested class with member initializers inside std::optional here.
   struct PoolPlan {
+    PoolPlan(std::size_t arena, std::vector<ArenaPlacement> planned) : arena_bytes(arena), placements(std::move(planned)) {}
     std::size_t arena_bytes = 0;
     std::vector<ArenaPlacement> placements;
     std::size_t next = 0;      // index of the next request

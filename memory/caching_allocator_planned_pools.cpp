@@ -129,9 +129,7 @@ void CachingAllocator::plan_private_pool(PoolId pool, std::size_t arena_bytes, s
   Impl::PrivatePool& p = impl_->private_pool(pool);
   for (const auto& c : impl_->captures)
     if (c.pool == &p) throw Error("plan_private_pool: private pool " + std::to_string(pool) + " is already capturing");
-  p.plan.emplace();
-  p.plan->arena_bytes = arena_bytes;
-  p.plan->placements = std::move(placements);
+  p.plan.emplace(arena_bytes, std::move(placements));
 }
 
 CachingAllocator::PoolPlanStatus CachingAllocator::private_pool_plan(PoolId pool) const {

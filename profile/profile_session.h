@@ -34,6 +34,7 @@ struct ProfileOptions {
   std::string optimizer = "sgd";  // "sgd" (momentum 0.9: one state tensor per parameter) or "adam" (two)
   double learning_rate = 0.01;
   std::uint64_t seed = 0;
+  std::string recomputed;  // for the report: the blocks recomputed in backward (--memory-budget), if any
 };
 
 struct StepRecord {

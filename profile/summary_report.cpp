@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "memory/replay.h"
+#include "memory/static_plan.h"
+
 #include <numeric>
 
 #include "core/format_bytes.h"
@@ -93,6 +96,30 @@ StaticEstimate static_estimate(const ProfileRun& run) {
   return e;
 }
 
+namespace {
+
+// What `sublet plan` would say of the last step's own requests, and what --memory-budget recomputes.
+std::string memory_plan_lines(const ProfileRun& run, int step) {
+  const StepRecord* record = nullptr;
+  for (const StepRecord& r : run.steps)
+    if (r.step == step) record = &r;
+  if (!record || record->end_event > run.events.size()) return "";
+  const std::vector<memory::HistoryEvent> events(run.events.begin() + static_cast<std::ptrdiff_t>(record->begin_event),
+                                                 run.events.begin() + static_cast<std::ptrdiff_t>(record->end_event));
+  const memory::StaticPlan plan = memory::plan_static_arena(memory::trace_from_history(events));
+  std::string out = fmt::format("Memory plan of step {}'s own requests (what `--cuda-graph --memory-plan static` would serve them from)\n", step);
+  out += fmt::format("  lower bound (most bytes live at once) {}; static arena {} ({:.3f}x, {})\n", b(static_cast<std::int64_t>(plan.lower_bound)),
+                     b(static_cast<std::int64_t>(plan.arena_bytes)),
+                     plan.lower_bound ? static_cast<double>(plan.arena_bytes) / static_cast<double>(plan.lower_bound) : 0.0,
+                     plan.heuristic);
+  if (!run.options.recomputed.empty())
+    out += fmt::format("  recomputed in backward (--memory-budget): {}; their forward spans appear again under backward\n",
+                       run.options.recomputed);
+  return out + "\n";
+}
+
+}  // namespace
+
 std::string summary_report(const ProfileRun& run, const std::vector<LayerRow>& rows, const ReplayedState& peak_state,
                            const StepDiff* diff) {
   const ProfileOptions& o = run.options;
@@ -120,6 +147,7 @@ std::string summary_report(const ProfileRun& run, const std::vector<LayerRow>& r
                        b(h->allocated_at_entry), b(h->peak_above_entry), b(h->peak()));
   }
   out += "\n";
+  out += memory_plan_lines(run, n);
 
   // Measured figures of the last step at the moments that matter.
   const LayerRow* forward = nullptr;
