@@ -10,7 +10,8 @@
 // cuDNN algorithms, the second is measured, block by block with a device synchronisation around
 // each for its time), never the optimizer: the parameters are untouched, the batch-norm running
 // statistics are put back, and the gradients are dropped. The optimizer state that the first
-// real step will create (optimizer_state_bytes) is added to the measured peak.
+// real step will create (optimizer_state_bytes) is added to the measured peak. The device's peak
+// statistics are reset by the measurement (it reads them), and its cache is emptied after it.
 #include <cstddef>
 #include <string>
 #include <vector>
