@@ -11,6 +11,7 @@ const char* phase_name(Phase phase) {
     case Phase::Forward: return "fwd";
     case Phase::Backward: return "bwd";
     case Phase::Optimizer: return "optimizer";
+    case Phase::Recompute: return "recompute";
   }
   return "?";
 }
@@ -74,6 +75,10 @@ void LayerRecorder::end_backward() {
 }
 
 void LayerRecorder::begin(const std::string& module, const std::string& type, Phase phase, int depth, bool leaf) {
+  // A forward inside an open backward span is a recomputation (nn::checkpoint).
+  if (phase == Phase::Forward)
+    for (const Open& o : open_)
+      if (spans_[o.span].phase == Phase::Backward) phase = Phase::Recompute;
   memory::CachingAllocator& allocator = log_.allocator();
   Span s;
   s.step = step_;
@@ -94,7 +99,8 @@ void LayerRecorder::begin(const std::string& module, const std::string& type, Ph
 void LayerRecorder::end(const std::string& module, Phase phase) {
   for (std::size_t i = open_.size(); i-- > 0;) {
     const Span& s = spans_[open_[i].span];
-    if (s.module == module && s.phase == phase) {
+    const bool recomputed = phase == Phase::Forward && s.phase == Phase::Recompute;
+    if (s.module == module && (s.phase == phase || recomputed)) {
       end_at(i);
       return;
     }

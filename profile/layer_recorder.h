@@ -21,8 +21,10 @@
 
 namespace sublet::profile {
 
-enum class Phase : std::uint8_t { Forward, Backward, Optimizer };
-const char* phase_name(Phase phase);  // "fwd", "bwd", "optimizer"
+// Recompute: a module's forward run again inside backward (a block under nn::checkpoint, e.g.
+// chosen by --memory-budget).
+enum class Phase : std::uint8_t { Forward, Backward, Optimizer, Recompute };
+const char* phase_name(Phase phase);  // "fwd", "bwd", "optimizer", "recompute"
 
 // One module's work in one phase of one step: a range of the history.
 struct Span {

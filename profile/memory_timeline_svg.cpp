@@ -18,6 +18,7 @@ const char* band_color(Phase phase, bool odd) {
     case Phase::Forward: return odd ? "#d4e4f4" : "#e8f1fa";
     case Phase::Backward: return odd ? "#fbdcc0" : "#fdeee0";
     case Phase::Optimizer: return odd ? "#d3ebcf" : "#e6f4e3";
+    case Phase::Recompute: return odd ? "#e4d4f0" : "#f1e8f8";
   }
   return "#eeeeee";
 }

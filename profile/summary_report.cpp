@@ -113,7 +113,7 @@ std::string memory_plan_lines(const ProfileRun& run, int step) {
                      plan.lower_bound ? static_cast<double>(plan.arena_bytes) / static_cast<double>(plan.lower_bound) : 0.0,
                      plan.heuristic);
   if (!run.options.recomputed.empty())
-    out += fmt::format("  recomputed in backward (--memory-budget): {}; their forward spans appear again under backward\n",
+    out += fmt::format("  recomputed in backward (--memory-budget): {}; their second forward is in the 'recompute' rows\n",
                        run.options.recomputed);
   return out + "\n";
 }

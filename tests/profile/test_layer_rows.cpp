@@ -5,6 +5,7 @@
 #include <set>
 
 #include "models/registry.h"
+#include "models/resnet_recompute.h"
 #include "profile/layer_rows.h"
 #include "profile/profile_session.h"
 
@@ -116,6 +117,34 @@ TEST(LayerRows, ResidualBlocksHaveForwardAndBackwardRows) {
   EXPECT_TRUE(seen.count({"(loss)", "bwd"}));
   EXPECT_TRUE(seen.count({"(optimizer.step)", "optimizer"}));
   EXPECT_TRUE(seen.count({"(optimizer.zero_grad)", "optimizer"}));
+}
+
+// Recomputed blocks (models/resnet_recompute.h, as --memory-budget sets them): their forward runs
+// again inside backward, as rows of phase Recompute, once per recomputed module and step.
+TEST(LayerRows, RecomputedBlocksHaveRecomputeRowsInsideBackward) {
+  ProfileOptions o;
+  o.model_name = "resnet20";
+  o.batch_size = 4;
+  o.input_shape = {3, 16, 16};
+  o.steps = 2;
+  o.timing_steps = 0;
+  const ProfileRun run = profile_training(
+      [] {
+        auto model = models::create_model("resnet20", {.num_classes = 10, .seed = 3});
+        models::apply_recompute(dynamic_cast<models::ResNet&>(*model), {{1, 3}});  // layer1.0 and layer1.1
+        return model;
+      },
+      o);
+  std::set<std::string> recomputed;
+  for (const LayerRow& r : layer_rows(run)) {
+    if (r.phase != Phase::Recompute) continue;
+    recomputed.insert(r.module);
+    EXPECT_TRUE(r.module.rfind("layer1.0", 0) == 0 || r.module.rfind("layer1.1", 0) == 0) << r.module;
+  }
+  EXPECT_TRUE(recomputed.contains("layer1.0")) << "the run's first block";
+  EXPECT_TRUE(recomputed.contains("layer1.1.conv1")) << "a module inside the run";
+  EXPECT_FALSE(recomputed.contains("layer1.2"));
+  EXPECT_STREQ(phase_name(Phase::Recompute), "recompute");
 }
 
 }  // namespace
