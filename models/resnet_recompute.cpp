@@ -194,13 +194,53 @@ std::string RecomputeReport::summary() const {
       "({} predicted) against {} with nothing recomputed",
       format_bytes(static_cast<std::int64_t>(budget_bytes)), describe_runs(units, runs), recompute_ms,
       forward_ms > 0 ? 100.0 * recompute_ms / forward_ms : 0.0, format_bytes(static_cast<std::int64_t>(measured_peak)),
-      format_bytes(static_cast<std::int64_t>(predicted_peak)), format_bytes(static_cast<std::int64_t>(baseline_peak)));
+      format_bytes(static_cast<std::int64_t>(predicted_peak)), format_bytes(static_cast<std::int64_t>(baseline_peak))) +
+         (measured_on_fraction > 1
+              ? fmt::format(" (the blocks measured on 1/{} of the batch and scaled up: the whole step did not fit)",
+                            measured_on_fraction)
+              : std::string());
 }
+
+namespace {
+
+// measure_blocks on the whole batch, or, where the unbudgeted step does not fit the device (the
+// case a budget is for), on 1/2, 1/4, ... of it, scaled back up: activation bytes and times grow
+// with the batch, what was allocated before the step (parameters, the batch) does not.
+BlockMeasurement measure_blocks_that_fit(ResNet& model, const Tensor& images, const Tensor& labels,
+                                         std::size_t optimizer_state_bytes, std::int64_t* divided_by) {
+  const std::int64_t batch = images.size(0);
+  for (std::int64_t divisor = 1;; divisor *= 2) {
+    const std::int64_t part = batch / divisor;
+    try {
+      const std::size_t fixed = memory_allocated(images.device()) + optimizer_state_bytes;
+      BlockMeasurement m = measure_blocks(model, images.narrow(0, 0, part), labels.narrow(0, 0, part), optimizer_state_bytes);
+      *divided_by = divisor;
+      if (divisor == 1) return m;
+      const auto scale = [&](std::size_t bytes) { return bytes * static_cast<std::size_t>(divisor); };
+      for (memory::RecomputeUnit& u : m.units) {
+        u.retained_bytes = scale(u.retained_bytes);
+        u.output_bytes = scale(u.output_bytes);
+        u.forward_ms *= static_cast<double>(divisor);
+      }
+      m.forward_ms *= static_cast<double>(divisor);
+      m.baseline_peak = fixed + scale(m.baseline_peak > fixed ? m.baseline_peak - fixed : 0);
+      return m;
+    } catch (const OutOfMemoryError&) {
+      drop_gradients(model);
+      empty_cache(images.device());
+      if (part <= 1) throw;
+    }
+  }
+}
+
+}  // namespace
 
 RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& budget, const Tensor& images,
                                   const Tensor& labels, std::size_t optimizer_state_bytes) {
-  const BlockMeasurement m = measure_blocks(model, images, labels, optimizer_state_bytes);
+  std::int64_t divided_by = 1;
+  const BlockMeasurement m = measure_blocks_that_fit(model, images, labels, optimizer_state_bytes, &divided_by);
   RecomputeReport r;
+  r.measured_on_fraction = divided_by;
   r.budget_bytes = memory::resolve_budget(budget, m.baseline_peak);
   r.baseline_peak = m.baseline_peak;
   r.forward_ms = m.forward_ms;
@@ -217,7 +257,14 @@ RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& bud
     r.runs = last.runs;
     r.predicted_peak = last.predicted_peak;
     r.recompute_ms = last.recompute_ms;
-    r.measured_peak = measure_step_peak(model, images, labels, optimizer_state_bytes);
+    try {
+      r.measured_peak = measure_step_peak(model, images, labels, optimizer_state_bytes);
+    } catch (const OutOfMemoryError&) {  // the choice does not fit the device at all: aim lower
+      drop_gradients(model);
+      empty_cache(images.device());
+      target -= target / 8;
+      continue;
+    }
     if (!best || r.measured_peak < best->measured_peak) best = r;
     if (r.measured_peak <= r.budget_bytes) {
       // The unbudgeted passes' cache goes back: a budgeted run should not keep their reservation.

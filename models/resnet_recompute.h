@@ -54,8 +54,10 @@ namespace sublet::models {
 
 // The whole of `--memory-budget`: measure, choose, apply, and measure the step again with the
 // choice. When the measured peak still exceeds the budget (the peak model is an estimate), the
-// choice is made again against a budget lowered by the excess, up to three times. ValueError
-// when nothing fits (the model is left recomputing nothing), naming the smallest peak reached.
+// choice is made again against a budget lowered by the excess, up to three times. Where the
+// unbudgeted step does not fit the device, the blocks are measured on a half (a quarter, ...) of
+// the batch and scaled up. ValueError when nothing fits (the model is left recomputing nothing),
+// naming the smallest peak reached.
 struct RecomputeReport {
   std::size_t budget_bytes = 0;
   std::size_t baseline_peak = 0;    // measured, nothing recomputed (+ optimizer state to come)
@@ -65,6 +67,7 @@ struct RecomputeReport {
   double forward_ms = 0;            // the whole measured forward
   std::vector<memory::RecomputeUnit> units;
   std::vector<memory::RecomputeRun> runs;
+  std::int64_t measured_on_fraction = 1;  // > 1: the blocks were measured on batch / this, scaled up
   std::string summary() const;      // one line for logs
 };
 RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& budget, const Tensor& images,

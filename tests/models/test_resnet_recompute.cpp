@@ -121,5 +121,31 @@ TEST(ResNetRecompute, TheChoiceFitsTheBudgetAndAnUnreachableOneIsRefused) {
   EXPECT_FALSE(other->recompute_stem());
 }
 
+// A device too small for the unbudgeted step (the case a budget is for): the host allocator is
+// capped below that step's peak, the blocks are measured on half the batch and scaled up, and the
+// budgeted step fits under both the budget and the cap.
+TEST(ResNetRecompute, BlocksAreMeasuredOnPartOfTheBatchWhenTheWholeStepDoesNotFit) {
+  const Batch b = batch(64);
+  auto model = resnet20();
+  memory::CachingAllocator& host = memory::allocator_for(Device::cpu());
+  const std::size_t plain_peak = measure_step_peak(*model, b.images, b.labels, 0);
+  empty_cache(Device::cpu());
+  const std::size_t cap = memory_allocated(Device::cpu()) + plain_peak * 3 / 4;
+  host.set_memory_fraction(static_cast<double>(cap) / static_cast<double>(host.backend().memory_info().total_bytes));
+  struct Uncap {
+    memory::CachingAllocator& a;
+    ~Uncap() { a.set_memory_fraction(1.0); }
+  } uncap{host};
+  EXPECT_THROW(measure_step_peak(*model, b.images, b.labels, 0), OutOfMemoryError) << "the cap must bite";
+  empty_cache(Device::cpu());
+  const RecomputeReport r =
+      fit_memory_budget(*model, memory::parse_memory_budget(std::to_string(plain_peak / 2) + "B"), b.images, b.labels, 0);
+  EXPECT_GT(r.measured_on_fraction, 1) << r.summary();
+  EXPECT_LE(r.measured_peak, r.budget_bytes) << r.summary();
+  EXPECT_NE(r.summary().find("scaled up"), std::string::npos);
+  // The scaled estimate of the unbudgeted peak is close to the one measured without the cap.
+  EXPECT_NEAR(static_cast<double>(r.baseline_peak), static_cast<double>(plain_peak), 0.15 * static_cast<double>(plain_peak));
+}
+
 }  // namespace
 }  // namespace sublet::models
