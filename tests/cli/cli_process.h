@@ -93,6 +93,27 @@ inline Outcome run_sublet(const std::vector<std::string>& args, const std::map<s
 
 // The non-empty lines sublet printed. Under a sanitizer build (scripts/sanitize.sh) the runtime
 // adds its own "==PID==WARNING: ..." lines, e.g. for each refused 1 TiB allocation: not ours.
+// A fresh folder under the system's temporary directory for one test, removed with it.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix) {
+    static int counter = 0;
+    path_ = fs::temp_directory_path() / (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
 inline std::vector<std::string> non_empty_lines(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);

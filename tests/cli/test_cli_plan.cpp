@@ -31,19 +31,10 @@ const char* kBenchJson = R"({"model": "resnet20", "batch_size": 64, "memory_budg
 
 class PlanCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    static int counter = 0;
-    dir_ = fs::temp_directory_path() / ("sublet-plan-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    std::ofstream(dir_ / "bench.json") << kBenchJson;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
+  void SetUp() override { std::ofstream(dir_ / "bench.json") << kBenchJson; }
   Outcome run(const std::vector<std::string>& args) { return run_sublet(args, {}, dir_); }
-  fs::path dir_;
+  cli_test::ScratchDir scratch_{"sublet-plan-cli"};
+  const fs::path& dir_ = scratch_.path();
 };
 
 TEST_F(PlanCli, ACapturedStepPlansWithinOnePercentAndListsEveryHeuristic) {

@@ -25,16 +25,8 @@ using cli_test::run_sublet;
 class ReplaySnapshotCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    static int counter = 0;
-    dir_ = fs::temp_directory_path() / ("sublet-replay-snapshot-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     for (const char* name : {"snapshot.pickle", "snapshot.pickle.gz", "snapshot_overflowed.pickle"})
       fs::copy_file(fs::path(SUBLET_SOURCE_DIR) / "tests/data/pickle" / name, dir_ / name);
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
   }
 
   Outcome run(const std::vector<std::string>& args) { return run_sublet(args, {}, dir_); }
@@ -51,7 +43,8 @@ class ReplaySnapshotCli : public ::testing::Test {
     EXPECT_NE(lines[0].find(part), std::string::npos) << "expected '" << part << "' in: " << lines[0];
   }
 
-  fs::path dir_;
+  cli_test::ScratchDir scratch_{"sublet-replay-snapshot"};
+  const fs::path& dir_ = scratch_.path();
 };
 
 TEST_F(ReplaySnapshotCli, ReplaysASnapshotAndReportsItsSource) {
