@@ -47,13 +47,13 @@ void copy(const Context&, const Shape& sizes, DType, StridedRef dst, DType src_d
   const bool transposed = nd >= 2 && loop.strides[nd - 1][0] == 1 && loop.strides[nd - 2][1] == 1 &&
                           loop.strides[nd - 1][1] > 1 && loop.sizes[nd - 1] >= 8 && loop.sizes[nd - 2] >= 8;
   if (transposed) {
-    dispatch_dtype(src_dtype, [&](auto src_tag) {
+    dispatch_copy_source(src_dtype, [&](auto src_tag) {
       using S = decltype(src_tag);
       copy_transposed_tiles<D, S>(loop, static_cast<D*>(dst.data), static_cast<const S*>(src.data));
     });
     return;
   }
-  dispatch_dtype(src_dtype, [&](auto src_tag) {
+  dispatch_copy_source(src_dtype, [&](auto src_tag) {
     using S = decltype(src_tag);
     D* d = static_cast<D*>(dst.data);
     const S* s = static_cast<const S*>(src.data);
@@ -85,6 +85,8 @@ void fill(const Context&, DType, const Shape& sizes, StridedRef dst, double valu
 SUBLET_INSTANTIATE_COPY(float)
 SUBLET_INSTANTIATE_COPY(double)
 SUBLET_INSTANTIATE_COPY(std::int64_t)
+SUBLET_INSTANTIATE_COPY(BFloat16)
+SUBLET_INSTANTIATE_COPY(Float16)
 #undef SUBLET_INSTANTIATE_COPY
 
 }  // namespace sublet::ops::cpu

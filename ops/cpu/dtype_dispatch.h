@@ -7,9 +7,11 @@
 // dtype they serve (ops/cuda/register_cuda_kernels.cpp).
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "core/errors.h"
 #include "core/dtype.h"
+#include "core/half.h"
 
 namespace sublet::ops::cpu {
 
@@ -22,6 +24,16 @@ void dispatch_dtype(DType dtype, F&& f) {
     default: break;
   }
   throw DTypeError(std::string("CPU kernels: no kernel for dtype ") + dtype_name(dtype));
+}
+
+// The source of a casting copy: every dtype, the 16-bit storage types included.
+template <typename F>
+void dispatch_copy_source(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::BFloat16: f(BFloat16{}); return;
+    case DType::Float16: f(Float16{}); return;
+    default: dispatch_dtype(dtype, std::forward<F>(f));
+  }
 }
 
 template <typename F>

@@ -7,6 +7,7 @@
 
 #include "ops/batch_norm_kernels.h"
 #include "ops/conv2d_kernels.h"
+#include "core/half.h"
 #include "ops/copy_kernels.h"
 #include "ops/cpu/copy_cpu.h"
 #include "ops/cpu/elementwise_cpu.h"
@@ -88,6 +89,11 @@ void register_cpu_kernels() {
   register_all_dtypes<float>();
   register_all_dtypes<double>();
   register_all_dtypes<std::int64_t>();
+  // bfloat16 and float16 are storage types on the CPU: casts to and from them, and fills.
+  copy_kernels().set(kCpu, DType::BFloat16, &cpu::copy<BFloat16>);
+  fill_kernels().set(kCpu, DType::BFloat16, &cpu::fill<BFloat16>);
+  copy_kernels().set(kCpu, DType::Float16, &cpu::copy<Float16>);
+  fill_kernels().set(kCpu, DType::Float16, &cpu::fill<Float16>);
   // The CPU has no device services: host copies are memcpy in ops/copy.cpp, nothing captures.
 }
 
