@@ -2,7 +2,8 @@
 // Replays a recorded allocation trace through the caching allocator on the simulated backend
 // under several settings and prints what each would have done (and writes it as JSON). TRACE is
 // a sublet-alloc-trace (JSON) or a PyTorch memory snapshot (a pickle, gzip-compressed or not),
-// told apart by content.
+// told apart by content. A snapshot's first row, "recorded", is its own run: the recorded
+// settings, with the cache releases PyTorch made inside allocations where it made them.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -37,7 +38,8 @@ void print_results(const std::vector<memory::ReplayResult>& results, std::size_t
   fmt::print("{:<40} {:>14} {:>14} {:>10} {:>13} {:>8}\n", "setting", "peak reserved", "peak allocated",
              "frag@peak", "device allocs", "fits?");
   for (const auto& r : results) {
-    fmt::print("{:<40} {:>14} {:>14} {:>9.1f}% {:>13} {:>8}\n", r.setting, bytes(r.peak_reserved), bytes(r.peak_allocated),
+    const std::string label = r.label.empty() ? r.setting : r.label + " (" + r.setting + ")";
+    fmt::print("{:<40} {:>14} {:>14} {:>9.1f}% {:>13} {:>8}\n", label, bytes(r.peak_reserved), bytes(r.peak_allocated),
                100.0 * r.fragmentation_at_peak, r.device_allocs,
                r.out_of_memory ? fmt::format("OOM@{}", r.oom_event) : "yes");
   }
@@ -52,7 +54,7 @@ void print_results(const std::vector<memory::ReplayResult>& results, std::size_t
 void write_report_json(const std::string& path, const std::vector<memory::ReplayResult>& results, const nlohmann::json& source) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : results) {
-    rows.push_back({{"label", r.setting},
+    rows.push_back({{"label", r.label.empty() ? r.setting : r.label},
                     {"rules", "sublet"},
                     {"alloc_conf", r.setting == "default" ? "" : r.setting},
                     {"capacity_bytes", r.capacity},
@@ -102,6 +104,12 @@ void add_replay_command(CLI::App& app) {
         std::find(tried.begin(), tried.end(), source.recorded_alloc_conf) == tried.end())
       tried.push_back(source.recorded_alloc_conf);
     std::vector<memory::ReplayResult> results;
+    // A snapshot's first row is its own run: the recorded settings, and the cache releases
+    // PyTorch made inside allocations where it made them.
+    if (!source.recorded_events.empty()) {
+      results.push_back(memory::replay_trace(source.recorded_events, source.recorded_alloc_conf, *capacity_mib * memory::kMiB));
+      results.back().label = "recorded";
+    }
     for (const std::string& setting : tried)
       results.push_back(memory::replay_trace(source.events, setting, *capacity_mib * memory::kMiB));
     print_results(results, source.events.size());

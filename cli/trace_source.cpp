@@ -46,6 +46,7 @@ TraceSource load_trace_source(const std::string& path, std::optional<int> device
   if (snapshot.has_allocator_settings)
     fmt::print("Recorded allocator settings: PYTORCH_CUDA_ALLOC_CONF='{}', as SUBLET_ALLOC_CONF: '{}'.\n",
                snapshot.pytorch_alloc_conf, snapshot.alloc_conf);
+  out.recorded_events = memory::with_recorded_releases(snapshot);  // before the events move out
   out.events = std::move(snapshot.events);
   out.source = {{"kind", "pytorch-snapshot"}, {"events", out.events.size()}, {"device", snapshot.device}};
   out.recorded_alloc_conf = snapshot.alloc_conf;

@@ -15,6 +15,8 @@ struct TraceSource {
   nlohmann::json source;             // {"kind": "sublet-trace" | "pytorch-snapshot", "events", "device"}
   std::string recorded_alloc_conf;   // a snapshot's allocator_settings as SUBLET_ALLOC_CONF text
   bool has_recorded_settings = false;
+  // A snapshot's run as PyTorch made it (memory::with_recorded_releases); empty for sublet traces.
+  std::vector<memory::TraceEvent> recorded_events;
 };
 
 // `device` picks a snapshot's device (default 0); ValueError when given for a sublet trace.

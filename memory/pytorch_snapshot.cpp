@@ -225,6 +225,7 @@ class TraceConverter {
     in_release_run_ = false;
     if (inside_allocation) {
       ++out_.internal_releases;
+      out_.internal_release_positions.push_back(out_.events.size());
     } else {
       ++out_.empty_cache_events;
       out_.events.push_back({.action = TraceEvent::Action::EmptyCache});
@@ -315,6 +316,18 @@ PytorchSnapshotTrace convert_pytorch_snapshot(const pickle::Document& snapshot, 
     }
   }
   converter.finish();
+  return out;
+}
+
+std::vector<TraceEvent> with_recorded_releases(const PytorchSnapshotTrace& trace) {
+  std::vector<TraceEvent> out;
+  out.reserve(trace.events.size() + trace.internal_release_positions.size());
+  std::size_t next = 0;
+  for (std::size_t i = 0; i <= trace.events.size(); ++i) {
+    for (; next < trace.internal_release_positions.size() && trace.internal_release_positions[next] == i; ++next)
+      out.push_back({.action = TraceEvent::Action::EmptyCache});
+    if (i < trace.events.size()) out.push_back(trace.events[i]);
+  }
   return out;
 }
 

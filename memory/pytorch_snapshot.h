@@ -44,7 +44,15 @@ struct PytorchSnapshotTrace {
   // cache to make room), which a replay decides for itself and are dropped.
   std::size_t empty_cache_events = 0;
   std::size_t internal_releases = 0;
+  // Where in `events` each release inside an allocation happened (an index: before that event).
+  std::vector<std::size_t> internal_release_positions;
 };
+
+// The run as PyTorch made it: `events` with an EmptyCache event where PyTorch released cache
+// inside an allocation (its retry after a failed cudaMalloc, mostly cuDNN's benchmark asking for
+// workspaces the device cannot give). Replayed under the recorded settings this reproduces
+// PyTorch's peak reserved bytes (tests/data/pytorch_snapshots/README.md says on which snapshots).
+std::vector<TraceEvent> with_recorded_releases(const PytorchSnapshotTrace& trace);
 
 // True when `bytes` starts like a pickle of protocol 2 or later (PROTO 2..5), as every
 // `pickle.dump` of Python 3 writes.

@@ -28,6 +28,7 @@ std::vector<TraceEvent> load_trace(const std::string& path);
 
 struct ReplayResult {
   std::string setting;               // the config text ("default" when empty)
+  std::string label;                 // the row's name where it is not the setting ("recorded")
   std::size_t capacity = 0;
   std::size_t peak_reserved = 0;     // both peaks since the trace's last reset_peaks (or its start)
   std::size_t peak_allocated = 0;

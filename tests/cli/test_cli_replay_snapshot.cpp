@@ -58,9 +58,11 @@ TEST_F(ReplaySnapshotCli, ReplaysASnapshotAndReportsItsSource) {
     const nlohmann::json r = report();
     EXPECT_EQ(r["format"], "sublet-replay-report");
     EXPECT_EQ(r["source"], nlohmann::json({{"kind", "pytorch-snapshot"}, {"events", 13}, {"device", 0}}));
-    // The six standard settings, then the snapshot's own.
-    ASSERT_EQ(r["rows"].size(), 7u);
-    EXPECT_EQ(r["rows"][6]["alloc_conf"], "roundup_power2_divisions:4,max_split_size_mb:256");
+    // The recorded run (its own settings), the six standard settings, then the snapshot's own.
+    ASSERT_EQ(r["rows"].size(), 8u);
+    EXPECT_EQ(r["rows"][0]["label"], "recorded");
+    EXPECT_EQ(r["rows"][0]["alloc_conf"], "roundup_power2_divisions:4,max_split_size_mb:256");
+    EXPECT_EQ(r["rows"][7]["alloc_conf"], "roundup_power2_divisions:4,max_split_size_mb:256");
     for (const auto& row : r["rows"]) {
       EXPECT_EQ(row["fits"], true);
       EXPECT_GE(row["peak_allocated_bytes"].get<std::int64_t>(), 25 << 20);  // the 25 MiB block
@@ -73,8 +75,9 @@ TEST_F(ReplaySnapshotCli, DevicePicksATraceAndAllocConfReplacesTheSet) {
   ASSERT_TRUE(o.exited && o.exit_code == 0) << o.out << o.err;
   const nlohmann::json r = report();
   EXPECT_EQ(r["source"], nlohmann::json({{"kind", "pytorch-snapshot"}, {"events", 2}, {"device", 1}}));
-  ASSERT_EQ(r["rows"].size(), 1u);
-  EXPECT_EQ(r["rows"][0]["peak_allocated_bytes"], 512);  // 100 bytes rounded to the 512-byte granule
+  ASSERT_EQ(r["rows"].size(), 2u);  // the recorded run, then --alloc-conf's one setting
+  EXPECT_EQ(r["rows"][0]["label"], "recorded");
+  EXPECT_EQ(r["rows"][1]["peak_allocated_bytes"], 512);  // 100 bytes rounded to the 512-byte granule
 }
 
 TEST_F(ReplaySnapshotCli, ClearErrors) {
@@ -104,6 +107,21 @@ TEST_F(ReplaySnapshotCli, SubletTracesKeepTheirReport) {
   const nlohmann::json r = report();
   EXPECT_EQ(r["source"], nlohmann::json({{"kind", "sublet-trace"}, {"events", 2}, {"device", nullptr}}));
   EXPECT_EQ(r["rows"].size(), 6u);
+}
+
+// A real PyTorch 2.11 run (tests/data/pytorch_snapshots): the first row, "recorded", is that run
+// reproduced, byte for byte and call for call against what torch.cuda.memory_stats() reported.
+TEST_F(ReplaySnapshotCli, TheRecordedRowReproducesPyTorchsOwnRun) {
+  const fs::path data = fs::path(SUBLET_SOURCE_DIR) / "tests/data/pytorch_snapshots";
+  const Outcome o = run({"replay", (data / "resnet50_fp32_default.pickle.gz").string(), "--json", "report.json"});
+  ASSERT_TRUE(o.exited && o.exit_code == 0) << o.out << o.err;
+  const nlohmann::json stats = nlohmann::json::parse(read_text(data / "resnet50_fp32_default.json"))["memory_stats"];
+  const nlohmann::json row = report()["rows"][0];
+  EXPECT_EQ(row["label"], "recorded");
+  EXPECT_EQ(row["peak_reserved_bytes"], stats["reserved_bytes.all.peak"]);
+  EXPECT_EQ(row["peak_allocated_bytes"], stats["allocated_bytes.all.peak"]);
+  EXPECT_EQ(row["device_allocations"], stats["num_device_alloc"]);
+  EXPECT_NE(o.out.find("recorded (default)"), std::string::npos) << o.out;
 }
 
 }  // namespace
