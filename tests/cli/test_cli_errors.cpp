@@ -39,26 +39,6 @@ using cli_test::run_sublet;
 // ---------------------------------------------------------------------------------------------
 // Files the cases need, written into the case's scratch folder
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() / ("sublet-cli-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 using Bytes = std::vector<std::uint8_t>;
 
 void write_bytes(const fs::path& path, const Bytes& bytes) {
@@ -494,7 +474,7 @@ TEST_P(CliErrors, OneClearMessageAndANonZeroExit) {
   const Case& c = GetParam();
   if (c.needs_no_cuda && memory::cuda_available())
     GTEST_SKIP() << "a CUDA device is present: this case checks the message without one";
-  ScratchDir scratch;
+  cli_test::ScratchDir scratch("sublet-cli-test");
   if (c.prepare) {
     c.prepare(scratch.path());
     if (::testing::Test::HasFatalFailure()) return;
