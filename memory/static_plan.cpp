@@ -54,30 +54,35 @@ std::size_t live_bytes_peak(const std::vector<PlannedAllocation>& allocations) {
 // Places allocations in `order`; `best_fit` picks the smallest gap that holds one instead of the
 // lowest. Returns the arena size.
 std::size_t place(std::vector<PlannedAllocation>& allocations, const std::vector<std::size_t>& order, bool best_fit) {
+  // The placed allocations in (offset, end) order, so that the conflicting ones come out sorted
+  // and greedy placement stops at the first gap that fits.
   std::vector<std::size_t> placed;
+  placed.reserve(allocations.size());
+  const auto by_offset = [&](std::size_t x, std::size_t y) {
+    const PlannedAllocation& a = allocations[x];
+    const PlannedAllocation& b = allocations[y];
+    return a.offset != b.offset ? a.offset < b.offset : a.offset + a.size < b.offset + b.size;
+  };
   std::size_t arena = 0;
   for (std::size_t index : order) {
     PlannedAllocation& a = allocations[index];
-    std::vector<std::pair<std::size_t, std::size_t>> taken;  // [offset, end) of conflicting placed ones
-    for (std::size_t other : placed)
-      if (lifetimes_intersect(a, allocations[other]))
-        taken.push_back({allocations[other].offset, allocations[other].offset + allocations[other].size});
-    std::sort(taken.begin(), taken.end());
     std::size_t chosen = SIZE_MAX, chosen_gap = SIZE_MAX, cursor = 0;
-    for (const auto& [begin, end] : taken) {
-      if (begin > cursor && begin - cursor >= a.size) {
-        const std::size_t gap = begin - cursor;
+    for (std::size_t other : placed) {
+      const PlannedAllocation& o = allocations[other];
+      if (!lifetimes_intersect(a, o)) continue;
+      if (o.offset > cursor && o.offset - cursor >= a.size) {
+        const std::size_t gap = o.offset - cursor;
         if (!best_fit) {
           chosen = cursor;
           break;
         }
         if (gap < chosen_gap) chosen = cursor, chosen_gap = gap;
       }
-      cursor = std::max(cursor, end);
+      cursor = std::max(cursor, o.offset + o.size);
     }
     a.offset = chosen != SIZE_MAX ? chosen : cursor;  // else above everything that conflicts
     arena = std::max(arena, a.offset + a.size);
-    placed.push_back(index);
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), index, by_offset), index);
   }
   return arena;
 }
