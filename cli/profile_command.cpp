@@ -76,17 +76,13 @@ std::string fit_profile_budget(const ProfileArgs& args, const profile::ProfileOp
   if (!resnet) throw ValueError("profile --memory-budget: recomputes ResNet blocks; " + args.model + " is not one");
   model.to(options.device);
   model.train();
-  Generator g(args.seed + 2);
-  const Tensor images =
-      randn({options.batch_size, options.input_shape[0], options.input_shape[1], options.input_shape[2]}, g).to(options.device);
-  std::vector<std::int64_t> labels(static_cast<std::size_t>(options.batch_size));
-  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i) % options.num_classes;
   std::size_t parameter_bytes = 0;
   for (const Tensor& p : model.parameters()) parameter_bytes += p.nbytes();
   const std::size_t state_bytes = parameter_bytes * (options.optimizer == "adam" ? 2 : 1);
+  const Shape image_shape(options.input_shape.begin(), options.input_shape.end());
   const models::RecomputeReport report =
-      models::fit_memory_budget(*resnet, memory::parse_memory_budget(args.memory_budget), images,
-                                Tensor::from_vector(labels, {options.batch_size}).to(options.device), state_bytes);
+      models::fit_memory_budget(*resnet, memory::parse_memory_budget(args.memory_budget), options.batch_size, image_shape,
+                                options.num_classes, options.device, args.seed + 2, state_bytes);
   fmt::print("{}\n", report.summary());
   return models::describe_runs(report.units, report.runs);
 }

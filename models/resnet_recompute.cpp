@@ -9,7 +9,9 @@
 #include "core/format_bytes.h"
 #include "memory/registry.h"
 #include "runtime/autograd/grad_mode.h"
+#include "runtime/factories.h"
 #include "runtime/nn/functional.h"
+#include "runtime/shape.h"
 
 namespace sublet::models {
 namespace {
@@ -192,6 +194,18 @@ std::string describe_runs(const std::vector<memory::RecomputeUnit>& units, const
 }  // namespace sublet::models
 
 namespace sublet::models {
+
+RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& budget, std::int64_t batch,
+                                  const Shape& image_shape, std::int64_t classes, Device device, std::uint64_t seed,
+                                  std::size_t optimizer_state_bytes) {
+  if (image_shape.size() != 3)
+    throw ShapeError("fit_memory_budget: expected an image shape C, H, W, got " + shape_str(image_shape));
+  Generator g(seed);
+  const Tensor images = randn({batch, image_shape[0], image_shape[1], image_shape[2]}, g).to(device);
+  std::vector<std::int64_t> labels(static_cast<std::size_t>(batch));
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i) % classes;
+  return fit_memory_budget(model, budget, images, Tensor::from_vector(labels, {batch}).to(device), optimizer_state_bytes);
+}
 
 std::string RecomputeReport::summary() const {
   return fmt::format(

@@ -72,5 +72,10 @@ struct RecomputeReport {
 };
 RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& budget, const Tensor& images,
                                   const Tensor& labels, std::size_t optimizer_state_bytes);
+// The same on a batch made up for it: `batch` random images of `image_shape` (C, H, W) drawn from
+// `seed`, labels cycling through `classes`, on `device` (bytes and times do not depend on values).
+RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& budget, std::int64_t batch,
+                                  const Shape& image_shape, std::int64_t classes, Device device, std::uint64_t seed,
+                                  std::size_t optimizer_state_bytes);
 
 }  // namespace sublet::models

@@ -6,7 +6,6 @@
 
 #include "core/errors.h"
 #include "models/resnet_recompute.h"
-#include "runtime/factories.h"
 #include "train/trainer.h"
 
 namespace sublet::train {
@@ -15,13 +14,10 @@ void Trainer::fit_memory_budget() {
   auto* resnet = dynamic_cast<models::ResNet*>(model_.get());
   if (!resnet) throw ValueError("--memory-budget recomputes ResNet blocks; --model " + options_.model + " is not a ResNet");
   const data::ImageDataset& train = *data_.train;
-  Generator g(options_.seed ^ 0x6d656d6f7279ULL);  // its own stream: the training's are not advanced
-  const Tensor images = randn({batch_size_, train.channels, train.height, train.width}, g).to(device_);
-  std::vector<std::int64_t> labels(static_cast<std::size_t>(batch_size_));
-  for (auto& l : labels) l = static_cast<std::int64_t>(g.engine()() % static_cast<std::uint64_t>(train.num_classes));
-  const Tensor label_tensor = Tensor::from_vector(labels, {batch_size_}).to(device_);
+  // Its own generator: the training's random streams are not advanced.
   const models::RecomputeReport report = models::fit_memory_budget(
-      *resnet, memory::parse_memory_budget(options_.memory_budget), images, label_tensor,
+      *resnet, memory::parse_memory_budget(options_.memory_budget), batch_size_,
+      {train.channels, train.height, train.width}, train.num_classes, device_, options_.seed ^ 0x6d656d6f7279ULL,
       optimizer_->state_bytes_to_come());
   note(report.summary());
   memory_budget_fitted_ = true;
