@@ -40,6 +40,13 @@ class StreamEvents {
   virtual void destroy(EventHandle event) = 0;
   // Waits for all work on all streams of the device.
   virtual void synchronize_device() = 0;
+  // Stream-ordered reuse (as cudaMallocAsync across streams): true when the backend can make a
+  // stream wait on an event on the device, with no host wait. The allocator then hands a block
+  // freed under another stream's pending use to its own stream at once, with that wait enqueued
+  // first, instead of holding it back until the event has completed.
+  virtual bool can_make_stream_wait() const { return false; }
+  // Work enqueued on `stream` after this call runs after the work recorded before `event`.
+  virtual void make_stream_wait(StreamHandle stream, EventHandle event);
 };
 
 // What every allocation of a backend is aligned to at least (cudaMalloc's guarantee).

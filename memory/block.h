@@ -46,6 +46,10 @@ struct Block {
   BlockCategory category = BlockCategory::Unknown;
   std::uint32_t annotation = 0;     // id of the scope that asked (history/profiling); 0 = none
   std::vector<StreamHandle> stream_uses;  // other streams that used it (record_stream)
+  // Free blocks only: events of other streams' uses still pending when the block was freed. The
+  // next allocation that takes these bytes makes its stream wait on them first (stream-ordered
+  // reuse, caching_allocator_events.cpp).
+  std::vector<EventHandle> reuse_after;
 
   FreeSetHook free_hook;            // linked while in a free bin's tree (free_block_bins.h)
   SegmentListHook segment_hook;     // linked on the first block of each segment

@@ -171,6 +171,10 @@ inline void CachingAllocator::Impl::absorb_next(Block* lower) {
                           lower->expandable == upper->expandable && contiguous(lower, upper),
                       "merged neighbours are contiguous and of the same pool, stream and segment");
   lower->size += upper->size;
+  if (!upper->reuse_after.empty()) [[unlikely]] {
+    lower->reuse_after.insert(lower->reuse_after.end(), upper->reuse_after.begin(), upper->reuse_after.end());
+    upper->reuse_after.clear();
+  }
   lower->next = upper->next;
   if (lower->next) lower->next->prev = lower;
   arena.recycle(upper);
@@ -212,6 +216,7 @@ Block* CachingAllocator::allocate(std::size_t bytes, StreamHandle stream, BlockC
   if (!b) [[likely]] {
     b = config_.caching ? s.take_free_block(pool, stream, size) : nullptr;
     if (!b) [[unlikely]] b = s.allocate_new_memory(pool, stream, size, bytes);  // throws OutOfMemoryError
+    if (!b->reuse_after.empty()) [[unlikely]] s.wait_before_reuse(b, stream);
     const bool was_split = b->is_split() && !b->expandable;
     if (s.should_split(b, size)) {
       s.split(b, size);
@@ -257,6 +262,11 @@ void CachingAllocator::free(Block* block) {
   if (block->pool->private_pool_id != 0) [[unlikely]] s.record_free(block);
   // Step 2: the block returns to the free set, now or once other streams are done with it.
   if (!block->stream_uses.empty() && s.backend.stream_events()) [[unlikely]] {
+    if (s.reuse_is_stream_ordered(block)) {
+      s.order_reuse_after_streams(block);
+      s.return_block(block, false);
+      return;
+    }
     s.defer_until_streams_done(block, small);
     return;
   }

@@ -1,12 +1,66 @@
-// Stream events: a block used on other streams (record_stream) is reused only after the work
-// those streams had enqueued before its free has completed. Its free records one event per such
-// stream; the block rejoins the free set when the last one has completed (checked at the next
-// allocation) or when the cache is released (which synchronises the device).
+// Stream events: a block used on other streams (record_stream) must not be written by its own
+// stream before the work those streams enqueued before its free has completed. Its free records
+// one event per such stream, and then one of two things happens:
+//  - stream-ordered reuse (backends that can make a stream wait on an event: CUDA), as
+//    cudaMallocAsync does across streams: the block rejoins the free set at once, carrying the
+//    events (Block::reuse_after); the allocation that next takes its bytes enqueues a wait on
+//    them in its own stream, so the device orders the reuse and the host never waits. A block's
+//    bytes are only ever taken by its own stream (free bins are per stream), and the wait is
+//    enqueued before anything that stream does with them, so the remainder of a split needs no
+//    wait of its own. Giving such bytes back to the device (empty_cache, garbage collection,
+//    unmapping) first waits for the events, since cudaFree and unmapping are not stream-ordered.
+//    Private pools (graph capture) keep the deferred path: a capture must not wait on events
+//    recorded outside it.
+//  - deferred reuse (the others, as PyTorch's allocator): the block rejoins the free set when
+//    the last event has completed (checked at the next allocation) or when the cache is released
+//    (which synchronises the device).
 #include <algorithm>
 
+#include "core/errors.h"
 #include "memory/caching_allocator_impl.h"
 
 namespace sublet::memory {
+
+void StreamEvents::make_stream_wait(StreamHandle, EventHandle) {
+  throw Error("StreamEvents::make_stream_wait: this backend cannot make a stream wait on an event "
+              "(can_make_stream_wait() is false)");
+}
+
+bool CachingAllocator::Impl::reuse_is_stream_ordered(const Block* block) const {
+  StreamEvents* events = backend.stream_events();
+  return events && events->can_make_stream_wait() && block->pool->private_pool_id == 0;
+}
+
+void CachingAllocator::Impl::order_reuse_after_streams(Block* block) {
+  StreamEvents* events = backend.stream_events();
+  for (StreamHandle use : block->stream_uses) block->reuse_after.push_back(events->record(use));
+  block->stream_uses.clear();
+}
+
+void CachingAllocator::Impl::wait_before_reuse(Block* block, StreamHandle stream) {
+  StreamEvents* events = backend.stream_events();
+  for (EventHandle event : block->reuse_after) {
+    if (!events->completed(event)) {
+      events->make_stream_wait(stream, event);
+      ++stats.num_stream_ordered_reuses;
+    }
+    events->destroy(event);
+  }
+  block->reuse_after.clear();
+}
+
+void CachingAllocator::Impl::settle_before_release(Block* block) {
+  if (block->reuse_after.empty()) return;
+  StreamEvents* events = backend.stream_events();
+  const bool pending = std::any_of(block->reuse_after.begin(), block->reuse_after.end(),
+                                   [&](EventHandle e) { return !events->completed(e); });
+  if (pending) {
+    events->synchronize_device();
+    ++stats.num_sync_all_streams;
+  }
+  for (EventHandle event : block->reuse_after) events->destroy(event);
+  block->reuse_after.clear();
+}
 
 void CachingAllocator::record_stream(Block* block, StreamHandle stream) {
   std::lock_guard lock(impl_->mutex);

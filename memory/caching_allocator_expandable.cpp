@@ -80,6 +80,7 @@ void CachingAllocator::Impl::shrink_expandable(ExpandableSegment& seg) {
   const std::size_t keep = round_up(tail_offset, vm->granularity());
   if (keep >= seg.mapped_bytes) return;
   const std::size_t unmap_bytes = seg.mapped_bytes - keep;
+  settle_before_release(tail);
   BlockPool& pool = *seg.pool;
   pool.free_blocks.erase(*tail);
   void* at = static_cast<char*>(seg.base) + keep;

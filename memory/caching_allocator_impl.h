@@ -166,6 +166,12 @@ struct CachingAllocator::Impl {
   void defer_until_streams_done(Block* block, bool small);
   void process_events();
   void synchronize_and_free_events();
+  // Stream-ordered reuse: whether `block`'s free takes that path, the free's events, the wait
+  // its next taker enqueues, and the host wait before its bytes go back to the device.
+  bool reuse_is_stream_ordered(const Block* block) const;
+  void order_reuse_after_streams(Block* block);
+  void wait_before_reuse(Block* block, StreamHandle stream);
+  void settle_before_release(Block* block);
 
   // ---- private pools (caching_allocator_private_pools.cpp) ---------------------------------
   PrivatePool& private_pool(std::uint64_t id);

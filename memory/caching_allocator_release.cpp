@@ -12,6 +12,7 @@ namespace sublet::memory {
 void CachingAllocator::Impl::release_segment(Block* b) {
   SUBLET_DEBUG_ASSERT(b->cached && !b->is_split() && !b->expandable,
                       "only a wholly free, cached, fixed segment goes back to the backend");
+  settle_before_release(b);
   BlockPool& pool = *b->pool;
   pool.free_blocks.erase(*b);
   segments.erase(segments.iterator_to(*b));

@@ -143,6 +143,11 @@ bool CudaBackend::completed(EventHandle event) { return cuda_event_completed(eve
 
 void CudaBackend::destroy(EventHandle event) { destroy_cuda_event(event); }
 
+void CudaBackend::make_stream_wait(StreamHandle stream, EventHandle event) {
+  CudaDeviceGuard guard(device_index_);
+  SUBLET_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
+}
+
 void CudaBackend::synchronize_device() {
   CudaDeviceGuard guard(device_index_);
   SUBLET_CUDA_CHECK(cudaDeviceSynchronize());

@@ -40,6 +40,8 @@ class CudaBackend : public Backend, public VirtualMemory, public StreamEvents {
   bool completed(EventHandle event) override;
   void destroy(EventHandle event) override;
   void synchronize_device() override;
+  bool can_make_stream_wait() const override { return true; }
+  void make_stream_wait(StreamHandle stream, EventHandle event) override;
 
  private:
   void unmap_chunks(CUdeviceptr begin, CUdeviceptr end);

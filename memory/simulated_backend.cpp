@@ -133,7 +133,25 @@ void SimulatedBackend::destroy(EventHandle event) {
 
 void SimulatedBackend::synchronize_device() {
   std::lock_guard lock(mutex_);
+  ++synchronize_calls_;
   pending_events_.clear();
+}
+
+void SimulatedBackend::make_stream_wait(StreamHandle stream, EventHandle event) {
+  std::lock_guard lock(mutex_);
+  auto it = pending_events_.find(reinterpret_cast<std::uintptr_t>(event));
+  if (it == pending_events_.end()) throw Error("SimulatedBackend::make_stream_wait: unknown or destroyed event");
+  stream_waits_.emplace_back(stream, it->second);
+}
+
+std::vector<std::pair<StreamHandle, StreamHandle>> SimulatedBackend::stream_waits() const {
+  std::lock_guard lock(mutex_);
+  return stream_waits_;
+}
+
+std::uint64_t SimulatedBackend::synchronize_calls() const {
+  std::lock_guard lock(mutex_);
+  return synchronize_calls_;
 }
 
 void SimulatedBackend::complete_stream_work(StreamHandle stream) {

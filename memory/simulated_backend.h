@@ -7,6 +7,8 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "memory/backend.h"
 
@@ -37,6 +39,14 @@ class SimulatedBackend final : public Backend, public VirtualMemory, public Stre
   void destroy(EventHandle event) override;
   void synchronize_device() override;
   void complete_stream_work(StreamHandle stream);
+  // Stream-ordered reuse is off by default (the deferred path, as PyTorch's allocator); a test
+  // turns it on to see the allocator's side of it. A wait is only recorded: (waiting stream,
+  // the stream whose event it waits on).
+  void enable_stream_waits(bool on) { std::lock_guard lock(mutex_); stream_waits_enabled_ = on; }
+  bool can_make_stream_wait() const override { std::lock_guard lock(mutex_); return stream_waits_enabled_; }
+  void make_stream_wait(StreamHandle stream, EventHandle event) override;
+  std::vector<std::pair<StreamHandle, StreamHandle>> stream_waits() const;
+  std::uint64_t synchronize_calls() const;
 
   // The n-th physical request from now (allocate or map; 1 = the next one) fails. 0 = never.
   void fail_nth_request(std::uint64_t n);
@@ -66,6 +76,9 @@ class SimulatedBackend final : public Backend, public VirtualMemory, public Stre
   std::map<std::uintptr_t, std::size_t> live_allocations_;
   std::uintptr_t next_event_ = 1;
   std::map<std::uintptr_t, StreamHandle> pending_events_;
+  bool stream_waits_enabled_ = false;
+  std::vector<std::pair<StreamHandle, StreamHandle>> stream_waits_;
+  std::uint64_t synchronize_calls_ = 0;
 };
 
 }  // namespace sublet::memory

@@ -45,6 +45,7 @@ std::map<std::string, std::int64_t> DeviceStats::to_map() const {
   out["num_device_alloc"] = num_device_alloc;
   out["num_device_free"] = num_device_free;
   out["num_sync_all_streams"] = num_sync_all_streams;
+  out["num_stream_ordered_reuses"] = num_stream_ordered_reuses;
   out["max_split_size"] = max_split_size;
   return out;
 }
@@ -60,6 +61,7 @@ void DeviceStats::reset_accumulated() {
   num_device_alloc = 0;
   num_device_free = 0;
   num_sync_all_streams = 0;
+  num_stream_ordered_reuses = 0;
 }
 
 }  // namespace sublet::memory

@@ -61,6 +61,9 @@ struct DeviceStats {
   std::int64_t num_device_alloc = 0;       // backend allocate/map calls
   std::int64_t num_device_free = 0;        // backend deallocate/unmap calls
   std::int64_t num_sync_all_streams = 0;   // device synchronisations to free the cache
+  // sublet's own: waits a stream enqueued before reusing bytes another stream may still use
+  // (stream-ordered reuse, caching_allocator_events.cpp); each one is a host wait avoided.
+  std::int64_t num_stream_ordered_reuses = 0;
   Stat oversize_allocations;               // blocks >= max_split_size handed out
   Stat oversize_segments;                  // segments >= max_split_size held
 

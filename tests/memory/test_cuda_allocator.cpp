@@ -1,5 +1,5 @@
 // The caching allocator on a real GPU: CudaBackend, expandable segments through the driver's
-// virtual memory API, record_stream across two streams, and a real out-of-memory error.
+// virtual memory API, record_stream across two streams (stream-ordered reuse), and a real out-of-memory error.
 #include <gtest/gtest.h>
 
 #include "tests/gpu_skip.h"
@@ -109,32 +109,56 @@ TEST(CudaAllocator, ExpandableSegmentsGrowAndShrink) {
 #endif
 }
 
-TEST(CudaAllocator, RecordStreamDelaysReuseUntilTheOtherStreamIsDone) {
+// Stream-ordered reuse: a block freed while another stream still writes it is handed back to
+// its own stream at once, behind a device-side wait on the other stream's event. The side stream
+// is held by a host function until the test lets it go, so if allocate() waited on the host the
+// test would hang (a watchdog lets it go after 10 s and the elapsed time shows it); if the
+// allocator did not order the reuse, the reusing stream's write would land first and be
+// overwritten by the side stream's.
+TEST(CudaAllocator, RecordStreamReuseIsOrderedOnTheDeviceWithoutAHostWait) {
   REQUIRE_GPU();
 #ifdef SUBLET_HAVE_CUDA
   auto allocator = gpu_allocator();
   cudaStream_t side = nullptr;
+  cudaStream_t compute = nullptr;
   SUBLET_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-  // Hold the side stream with a host function until the test lets it go: deterministic timing.
+  SUBLET_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
   std::atomic<bool> release{false};
   SUBLET_CUDA_CHECK(cudaLaunchHostFunc(side, [](void* flag) {
     while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }, &release));
-  Block* b = allocator->allocate(8 * kMiB);
+  std::thread watchdog([&release] {
+    for (int i = 0; i < 10000 && !release.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    release = true;
+  });
+  constexpr std::size_t kBytes = 8 * kMiB;
+  Block* b = allocator->allocate(kBytes, compute);
   void* first = b->ptr;
-  SUBLET_CUDA_CHECK(cudaMemsetAsync(b->ptr, 1, 8 * kMiB, side));
+  SUBLET_CUDA_CHECK(cudaMemsetAsync(b->ptr, 1, kBytes, side));  // queued behind the held host function
   allocator->record_stream(b, side);
   allocator->free(b);
-  EXPECT_EQ(allocator->memory_allocated(), 0u);
-  Block* during = allocator->allocate(8 * kMiB);
-  EXPECT_NE(during->ptr, first);  // the side stream may still write into the first block
+  const auto started = std::chrono::steady_clock::now();
+  Block* again = allocator->allocate(kBytes, compute);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_FALSE(release.load()) << "allocate() waited on the host for the side stream";
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_EQ(again->ptr, first);  // reused at once
+  SUBLET_CUDA_CHECK(cudaMemsetAsync(again->ptr, 2, kBytes, compute));  // must run after the side's write
   release = true;
+  watchdog.join();
+  SUBLET_CUDA_CHECK(cudaStreamSynchronize(compute));
   SUBLET_CUDA_CHECK(cudaStreamSynchronize(side));
-  Block* after = allocator->allocate(8 * kMiB);
-  EXPECT_EQ(after->ptr, first);
-  allocator->free(during);
-  allocator->free(after);
+  std::vector<unsigned char> host(kBytes);
+  SUBLET_CUDA_CHECK(cudaMemcpy(host.data(), again->ptr, kBytes, cudaMemcpyDeviceToHost));
+  std::size_t wrong = 0;
+  for (unsigned char v : host) wrong += v != 2;
+  EXPECT_EQ(wrong, 0u) << "the reusing stream's write ran before the side stream's";
+  const auto stats = allocator->memory_stats();
+  EXPECT_EQ(stats.at("num_stream_ordered_reuses"), 1);
+  EXPECT_EQ(stats.at("num_sync_all_streams"), 0);
+  allocator->free(again);
   SUBLET_CUDA_CHECK(cudaStreamDestroy(side));
+  SUBLET_CUDA_CHECK(cudaStreamDestroy(compute));
 #endif
 }
 
