@@ -14,6 +14,7 @@ Category report_category(memory::BlockCategory category) {
     case memory::BlockCategory::OptimizerState: return Category::OptimizerState;
     case memory::BlockCategory::Workspace: return Category::Workspace;
     case memory::BlockCategory::Input: return Category::Input;
+    case memory::BlockCategory::Communication: return Category::Communication;
     case memory::BlockCategory::Temporary:
     case memory::BlockCategory::Unknown: return Category::Temporary;
   }
@@ -29,6 +30,7 @@ const char* category_label(Category category) {
     case Category::Workspace: return "workspace";
     case Category::Input: return "input";
     case Category::Temporary: return "temporary";
+    case Category::Communication: return "communication";
   }
   return "?";
 }

@@ -18,8 +18,10 @@
 
 namespace sublet::profile {
 
-enum class Category : std::uint8_t { Parameter, Gradient, Activation, OptimizerState, Workspace, Input, Temporary };
-inline constexpr std::size_t kNumCategories = 7;
+enum class Category : std::uint8_t {
+  Parameter, Gradient, Activation, OptimizerState, Workspace, Input, Temporary, Communication
+};
+inline constexpr std::size_t kNumCategories = 8;
 using CategoryBytes = std::array<std::int64_t, kNumCategories>;
 
 Category report_category(memory::BlockCategory category);

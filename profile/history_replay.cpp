@@ -20,6 +20,7 @@ memory::BlockCategory block_category(Category c) {
     case Category::Workspace: return memory::BlockCategory::Workspace;
     case Category::Input: return memory::BlockCategory::Input;
     case Category::Temporary: return memory::BlockCategory::Temporary;
+    case Category::Communication: return memory::BlockCategory::Communication;
   }
   return memory::BlockCategory::Temporary;
 }

@@ -77,6 +77,7 @@ const char* category_color(Category category) {
     case Category::Workspace: return "#59a14f";
     case Category::Input: return "#edc948";
     case Category::Temporary: return "#b07aa1";
+    case Category::Communication: return "#9c755f";
   }
   return "#999999";
 }

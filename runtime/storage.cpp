@@ -40,4 +40,8 @@ void Storage::set_category(memory::BlockCategory category) const {
   if (impl_) impl_->allocator->set_category(impl_->block, category);
 }
 
+void Storage::record_stream(StreamHandle stream) const {
+  if (impl_ && impl_->block) impl_->allocator->record_stream(impl_->block, stream);
+}
+
 }  // namespace sublet

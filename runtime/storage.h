@@ -60,6 +60,9 @@ class Storage {
   // The category is descriptive only (history, snapshots); the allocator never branches on it.
   memory::BlockCategory category() const;
   void set_category(memory::BlockCategory category) const;
+  // The bytes are also used by work on `stream`: when the storage dies they are reused only
+  // after that work (CachingAllocator::record_stream). A no-op for the block's own stream.
+  void record_stream(StreamHandle stream) const;
   bool is_same(const Storage& other) const { return impl_ == other.impl_; }
   // Bumped by every in-place op on any view of this storage; autograd compares it with the
   // version a saved tensor had when it was saved.

@@ -20,9 +20,12 @@ class Engine {
  private:
   static TensorList run_node(Node& node, TensorList grad_outputs, bool retain_graph);
   static void accumulate_into_leaf(TensorImpl& leaf, Tensor grad);
+  static void store_first_gradient(TensorImpl& leaf, Tensor grad);
 };
 
 namespace {
+
+thread_local LeafGradientHook leaf_gradient_hook;
 
 Tensor add_gradients(const Tensor& existing, const Tensor& incoming) {
   return existing.defined() ? existing + incoming : incoming;
@@ -34,12 +37,23 @@ struct LaterFirst {
 
 }  // namespace
 
+LeafGradientHookGuard::LeafGradientHookGuard(LeafGradientHook hook) : previous_(std::move(leaf_gradient_hook)) {
+  leaf_gradient_hook = std::move(hook);
+}
+
+LeafGradientHookGuard::~LeafGradientHookGuard() { leaf_gradient_hook = std::move(previous_); }
+
 void Engine::accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
   if (grad.dtype() != leaf.dtype) grad = grad.to(leaf.dtype);
   if (leaf.grad) {
     Tensor(leaf.grad).add_(grad);
-    return;
+  } else {
+    store_first_gradient(leaf, std::move(grad));
   }
+  if (leaf_gradient_hook) [[unlikely]] leaf_gradient_hook(leaf);
+}
+
+void Engine::store_first_gradient(TensorImpl& leaf, Tensor grad) {
   // Keep a fresh gradient nobody else can see; copy one that is a view or shared (the same
   // tensor may flow to several inputs, e.g. both operands of add).
   const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&

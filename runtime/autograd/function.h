@@ -66,4 +66,20 @@ TensorList hook_point(std::string name, const TensorList& tensors, std::function
 // may be undefined for a one-element root (ones).
 void backward(const TensorList& roots, const TensorList& grads = {}, bool retain_graph = false);
 
+// Called on this thread after backward has accumulated a gradient into a leaf's .grad (the
+// moment PyTorch's post-accumulate-grad hooks run), for every leaf at once: data parallel
+// learns here which parameters' gradients are ready. Set for the guard's scope; guards nest
+// (the inner one replaces the outer for its scope).
+using LeafGradientHook = std::function<void(const TensorImpl& leaf)>;
+class LeafGradientHookGuard {
+ public:
+  explicit LeafGradientHookGuard(LeafGradientHook hook);
+  ~LeafGradientHookGuard();
+  LeafGradientHookGuard(const LeafGradientHookGuard&) = delete;
+  LeafGradientHookGuard& operator=(const LeafGradientHookGuard&) = delete;
+
+ private:
+  LeafGradientHook previous_;
+};
+
 }  // namespace sublet::autograd

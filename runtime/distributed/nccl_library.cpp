@@ -1,0 +1,64 @@
+#include "runtime/distributed/nccl_library.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "core/errors.h"
+
+namespace sublet::distributed {
+namespace {
+
+template <typename Fn>
+void bind(void* handle, const std::string& path, const char* name, Fn& slot) {
+  slot = reinterpret_cast<Fn>(dlsym(handle, name));
+  if (!slot)
+    throw DistributedError("NCCL library " + path + " has no " + name + "; sublet needs NCCL 2.10 or newer");
+}
+
+NcclLibrary load() {
+  const char* override_path = std::getenv("SUBLET_NCCL_LIBRARY");
+  NcclLibrary lib;
+  lib.path = override_path && *override_path ? override_path : "libnccl.so.2";
+  void* handle = dlopen(lib.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = dlerror();
+    throw DistributedError("data parallel needs NCCL, and " + lib.path + " did not load (" + (why ? why : "no reason given") +
+                           "); install NCCL, put its lib directory on LD_LIBRARY_PATH (PyTorch's virtual environments "
+                           "carry one under site-packages/nvidia/nccl/lib), or set SUBLET_NCCL_LIBRARY to the file");
+  }
+  bind(handle, lib.path, "ncclGetVersion", lib.get_version);
+  bind(handle, lib.path, "ncclGetUniqueId", lib.get_unique_id);
+  bind(handle, lib.path, "ncclCommInitRank", lib.comm_init_rank);
+  bind(handle, lib.path, "ncclCommDestroy", lib.comm_destroy);
+  bind(handle, lib.path, "ncclCommAbort", lib.comm_abort);
+  bind(handle, lib.path, "ncclCommGetAsyncError", lib.comm_get_async_error);
+  bind(handle, lib.path, "ncclGetErrorString", lib.get_error_string);
+  bind(handle, lib.path, "ncclAllReduce", lib.all_reduce);
+  bind(handle, lib.path, "ncclBroadcast", lib.broadcast);
+  bind(handle, lib.path, "ncclGroupStart", lib.group_start);
+  bind(handle, lib.path, "ncclGroupEnd", lib.group_end);
+  if (lib.get_version(&lib.version) != ncclSuccess || lib.version < 21000)
+    throw DistributedError("NCCL library " + lib.path + " is version " + std::to_string(lib.version) +
+                           "; sublet needs 2.10 or newer (ncclAvg)");
+  return lib;  // the handle stays open for the life of the process
+}
+
+}  // namespace
+
+const NcclLibrary& nccl() {
+  static std::once_flag once;
+  static NcclLibrary library;
+  std::call_once(once, [] { library = load(); });  // a throw leaves the flag unset: the next call retries
+  return library;
+}
+
+void check_nccl(ncclResult_t result, const char* what) {
+  if (result == ncclSuccess) return;
+  const char* text = nccl().get_error_string ? nccl().get_error_string(result) : "";
+  throw DistributedError(std::string(what) + ": NCCL error " + std::to_string(static_cast<int>(result)) + " (" +
+                         (text ? text : "") + ")");
+}
+
+}  // namespace sublet::distributed
