@@ -91,6 +91,7 @@ void DataParallel::prepare_backward() {
   for (std::size_t i = 0; i < parameters_.size(); ++i) parameters_[i].set_grad(gradient_views_[i]);
   readiness_.reset();
   launched_ = 0;
+  launched_in_backward_ = 0;
   watching_ = std::make_unique<autograd::LeafGradientHookGuard>([this](const TensorImpl& leaf) { on_leaf_gradient(leaf); });
 }
 
@@ -101,7 +102,10 @@ void DataParallel::on_leaf_gradient(const TensorImpl& leaf) {
   if (leaf.grad.get() != gradient_views_[i].unsafe_impl())
     throw DistributedError("DataParallel: the gradient of parameter " + std::to_string(i) +
                            " is no longer its bucket view (was .grad replaced between prepare_backward and backward?)");
-  for (std::size_t bucket : readiness_.mark_ready(i)) launch(bucket);
+  for (std::size_t bucket : readiness_.mark_ready(i)) {
+    launch(bucket);
+    ++launched_in_backward_;
+  }
 }
 
 void DataParallel::launch(std::size_t bucket) {

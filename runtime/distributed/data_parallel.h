@@ -55,6 +55,9 @@ class DataParallel {
 
   const BucketPlan& plan() const { return plan_; }
   std::size_t bucket_bytes() const;  // all buckets together
+  // Buckets of the current pass launched from inside backward (the rest wait for
+  // finish_backward): how much communication could overlap backward.
+  std::size_t buckets_launched_in_backward() const { return launched_in_backward_; }
   ProcessGroup& group() { return group_; }
 
  private:
@@ -72,6 +75,7 @@ class DataParallel {
   void* comm_done_ = nullptr;           // cudaEvent_t: the communication stream's "all launched done"
   StreamHandle compute_stream_ = nullptr;
   std::size_t launched_ = 0;
+  std::size_t launched_in_backward_ = 0;
   std::unique_ptr<autograd::LeafGradientHookGuard> watching_;
 };
 

@@ -1,5 +1,7 @@
 // The autograd engine: gradients, accumulation, retain_graph, grad mode, multi-output nodes,
 // custom ops through record(), hooks, and very deep graphs.
+#include <algorithm>
+
 #include "core/errors.h"
 #include "runtime/autograd/function.h"
 #include "runtime/autograd/grad_mode.h"
@@ -24,6 +26,26 @@ TEST(Autograd, HandComputedGradients) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6, 9, 12}));
   EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{1, 2, 3}));
   EXPECT_EQ(x.grad().storage().category(), memory::BlockCategory::Gradient);
+}
+
+TEST(Autograd, LeafGradientHookSeesEachLeafAfterItsGradientIsIn) {
+  Tensor x = param({1, 2, 3}, {3});
+  Tensor y = param({4, 5, 6}, {3});
+  std::vector<std::pair<const TensorImpl*, std::vector<double>>> seen;
+  {
+    autograd::LeafGradientHookGuard guard([&](const TensorImpl& leaf) {
+      seen.emplace_back(&leaf, Tensor(leaf.grad).to_vector<double>());
+    });
+    (x * y).sum().backward();
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  std::sort(seen.begin(), seen.end(), [&](const auto& a, const auto&) { return a.first == x.unsafe_impl(); });
+  EXPECT_EQ(seen[0].first, x.unsafe_impl());
+  EXPECT_EQ(seen[0].second, (std::vector<double>{4, 5, 6}));  // the gradient is already in .grad
+  EXPECT_EQ(seen[1].first, y.unsafe_impl());
+  EXPECT_EQ(seen[1].second, (std::vector<double>{1, 2, 3}));
+  (x * y).sum().backward();  // the guard is gone: nothing more is reported
+  EXPECT_EQ(seen.size(), 2u);
 }
 
 TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
