@@ -1,6 +1,7 @@
 // sublet bench step [--device cpu|cuda|auto] --model M[,M...] [--input CxHxW] [--batch-size B]
 //                   [--classes K] [--steps N] [--warmup W] [--small-input-stem] [--seed S] [--json PATH]
 //                   [--cuda-graph] [--allocator caching|raw|async|all]
+//                   [--nproc-per-node N [--bucket-cap-mb MB] ...]   (data parallel: cli/bench_step_parallel.h)
 // Times training steps of a model (bench/step); bench/pytorch_step.py takes the same flags.
 #include <filesystem>
 #include <iostream>
@@ -11,7 +12,9 @@
 #include "bench/alloc/report_json.h"
 #include "bench/step/step_bench.h"
 #include "bench/step/step_report.h"
+#include "cli/bench_step_parallel.h"
 #include "cli/commands.h"
+#include "cli/data_parallel_launch.h"
 #include "cli/flag_checks.h"
 #include "ops/conv_settings.h"
 #include "core/errors.h"
@@ -48,6 +51,7 @@ struct StepFlags {
   int cudnn_benchmark_limit = 10;
   bool profile_range = false;
   std::string alloc_trace_path;
+  std::int64_t bucket_cap_mb = 25;
 };
 
 // "all": every allocator the device supports (the driver's async pool exists only on CUDA).
@@ -109,6 +113,22 @@ void run_bench_step(const StepFlags& flags) {
     throw ValueError("bench step --alloc-trace: records one run, so give one --model and one --allocator; got " +
                      std::to_string(flags.models.size()) + " model(s) and " + std::to_string(kinds.size()) + " allocator(s)");
   options.alloc_trace_path = flags.alloc_trace_path;
+  if (launched_as_worker()) {
+    if (flags.models.size() != 1 || kinds.size() != 1 || flags.cuda_graph || !flags.memory_budget.empty())
+      throw ValueError("bench step --nproc-per-node: times one model with one allocator in eager data-parallel steps; "
+                       "give one --model, one --allocator, and no --cuda-graph or --memory-budget");
+    options.model = flags.models.front();
+    options.allocator = kinds.front();
+    memory::replace_allocator(options.device, memory::make_allocator(options.device, options.allocator));
+    const auto report = run_data_parallel_step(options, flags.bucket_cap_mb, &std::cerr);
+    if (!report) return;  // rank 0 reports for all
+    print_data_parallel_table(*report, std::cout);
+    if (!flags.json_path.empty()) {
+      bench::write_text_file(flags.json_path, data_parallel_json(*report).dump(2) + "\n");
+      std::cout << "wrote " << flags.json_path << "\n";
+    }
+    return;
+  }
   std::vector<bench::StepBenchResult> results;
   for (const auto& model : flags.models) {
     options.model = model;
@@ -191,8 +211,18 @@ void add_bench_step_command(CLI::App& app) {
                    "bench alloc --history); one model and one allocator");
   step->add_flag("--profile-range", flags->profile_range,
                  "mark the timed steps for `ncu --profile-from-start off` (cudaProfilerStart/Stop)");
-  step->callback([flags, memory_plan] {
+  step->add_option("--bucket-cap-mb", flags->bucket_cap_mb, "data parallel: gradient bucket size of the all-reduce")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  auto launch = std::make_shared<LaunchFlags>();
+  add_launch_flags(*step, *launch);
+  step->callback([flags, memory_plan, launch] {
     flags->memory_plan_given = memory_plan->count() > 0;
+    if (launch->launching()) {
+      const int code = launch_workers(*launch, flags->device, "bench step");
+      if (code != 0) throw ExitWith{code};
+      return;
+    }
     run_bench_step(*flags);
   });
 }

@@ -4,6 +4,12 @@
 
 namespace sublet::cli {
 
+// Thrown by a command that has already said what went wrong (e.g. a data-parallel launcher whose
+// worker failed): main() exits with `code` and prints nothing more.
+struct ExitWith {
+  int code;
+};
+
 void add_demo_command(CLI::App& app);
 void add_bench_alloc_command(CLI::App& app);  // `bench alloc`; other benchmarks join bench_app(app)
 CLI::App* bench_app(CLI::App& app);            // the `bench` parent, created on first use

@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const sublet::cli::ExitWith& e) {
+    return e.code;
   } catch (const sublet::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

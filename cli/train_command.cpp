@@ -2,6 +2,11 @@
 //              [--epochs N] [--batch-size B] [--lr X] [--optimizer sgd|adam|adamw] [--schedule none|step|cosine]
 //              [--limit-train N] [--limit-test N] [--seed S] [--checkpoint PATH] [--resume PATH]
 //              [--metrics-json PATH] [--cuda-graph] [--no-oom-retry]
+//              [--nproc-per-node N [--nnodes M --node-rank R --master-addr HOST --master-port PORT]]
+//              [--bucket-cap-mb MB]
+// Data parallel: with --nproc-per-node this process is the launcher (as torchrun): it starts N
+// workers running the same command without the launcher flags, with torchrun's variables set;
+// a process started with those variables (by this launcher, torchrun or SLURM) is a worker.
 // A thin layer over train::Trainer (train/trainer.h): flags to TrainOptions, a progress printer,
 // and every problem reported as one line by main() through the sublet::Error family.
 #include <unistd.h>
@@ -9,11 +14,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/data_parallel_launch.h"
 #include "cli/flag_checks.h"
 #include "core/errors.h"
 #include "models/registry.h"
@@ -51,11 +59,14 @@ void run_train(train::TrainOptions options, const std::string& synthetic_shape) 
   }
   train::Trainer trainer(options);
   train::ProgressPrinter printer(stdout, ::isatty(::fileno(stdout)) == 1);
-  trainer.set_observer(&printer);
-  printer.note(trainer.describe());
+  const bool speaks = trainer.rank() == 0;  // rank 0 speaks for the group
+  if (speaks) {
+    trainer.set_observer(&printer);
+    printer.note(trainer.describe());
+  }
   if (!options.resume.empty()) trainer.resume_from(options.resume);
   const auto& history = trainer.fit();
-  if (history.empty()) return;
+  if (history.empty() || !speaks) return;
   double seconds = 0;
   for (const auto& m : history) seconds += m.seconds;
   printer.note(fmt::format("final test accuracy {:.2f}% after {} epoch{} ({:.1f} s{})", 100.0 * history.back().test_acc,
@@ -110,9 +121,22 @@ void add_train_command(CLI::App& app) {
   add_default_on_switch(*cmd, "oom-retry", options->oom_retry, "on out of memory, halve the batch size and continue");
   cmd->add_flag("--allow-nonfinite", options->allow_nonfinite,
                 "go on when the loss becomes NaN or infinite (default: stop with an error, keeping the last checkpoint)");
-  cmd->callback([options, synthetic_shape, memory_plan] {
+  auto launch = std::make_shared<LaunchFlags>();
+  add_launch_flags(*cmd, *launch);
+  cmd->add_option("--bucket-cap-mb", options->bucket_cap_mb, "data parallel: gradient bucket size of the all-reduce")
+      ->capture_default_str();
+  cmd->callback([options, synthetic_shape, memory_plan, launch] {
     if (memory_plan->count() > 0 && !options->cuda_graph)
       throw ValueError("--memory-plan lays out a captured step's memory, so it needs --cuda-graph");
+    if (launch->launching()) {
+      parse_synthetic_shape(*synthetic_shape, *options);
+      options->data_parallel = true;  // what the workers will be: checks their options once, here
+      train::validate(*options);
+      const int code = launch_workers(*launch, options->device, "train");
+      if (code != 0) throw ExitWith{code};
+      return;
+    }
+    options->data_parallel = launched_as_worker();
     run_train(*options, *synthetic_shape);
   });
 }

@@ -2,7 +2,7 @@
 #   P/bin/sublet                          the CLI
 #   P/include/sublet/{core,memory,...}/   every header, in the source layout ("runtime/tensor.h")
 #   P/lib/libsublet_<name>.a              the libraries (core, memory, ops, runtime, distributed,
-#                                         models, training, profiling)
+#                                         data_parallel with CUDA, models, training, profiling)
 #   P/lib/cmake/sublet/                   subletConfig.cmake, its version file, the exported
 #                                         targets and FindCUDNN.cmake
 # A consumer writes find_package(sublet REQUIRED) and links sublet::sublet (everything but the
@@ -16,6 +16,10 @@ set(SUBLET_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/sublet")
 set(SUBLET_INSTALL_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}/sublet")
 # In dependency order, floor by floor.
 set(SUBLET_INSTALLED_LIBRARIES core memory ops runtime distributed models training profiling)
+if(SUBLET_HAVE_CUDA)
+  # data parallel's NCCL half (runtime/distributed/data_parallel.h), linked by training.
+  list(INSERT SUBLET_INSTALLED_LIBRARIES 5 data_parallel)
+endif()
 
 # The library targets keep their short names inside the build; installed side by side in
 # P/lib they get a prefix (libsublet_memory.a, not libmemory.a), exported as sublet::memory.

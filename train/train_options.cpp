@@ -71,6 +71,14 @@ void validate(const TrainOptions& options) {
     throw ValueError("--epochs must be <= " + std::to_string(kMaxEpochs) + ", got " + std::to_string(options.epochs));
   }
   check_at_least("--batch-size", options.batch_size, 1);
+  check_at_least("--bucket-cap-mb", options.bucket_cap_mb, 1);
+  if (options.bucket_cap_mb > 4096)
+    throw ValueError("--bucket-cap-mb must be <= 4096, got " + std::to_string(options.bucket_cap_mb));
+  if (options.data_parallel && options.cuda_graph)
+    throw ValueError("--cuda-graph is not supported with data parallel yet (the all-reduce hooks run on the host "
+                     "during backward); train without --cuda-graph or on one GPU");
+  if (options.data_parallel && !options.memory_budget.empty())
+    throw ValueError("--memory-budget is not supported with data parallel yet; train without it or on one GPU");
   // Far beyond any device's memory for these models; keeps sizes well inside int64 arithmetic.
   if (options.batch_size > (1 << 20)) {
     throw ValueError("--batch-size must be <= 1048576, got " + std::to_string(options.batch_size));

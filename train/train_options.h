@@ -38,6 +38,11 @@ struct TrainOptions {
   bool oom_retry = true;                // halve the batch size on OutOfMemoryError
   bool allow_nonfinite = false;         // go on after a NaN or infinite loss (default: stop with an error)
   std::int64_t prefetch_batches = 2;    // batches the loader thread prepares ahead
+  // Data parallel (train/trainer_data_parallel.h): set for a worker process, which reads its
+  // rank from torchrun's variables; batch_size is then per rank (global batch = batch_size x
+  // world size), as with PyTorch's DDP.
+  bool data_parallel = false;
+  std::int64_t bucket_cap_mb = 25;      // gradient bucket size of the all-reduce
 
   // Synthetic data only: image shape and split sizes (limit_train/limit_test override the sizes).
   std::int64_t synthetic_channels = 3;

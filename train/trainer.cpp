@@ -17,6 +17,7 @@
 #include "runtime/optim/sgd.h"
 #include "train/batch_upload.h"
 #include "train/metrics_json.h"
+#include "train/trainer_data_parallel.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "runtime/graphed_train_step.h"
 #endif
@@ -70,7 +71,13 @@ std::int64_t count_correct(const Tensor& logits, const std::vector<std::int64_t>
 
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   validate(options_);
-  device_ = resolve_device(options_.device);
+  std::optional<distributed::LaunchEnv> worker;
+  if (options_.data_parallel) {
+    worker = distributed::launch_env_from_process();
+    device_ = worker_device(options_, *worker);
+  } else {
+    device_ = resolve_device(options_.device);
+  }
   if (options_.cuda_graph && !device_.is_cuda()) {
     throw DeviceError("--cuda-graph needs a CUDA device (CUDA graphs exist only on the GPU); this run is on " +
                       device_.str() + (memory::cuda_built() ? "" : ", and this sublet was built without CUDA"));
@@ -90,8 +97,27 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   uploader_ = std::make_unique<BatchUploader>(device_);
   const double lr = options_.lr > 0.0 ? options_.lr : default_lr(options_.optimizer);
   optimizer_ = make_optimizer(options_, model_->parameters(), lr);
+  if (worker) parallel_ = make_trainer_parallel(*worker, device_, *model_, train.size(), options_);
   schedule_ = make_schedule(options_, *optimizer_, train.size());
   apply_schedule();
+}
+
+int Trainer::rank() const { return parallel_ ? parallel_->rank() : 0; }
+int Trainer::world_size() const { return parallel_ ? parallel_->world_size() : 1; }
+
+std::int64_t Trainer::images_in_shard() const {
+  return parallel_ ? parallel_->sampler().num_samples() : data_.train->size();
+}
+
+void Trainer::sum_epoch_totals_over_ranks() {
+  if (!parallel_) return;
+  double totals[] = {epoch_loss_sum_, static_cast<double>(epoch_correct_), static_cast<double>(epoch_images_),
+                     static_cast<double>(epoch_timed_images_)};
+  parallel_->sum_over_ranks(totals);
+  epoch_loss_sum_ = totals[0];
+  epoch_correct_ = static_cast<std::int64_t>(totals[1]);
+  epoch_images_ = static_cast<std::int64_t>(totals[2]);
+  epoch_timed_images_ = static_cast<std::int64_t>(totals[3]);  // all ranks' images over this rank's time
 }
 
 Trainer::~Trainer() {
@@ -123,7 +149,7 @@ std::string Trainer::describe() const {
           ? fmt::format("{} (--batch-size {} is more than the {} training images)", train.size(), batch_size_, train.size())
           : std::to_string(batch_size_),
       options_.epochs,
-      options_.epochs == 1 ? "" : "s", options_.seed);
+      options_.epochs == 1 ? "" : "s", options_.seed) + (parallel_ ? "; " + parallel_->describe() : std::string());
 }
 
 void Trainer::note(const std::string& message) const {
@@ -135,7 +161,8 @@ void Trainer::apply_schedule() {
   if (options_.schedule == "step") {
     optimizer_->set_lr(schedule_->lr_at(epoch_));
   } else {
-    optimizer_->set_lr(schedule_->lr_at(epoch_ * data_.train->size() + samples_in_epoch_));
+    // Positions count images of all ranks (each rank has read samples_in_epoch_ of its shard).
+    optimizer_->set_lr(schedule_->lr_at(epoch_ * data_.train->size() + samples_in_epoch_ * world_size()));
   }
 }
 
@@ -156,6 +183,12 @@ void Trainer::rebuild_loader() {
   loader_options.augmentation = data_.augmentation;
   loader_options.prefetch_batches = options_.prefetch_batches;
   loader_options.buffer_allocator = loader_buffers();
+  if (parallel_) {
+    loader_options.epoch_indices = [this](std::int64_t epoch) {
+      return parallel_->sampler().indices(static_cast<std::uint64_t>(epoch));
+    };
+    loader_options.indices_per_epoch = parallel_->sampler().num_samples();
+  }
   loader_ = std::make_unique<data::DataLoader>(data_.train, loader_options);
   // The epoch's order does not depend on the batch size, so batch k at size b starts at image
   // k*b of the same order. When samples_in_epoch_ is not a multiple of b (an odd size halved),
@@ -181,7 +214,12 @@ Trainer::StepOutcome Trainer::forward_backward(const data::Batch& batch) {
   optimizer_->zero_grad();
   const Tensor logits = (*model_)(images);
   const Tensor loss = nn::functional::cross_entropy(logits, labels, options_.label_smoothing);
+  if (parallel_) parallel_->prepare_backward();
   loss.backward();
+  if (parallel_) {
+    parallel_->finish_backward();
+    parallel_->synchronize();  // the one host wait of the step, watching for a peer that died
+  }
   return {.loss = loss.item<float>(), .correct = count_correct(logits.detach(), batch.labels), .images = batch.batch_size};
 }
 
@@ -192,11 +230,11 @@ data::BatchBufferAllocator Trainer::loader_buffers() const {
 }
 
 bool Trainer::drops_final_single_image() const {
-  return !options_.cuda_graph && batch_size_ > 1 && data_.train->size() % batch_size_ == 1;
+  return !options_.cuda_graph && batch_size_ > 1 && images_in_shard() % batch_size_ == 1;
 }
 
 std::int64_t Trainer::images_per_epoch() const {
-  const std::int64_t size = data_.train->size();
+  const std::int64_t size = images_in_shard();
   if (options_.cuda_graph) return size / batch_size_ * batch_size_;
   return drops_final_single_image() ? size - 1 : size;
 }
@@ -256,6 +294,14 @@ std::int64_t Trainer::halve_after_oom(const OutOfMemoryError& error, std::int64_
   graphed_.reset();
   graphed_logits_ = Tensor();
   empty_cache(device_);
+  if (parallel_) {
+    // Every rank must step with the same batch size, and an out-of-memory error is one rank's:
+    // refused rather than halved on one rank alone.
+    throw OutOfMemoryError(fmt::format(
+        "out of memory in the {} at batch size {} per rank on {} (rank {} of {}); data parallel does not halve the "
+        "batch on one rank alone: restart with a smaller --batch-size (per rank) or more ranks: {}",
+        what, batch_size, device_.str(), rank(), world_size(), error.what()));
+  }
   if (!options_.oom_retry) {
     throw OutOfMemoryError(fmt::format("out of memory in the {} at batch size {} on {} (--oom-retry is off): {}", what,
                                        batch_size, device_.str(), error.what()));
@@ -364,6 +410,7 @@ EpochMetrics Trainer::finish_epoch() {
                                  "it returns nullopt first",
                                  epoch_ + 1, samples_in_epoch_, images_per_epoch()));
   }
+  sum_epoch_totals_over_ranks();
   EpochMetrics m;
   m.epoch = epoch_ + 1;
   m.train_loss = epoch_images_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_images_) : 0.0;
@@ -402,6 +449,7 @@ const std::vector<EpochMetrics>& Trainer::fit() {
   const RunDescription run{.model = options_.model, .device = device_.str(), .data = options_.data};
   while (epoch_ < options_.epochs) {
     train_epoch();
+    if (rank() != 0) continue;  // rank 0 writes for all (every rank holds the same parameters)
     if (!options_.checkpoint.empty()) {
       save_checkpoint(options_.checkpoint);
       note("checkpoint written to " + options_.checkpoint.string());

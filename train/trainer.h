@@ -49,7 +49,8 @@ class GraphedTrainStep;  // runtime/graphed_train_step.h, compiled with CUDA onl
 
 namespace sublet::train {
 
-class BatchUploader;  // train/batch_upload.h
+class BatchUploader;    // train/batch_upload.h
+class TrainerParallel;  // train/trainer_data_parallel.h
 
 class Trainer {
  public:
@@ -101,6 +102,10 @@ class Trainer {
   std::int64_t batch_size() const { return batch_size_; }
   std::int64_t oom_retries() const { return oom_retries_; }
   const std::vector<EpochMetrics>& history() const { return history_; }
+  // Data parallel: this process's rank and the world size (0 and 1 otherwise). Only rank 0
+  // writes checkpoints and metrics; the CLI prints progress on rank 0 only.
+  int rank() const;
+  int world_size() const;
 
  private:
   struct StepOutcome {
@@ -134,6 +139,10 @@ class Trainer {
   // (models/resnet_recompute.h), once, before the first step of fit().
   void fit_memory_budget();
   bool memory_budget_fitted_ = false;
+  // Training images one epoch serves this process: the dataset, or this rank's shard of it.
+  std::int64_t images_in_shard() const;
+  // Epoch totals summed over ranks (data parallel) for the epoch's metrics.
+  void sum_epoch_totals_over_ranks();
 
   TrainOptions options_;
   Device device_;
@@ -143,6 +152,7 @@ class Trainer {
   std::unique_ptr<optim::LRScheduler> schedule_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<BatchUploader> uploader_;
+  std::unique_ptr<TrainerParallel> parallel_;  // data parallel only
   TrainingObserver* observer_ = nullptr;
   // shared_ptr: its deleter is bound where the step is made (CUDA builds only), so CPU builds can
   // hold and reset it without the complete type.

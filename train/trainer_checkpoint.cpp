@@ -6,6 +6,7 @@
 #include "core/errors.h"
 #include "runtime/generator.h"
 #include "train/trainer.h"
+#include "train/trainer_data_parallel.h"
 
 namespace sublet::train {
 
@@ -14,10 +15,11 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
   checkpoint.identity = identity();
   TrainingPosition& pos = checkpoint.position;
   pos.epoch = epoch_;
-  pos.samples_in_epoch = samples_in_epoch_;
+  // Data parallel: the position and batch are global (all ranks), so any world size can resume.
+  pos.samples_in_epoch = samples_in_epoch_ * world_size();
   pos.train_images = data_.train->size();
   pos.global_step = global_step_;
-  pos.batch_size = batch_size_;
+  pos.batch_size = batch_size_ * world_size();
   pos.seed = options_.seed;
   std::ostringstream generator;
   generator << default_generator().engine();
@@ -67,17 +69,26 @@ void Trainer::resume_from(const std::filesystem::path& path) {
                      "the learning rate from here on differs from the original run's",
                      pos.planned_epochs, options_.epochs, options_.schedule, options_.epochs));
   }
-  if (pos.batch_size != batch_size_) {
-    note(fmt::format("resuming with the checkpoint's batch size {} (not {})", pos.batch_size, batch_size_));
+  const std::int64_t world = world_size();
+  if (pos.batch_size % world != 0) {
+    throw ValueError(fmt::format("checkpoint {} was trained with a global batch of {} images, which {} ranks cannot "
+                                 "share evenly; resume on a world size that divides it",
+                                 path.string(), pos.batch_size, world));
+  }
+  if (pos.batch_size != batch_size_ * world) {
+    note(world == 1 ? fmt::format("resuming with the checkpoint's batch size {} (not {})", pos.batch_size, batch_size_)
+                    : fmt::format("resuming with the checkpoint's global batch {}: {} per rank on {} ranks (not {})",
+                                  pos.batch_size, pos.batch_size / world, world, batch_size_));
   }
   epoch_ = pos.epoch;
-  samples_in_epoch_ = pos.samples_in_epoch;
+  samples_in_epoch_ = pos.samples_in_epoch / world;
   global_step_ = pos.global_step;
-  batch_size_ = pos.batch_size;
+  batch_size_ = pos.batch_size / world;
   epoch_loss_sum_ = pos.epoch_loss_sum;
   epoch_correct_ = pos.epoch_correct;
   epoch_images_ = pos.epoch_images;
   history_ = pos.history;
+  if (parallel_) parallel_->broadcast_model();  // one copy of the truth, whatever each rank read
   epoch_open_ = false;  // the next step restarts the loader at the saved position
   loader_.reset();
   apply_schedule();

@@ -47,11 +47,14 @@ double median(std::vector<double> values) {
   return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
-float training_step(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images, const Tensor& labels) {
+float training_step(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images, const Tensor& labels,
+                    StepParallel* parallel) {
   float loss_value = 0;
   {
     const Tensor loss = nn::functional::cross_entropy(model(images), labels);
+    if (parallel) parallel->prepare_backward();
     loss.backward();
+    if (parallel) parallel->finish_backward();
     optimizer.step();
     loss_value = loss.item<float>();
   }
@@ -115,6 +118,9 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   model->train();
   if (device != Device::cpu()) model->to(device);
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(options.lr).momentum(options.momentum));
+  if (options.parallel && (options.cuda_graph || !options.memory_budget.empty()))
+    throw ValueError("bench step --nproc-per-node: data-parallel steps are eager; drop --cuda-graph and --memory-budget");
+  const std::unique_ptr<StepParallel> parallel = options.parallel ? options.parallel(*model) : nullptr;
 
   Generator generator(options.seed + 1);
   const Tensor images =
@@ -140,7 +146,7 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
     result.img_per_s = static_cast<double>(options.batch_size) * 1000.0 / result.ms_per_step;
     return result;
   }
-  for (std::int64_t i = 0; i < options.warmup; ++i) training_step(*model, optimizer, images, labels);
+  for (std::int64_t i = 0; i < options.warmup; ++i) training_step(*model, optimizer, images, labels, parallel.get());
   synchronize(device);
   reset_peak_memory_stats(device);
   const std::int64_t device_allocs_before = memory::allocator_for(device).stats().num_device_alloc;
@@ -151,7 +157,7 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   for (std::int64_t i = 0; i < options.steps; ++i) {
     const auto start = Clock::now();
     const double cpu_start = process_cpu_ms();
-    training_step(*model, optimizer, images, labels);
+    training_step(*model, optimizer, images, labels, parallel.get());
     synchronize(device);
     result.step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     cpu_ms.push_back(process_cpu_ms() - cpu_start);

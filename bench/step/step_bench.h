@@ -7,6 +7,8 @@
 // bench/pytorch_step.py runs the same step in PyTorch with the same flags.
 #include <cstdint>
 #include <ostream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,17 @@ struct InputShape {
 };
 // "CxHxW" with positive integers; ValueError naming the text otherwise.
 InputShape parse_input_shape(const std::string& text);
+
+// Data parallel (bench step --nproc-per-node): what runs around every backward. Made by
+// StepBenchOptions::parallel for the model once it is on the device (it broadcasts rank 0's
+// parameters and lays out the gradient buckets).
+class StepParallel {
+ public:
+  virtual ~StepParallel() = default;
+  virtual void prepare_backward() = 0;
+  virtual void finish_backward() = 0;
+};
+using StepParallelFactory = std::function<std::unique_ptr<StepParallel>(nn::Module& model)>;
 
 struct StepBenchOptions {
   std::string model = "resnet20";
@@ -56,6 +69,8 @@ struct StepBenchOptions {
   // (model build, warm-up and timed steps) and save it as a sublet-alloc-trace file, for
   // `sublet replay` and `sublet bench alloc --history`.
   std::string alloc_trace_path;
+  // Set: every step is a data-parallel step (eager only).
+  StepParallelFactory parallel;
 };
 
 struct StepBenchResult {
@@ -82,7 +97,9 @@ struct StepBenchResult {
 // One training step: forward, cross-entropy, backward, optimizer step, zero_grad (gradients
 // set to none, freeing them). Returns the loss as a host float, which on a GPU also waits for
 // the step's kernels.
-float training_step(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images, const Tensor& labels);
+// With `parallel`, backward runs between its prepare_backward and finish_backward.
+float training_step(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images, const Tensor& labels,
+                    StepParallel* parallel = nullptr);
 
 // Throws ValueError for non-positive sizes or counts and for an unknown model (listing the
 // known ones); DeviceError when the device is not usable. `progress` (if given) gets one line

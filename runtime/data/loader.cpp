@@ -35,12 +35,23 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, LoaderOption
 DataLoader::~DataLoader() { stop_worker(); }
 
 std::int64_t DataLoader::batches_per_epoch() const {
-  const std::int64_t size = dataset_->size();
+  const std::int64_t size = options_.epoch_indices ? options_.indices_per_epoch : dataset_->size();
   return options_.drop_last ? size / options_.batch_size
                             : (size + options_.batch_size - 1) / options_.batch_size;
 }
 
 std::vector<std::int64_t> DataLoader::epoch_order(std::int64_t epoch) const {
+  if (options_.epoch_indices) {
+    std::vector<std::int64_t> order = options_.epoch_indices(epoch);
+    if (static_cast<std::int64_t>(order.size()) != options_.indices_per_epoch)
+      throw ValueError("loader: the sampler gave " + std::to_string(order.size()) + " indices for epoch " +
+                       std::to_string(epoch) + ", expected " + std::to_string(options_.indices_per_epoch));
+    for (std::int64_t i : order)
+      if (i < 0 || i >= dataset_->size())
+        throw ValueError("loader: the sampler gave index " + std::to_string(i) + " for a dataset of " +
+                         std::to_string(dataset_->size()) + " images");
+    return order;
+  }
   std::vector<std::int64_t> order(static_cast<std::size_t>(dataset_->size()));
   std::iota(order.begin(), order.end(), 0);
   if (options_.shuffle) {

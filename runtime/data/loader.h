@@ -15,6 +15,7 @@
 // therefore reproduces exactly the batches the interrupted run would have seen.
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -53,6 +54,11 @@ struct LoaderOptions {
   std::int64_t prefetch_batches = 2;
   // Where batch images live; empty means allocate_host_batch_buffer.
   BatchBufferAllocator buffer_allocator{};
+  // A sampler: the dataset indices of an epoch, in reading order, `indices_per_epoch` of them
+  // every epoch (data parallel: this rank's shard, distributed/shard_sampler.h). Empty: the
+  // whole dataset, shuffled by `seed` when `shuffle`.
+  std::function<std::vector<std::int64_t>(std::int64_t epoch)> epoch_indices{};
+  std::int64_t indices_per_epoch = 0;
 };
 
 // One consumer thread calls start_epoch and next; the loader's own thread only prepares batches.

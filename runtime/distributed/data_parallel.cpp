@@ -45,13 +45,10 @@ DataParallel::DataParallel(ProcessGroup& group, std::vector<Tensor> parameters, 
                        "; expected a contiguous tensor on " + device.str() + ", the group's device");
     index_of_[p.unsafe_impl()] = i;
   }
-  memory::CudaDeviceGuard guard(device);
-  NoGradGuard no_grad;
   // Every rank starts from rank 0's values (its initialisation, or its checkpoint).
-  const StreamHandle stream = memory::current_stream(device);
-  for (const std::vector<Tensor>* list : {&parameters_, &buffers})
-    for (const Tensor& t : *list) group_.broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), t.dtype(), 0, stream);
+  broadcast_from_rank0(parameters_, buffers);
 
+  memory::CudaDeviceGuard guard(device);
   AllocationCategoryGuard category(memory::BlockCategory::Communication);
   gradient_views_.resize(parameters_.size());
   for (const GradientBucket& bucket : plan_.buckets) {
@@ -75,6 +72,18 @@ DataParallel::~DataParallel() {
   if (comm_done_) cudaEventDestroy(as_event(comm_done_));
   // The buckets were recorded on the communication stream: their bytes go back to the compute
   // stream behind a device-side wait for the last all-reduce.
+}
+
+void DataParallel::broadcast_from_rank0(const std::vector<Tensor>& parameters, const std::vector<Tensor>& buffers) {
+  memory::CudaDeviceGuard guard(group_.device());
+  const StreamHandle stream = memory::current_stream(group_.device());
+  for (const std::vector<Tensor>* list : {&parameters, &buffers})
+    for (const Tensor& t : *list) {
+      if (!t.is_contiguous() || t.device() != group_.device())
+        throw ValueError("DataParallel: cannot broadcast " + t.to_string() + "; expected contiguous tensors on " +
+                         group_.device().str());
+      group_.broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), t.dtype(), 0, stream);
+    }
 }
 
 std::size_t DataParallel::bucket_bytes() const {

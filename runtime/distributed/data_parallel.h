@@ -53,6 +53,10 @@ class DataParallel {
   // compute stream wait for every all-reduce. Gradients are then the average over all ranks.
   void finish_backward();
 
+  // Every rank takes rank 0's values of these tensors (on the current stream). The constructor
+  // does it for the model it is given; call it again after loading a checkpoint on rank 0 only.
+  void broadcast_from_rank0(const std::vector<Tensor>& parameters, const std::vector<Tensor>& buffers);
+
   const BucketPlan& plan() const { return plan_; }
   std::size_t bucket_bytes() const;  // all buckets together
   // Buckets of the current pass launched from inside backward (the rest wait for

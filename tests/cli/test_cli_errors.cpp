@@ -171,6 +171,20 @@ std::vector<Case> all_cases() {
       {"FlagWithoutValue", {"train", "--epochs"}, {"--epochs: expected an integer after it, got nothing"}},
 
       // sublet train: names and numbers.
+      // Data parallel: refused before any worker starts.
+      {"TrainDataParallelOnCpu", {"train", "--nproc-per-node", "2", "--device", "cpu", "--data", "synthetic"},
+       {"--nproc-per-node starts one process per GPU, and data parallel needs CUDA devices; --device cpu cannot take "
+        "part. Drop --nproc-per-node to train on the CPU"}},
+      {"TrainDataParallelZeroProcesses", {"train", "--nproc-per-node", "0"},
+       {"--nproc-per-node: Value 0 not in range 1 to 1024"}},
+      {"TrainWorkerCannotLaunch", {"train", "--nproc-per-node", "2", "--data", "synthetic"},
+       {"--nproc-per-node starts workers, but this process already is one"}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}}},
+      {"TrainWorkerOnCpu", {"train", "--device", "cpu", "--data", "synthetic"},
+       {"data parallel needs CUDA devices (one per process, NCCL between them); --device cpu cannot take part"},
+       {{"RANK", "0"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", "29500"}}},
+      {"TrainBucketCapZero", {"train", "--bucket-cap-mb", "0", "--data", "synthetic"},
+       {"--bucket-cap-mb must be >= 1, got 0"}},
       {"TrainUnknownModel", {"train", "--model", "resnet99"},
        {"--model: unknown value 'resnet99'; expected one of resnet20, resnet32, resnet56, resnet18, resnet34, resnet50"}},
       {"TrainUnknownData", {"train", "--data", "imagenet"},

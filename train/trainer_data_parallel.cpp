@@ -1,0 +1,99 @@
+#include "train/trainer_data_parallel.h"
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "memory/current_stream.h"
+#include "memory/registry.h"
+#include "runtime/factories.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "runtime/distributed/data_parallel.h"
+#endif
+
+namespace sublet::train {
+
+Device worker_device(const TrainOptions& options, const distributed::LaunchEnv& env) {
+  const std::string& d = options.device;
+  if (d == "cpu")
+    throw DeviceError("data parallel needs CUDA devices (one per process, NCCL between them); --device cpu cannot "
+                      "take part. Drop --nproc-per-node (or the launcher's WORLD_SIZE) to train on the CPU");
+  if (!memory::cuda_built())
+    throw DeviceError("data parallel needs CUDA devices, and this sublet was built without CUDA");
+  const Device device = Device::cuda(env.local_rank);
+  if (d != "auto" && d != "cuda" && d != device.str())
+    throw DeviceError(fmt::format("--device {}: a data-parallel worker uses the GPU of its LOCAL_RANK, {} here; drop "
+                                  "--device or pass cuda",
+                                  d, device.str()));
+  return device;
+}
+
+#ifdef SUBLET_HAVE_CUDA
+namespace {
+
+class NcclTrainerParallel final : public TrainerParallel {
+ public:
+  NcclTrainerParallel(const distributed::LaunchEnv& env, Device device, nn::Module& model, std::int64_t dataset_size,
+                      const TrainOptions& options)
+      : model_(model),
+        group_(env, device),
+        sampler_({.dataset_size = dataset_size,
+                  .world_size = env.world_size,
+                  .rank = env.rank,
+                  .shuffle = true,
+                  .seed = options.seed,
+                  .drop_last = false}) {
+    distributed::BucketOptions buckets;
+    buckets.cap_bytes = static_cast<std::size_t>(options.bucket_cap_mb) * 1024 * 1024;
+    dp_ = std::make_unique<distributed::DataParallel>(group_, model.parameters(), model.buffers(), buckets);
+  }
+
+  int rank() const override { return group_.rank(); }
+  int world_size() const override { return group_.world_size(); }
+  const distributed::ShardSampler& sampler() const override { return sampler_; }
+  void prepare_backward() override { dp_->prepare_backward(); }
+  void finish_backward() override { dp_->finish_backward(); }
+  void synchronize() override { group_.synchronize(memory::current_stream(group_.device())); }
+
+  void sum_over_ranks(std::span<double> values) override {
+    std::vector<double> host(values.begin(), values.end());
+    Tensor device_values = Tensor::from_vector(host, {static_cast<std::int64_t>(host.size())}).to(group_.device());
+    group_.all_reduce(device_values.data_ptr(), host.size(), DType::Float64, distributed::ReduceOp::Sum,
+                      memory::current_stream(group_.device()));
+    synchronize();
+    host = device_values.to(Device::cpu()).to_vector<double>();
+    std::copy(host.begin(), host.end(), values.begin());
+  }
+
+  void broadcast_model() override {
+    dp_->broadcast_from_rank0(model_.parameters(), model_.buffers());
+  }
+
+  std::string describe() const override {
+    return fmt::format("data parallel: rank {} of {} on {}, {} gradient bucket{} ({:.1f} MiB), {} images per rank and epoch",
+                       rank(), world_size(), group_.device().str(), dp_->plan().buckets.size(),
+                       dp_->plan().buckets.size() == 1 ? "" : "s",
+                       static_cast<double>(dp_->bucket_bytes()) / (1024.0 * 1024.0), sampler_.num_samples());
+  }
+
+ private:
+  nn::Module& model_;
+  distributed::ProcessGroup group_;
+  distributed::ShardSampler sampler_;
+  std::unique_ptr<distributed::DataParallel> dp_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainerParallel> make_trainer_parallel(const distributed::LaunchEnv& env, Device device,
+                                                       nn::Module& model, std::int64_t dataset_size,
+                                                       const TrainOptions& options) {
+  return std::make_unique<NcclTrainerParallel>(env, device, model, dataset_size, options);
+}
+#else
+std::unique_ptr<TrainerParallel> make_trainer_parallel(const distributed::LaunchEnv&, Device, nn::Module&, std::int64_t,
+                                                       const TrainOptions&) {
+  throw DeviceError("data parallel needs CUDA devices, and this sublet was built without CUDA");
+}
+#endif
+
+}  // namespace sublet::train
