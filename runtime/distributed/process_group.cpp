@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "core/errors.h"
@@ -28,6 +30,23 @@ ncclDataType_t nccl_type(DType dtype) {
 }
 
 ncclComm_t as_comm(void* comm) { return static_cast<ncclComm_t>(comm); }
+
+// One communication stream per device for the life of the process, never destroyed (as
+// PyTorch's stream pool). Blocks used on it are recorded there (record_stream) and may be freed
+// after their group is gone (a parameter's gradient, a view into a bucket, outlives the
+// DataParallel that made it); the allocator then records an event on this stream, which must
+// still exist.
+StreamHandle communication_stream(Device device) {
+  static std::mutex mutex;
+  static std::map<int, cudaStream_t> streams;
+  std::lock_guard lock(mutex);
+  cudaStream_t& stream = streams[device.index];
+  if (!stream) {
+    memory::CudaDeviceGuard guard(device);
+    SUBLET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  return stream;
+}
 cudaStream_t as_stream(StreamHandle s) { return static_cast<cudaStream_t>(s); }
 
 }  // namespace
@@ -52,15 +71,10 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, Device device, ProcessGroupOpti
                              std::to_string(bytes.size()) + " bytes, expected " + std::to_string(sizeof(id.internal)));
     std::copy(bytes.begin(), bytes.end(), id.internal);
   }
-  cudaStream_t stream = nullptr;
-  SUBLET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  comm_stream_ = stream;
+  comm_stream_ = communication_stream(device);
   ncclComm_t comm = nullptr;
-  const ncclResult_t init = lib.comm_init_rank(&comm, env.world_size, id, env.rank);
-  if (init != ncclSuccess) {
-    cudaStreamDestroy(stream);
-    check_nccl(init, ("rank " + std::to_string(env.rank) + ": ncclCommInitRank").c_str());
-  }
+  check_nccl(lib.comm_init_rank(&comm, env.world_size, id, env.rank),
+             ("rank " + std::to_string(env.rank) + ": ncclCommInitRank").c_str());
   comm_ = comm;
 }
 
@@ -75,7 +89,6 @@ ProcessGroup::~ProcessGroup() {
       nccl().comm_destroy(as_comm(comm_));
     }
   }
-  if (comm_stream_) cudaStreamDestroy(as_stream(comm_stream_));
 }
 
 void ProcessGroup::check_usable(const char* what) const {

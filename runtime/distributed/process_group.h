@@ -46,7 +46,8 @@ class ProcessGroup {
   int world_size() const { return env_.world_size; }
   Device device() const { return device_; }
   const LaunchEnv& env() const { return env_; }
-  // The stream collectives run on (non-blocking, created for the group).
+  // The stream collectives run on: the device's communication stream, non-blocking, made once
+  // per process and never destroyed (blocks recorded on it may be freed after the group is gone).
   StreamHandle comm_stream() const { return comm_stream_; }
 
   // In place on `stream`. DType: float32/64, bfloat16, float16, int64.

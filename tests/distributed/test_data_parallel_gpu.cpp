@@ -103,5 +103,31 @@ TEST(DataParallelGpu, DefaultBucketsMatchThePlainStepToo) {
 #endif
 }
 
+TEST(DataParallelGpu, GradientsMayOutliveTheGroup) {
+  // The parameters' gradients are views into the buckets, so the buckets die with the model,
+  // after DataParallel and the group: their bytes were used on the communication stream, and
+  // freeing them records an event there (this crashed `sublet train` workers at exit once).
+  SUBLET_SKIP_WITHOUT_GPU("data parallel at world size 1 (NCCL on one GPU)");
+#ifdef SUBLET_HAVE_CUDA
+  const Device gpu = Device::cuda(0);
+  auto model = testing::resnet20_on(gpu, 7);
+  {
+    ProcessGroup group(single_rank(), gpu);
+    DataParallel dp(group, model->parameters(), model->buffers());
+    const auto batch = testing::random_batches(1, {8, 3, 32, 32}, 10, 3).front();
+    Tensor loss = nn::functional::cross_entropy((*model)(batch.first.to(gpu)), batch.second.to(gpu));
+    dp.prepare_backward();
+    loss.backward();
+    dp.finish_backward();
+  }
+  ASSERT_TRUE(model->parameters().front().grad().defined());
+  const std::vector<float> grad = model->parameters().front().grad().to(Device::cpu()).to_vector<float>();
+  EXPECT_GT(grad.size(), 0u);
+  model.reset();  // frees the buckets now, their communication stream's event recorded
+  memory::allocator_for(gpu).empty_cache();
+  EXPECT_EQ(memory::allocator_for(gpu).memory_allocated(), 0u);
+#endif
+}
+
 }  // namespace
 }  // namespace sublet
