@@ -87,7 +87,7 @@ void DeviceTable::free(void* ptr, int device) {
     std::lock_guard lock(s.blocks_mutex);
     const auto it = s.blocks.find(ptr);
     if (it == s.blocks.end())
-      throw ValueError("sublet_torch_free: " + std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
+      throw ValueError(std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
                        " is not a pointer sublet_torch_malloc handed out on device " + std::to_string(device) +
                        " (freed twice, or from another allocator?)");
     block = it->second;
@@ -112,7 +112,7 @@ void DeviceTable::record_stream(void* ptr, StreamHandle stream) {
       return;
     }
   }
-  throw ValueError("sublet_torch_record_stream: " + std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
+  throw ValueError(std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
                    " is not a live pointer of sublet's allocator (pass the storage's data pointer, "
                    "tensor.untyped_storage().data_ptr(), not a view's)");
 }
