@@ -115,7 +115,8 @@ def run_worker(args):
     if args.allocator == "sublet":
         sys.path.insert(0, os.path.join(REPO, "python"))
         import sublet_torch
-        result["library"] = sublet_torch.use(conf=args.conf, library=args.library)
+        result["library"] = sublet_torch.use(conf=args.conf, library=args.library, torch_hooks=args.torch_hooks)
+        result["torch_hooks"] = args.torch_hooks
         result["conf"] = os.environ.get("SUBLET_ALLOC_CONF", "")
     else:
         result["conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
@@ -163,7 +164,8 @@ def run_worker(args):
         if "cacheInfo" in text:
             hint = (" -- PyTorch's cuDNN benchmark (torch.backends.cudnn.benchmark = True) asks the allocator for "
                     "cacheInfo, which this PyTorch's CUDAPluggableAllocator refuses for every custom allocator; "
-                    "rerun with --no-cudnn-benchmark to compare without it")
+                    "build the torch hooks (scripts/build_torch_allocator.sh --torch-hooks HOOKS.so) and pass "
+                    "--torch-hooks HOOKS.so, or rerun with --no-cudnn-benchmark to compare without it")
         result["error"] = "%s: %s%s" % (type(e).__name__, text.splitlines()[0] if text else "", hint)
         return result
     steady = (stats.max_memory_allocated(), stats.max_memory_reserved())
@@ -192,6 +194,13 @@ def run_worker(args):
         result["checks"]["gc-visible tensors <= memory_allocated"] = {
             "ok": visible <= result["memory_allocated_at_end"],
             "detail": "%d visible, %d allocated" % (visible, result["memory_allocated_at_end"])}
+        if args.torch_hooks:  # then PyTorch's own functions read sublet's statistics too
+            same = (cuda.memory_allocated() == sublet_torch.memory_allocated()
+                    and cuda.max_memory_reserved() == sublet_torch.max_memory_reserved())
+            result["checks"]["torch.cuda.memory_* == sublet_torch's (torch hooks)"] = {
+                "ok": same, "detail": "torch %d/%d, sublet %d/%d" % (
+                    cuda.memory_allocated(), cuda.max_memory_reserved(), sublet_torch.memory_allocated(),
+                    sublet_torch.max_memory_reserved())}
         if args.snapshot_dir:
             os.makedirs(args.snapshot_dir, exist_ok=True)
             sublet_torch.dump_snapshot(os.path.join(args.snapshot_dir, "sublet_%s.pickle" % args.precision))
@@ -224,6 +233,11 @@ def preflight(args):
         args.library = sublet_torch.find_library(args.library)
     except FileNotFoundError as e:
         fail(2, str(e))
+    if args.torch_hooks and not os.path.isfile(args.torch_hooks):
+        fail(2, "--torch-hooks %s does not exist (scripts/build_torch_allocator.sh --torch-hooks HOOKS.so builds it "
+                "against this PyTorch)" % args.torch_hooks)
+    if args.torch_hooks:
+        args.torch_hooks = os.path.abspath(args.torch_hooks)
     return torch
 
 
@@ -236,6 +250,8 @@ def run_one(args, allocator, precision):
                    str(args.image_size), "--seed", str(args.seed)]
         if not args.cudnn_benchmark:
             command.append("--no-cudnn-benchmark")
+        if args.torch_hooks:
+            command += ["--torch-hooks", args.torch_hooks]
         if args.snapshot_dir:
             command += ["--snapshot-dir", args.snapshot_dir]
         env = dict(os.environ)
@@ -262,8 +278,9 @@ def median_of_runs(runs):
 
 def compare(args):
     torch = preflight(args)
-    print("torch_allocator_compare: torch %s, %s, library %s, sublet conf %r, cudnn.benchmark %s"
-          % (torch.__version__, torch.cuda.get_device_name(0), args.library, args.conf, args.cudnn_benchmark))
+    print("torch_allocator_compare: torch %s, %s, library %s, torch hooks %s, sublet conf %r, cudnn.benchmark %s"
+          % (torch.__version__, torch.cuda.get_device_name(0), args.library, args.torch_hooks, args.conf,
+             args.cudnn_benchmark))
     precisions = [p for p in args.precisions.split(",") if p]
     results = {}
     for precision in precisions:
@@ -325,7 +342,7 @@ def compare(args):
             json.dump({"format": "sublet-torch-allocator-compare", "version": 1, "conf": args.conf,
                        "library": args.library, "steps": args.steps, "warmup": args.warmup,
                        "batch_size": args.batch_size, "image_size": args.image_size, "rounds": args.rounds,
-                       "cudnn_benchmark": args.cudnn_benchmark, "results": results,
+                       "cudnn_benchmark": args.cudnn_benchmark, "torch_hooks": args.torch_hooks, "results": results,
                        "verdicts": [{"text": t, "ok": ok} for t, ok in verdicts], "errors": errors}, f, indent=1)
         print("torch_allocator_compare: wrote %s" % args.json)
     if errors:
@@ -345,6 +362,9 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=1, help="runs per allocator and precision, alternating the order")
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false")
+    p.add_argument("--torch-hooks", default=None,
+                   help="libsublet_torch_hooks.so (scripts/build_torch_allocator.sh --torch-hooks): cacheInfo for cuDNN's "
+                        "benchmark and torch.cuda.memory_* for sublet")
     p.add_argument("--max-time-ratio", type=float, default=1.02)
     p.add_argument("--max-reserved-ratio", type=float, default=1.02)
     p.add_argument("--loss-tolerance", type=float, default=1e-2,

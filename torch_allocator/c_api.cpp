@@ -1,5 +1,6 @@
 // The extern "C" functions of sublet_torch_allocator.h over DeviceTable. Each one is a thin
 // wrapper: catch, keep the message for sublet_torch_last_error, return a status.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -122,6 +123,14 @@ int sublet_torch_set_memory_fraction(double fraction, int device) {
       throw sublet::ValueError("fraction must be in [0, 1], got " + std::to_string(fraction));
     // Created now so that the cap holds from the first allocation on.
     DeviceTable::instance().allocator(device).set_memory_fraction(fraction);
+  });
+}
+
+int sublet_torch_cache_info(int device, size_t* largest_block) {
+  return guarded("sublet_torch_cache_info", [&] {
+    if (largest_block == nullptr) throw sublet::ValueError("largest_block must not be null");
+    sublet::memory::CachingAllocator& a = DeviceTable::instance().allocator(device);
+    *largest_block = std::max(a.backend().memory_info().free_bytes, a.largest_free_block());
   });
 }
 

@@ -44,6 +44,9 @@ SUBLET_TORCH_API int sublet_torch_record_stream(void* ptr, cudaStream_t stream);
 SUBLET_TORCH_API int sublet_torch_empty_cache(int device);
 SUBLET_TORCH_API int sublet_torch_reset_peak_memory_stats(int device);
 SUBLET_TORCH_API int sublet_torch_reset_accumulated_memory_stats(int device);
+// PyTorch's cacheInfo (what cuDNN's benchmark may use as a workspace): the larger of the device's
+// free memory and the largest free cached block. Creates the device's allocator when missing.
+SUBLET_TORCH_API int sublet_torch_cache_info(int device, size_t* largest_block);
 // Caps the device's reserved memory at fraction * its capacity (torch.cuda.set_per_process_memory_fraction).
 SUBLET_TORCH_API int sublet_torch_set_memory_fraction(double fraction, int device);
 

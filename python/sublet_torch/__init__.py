@@ -50,13 +50,18 @@ def load(library=None, conf=None):
     return _library.load(library)
 
 
-def use(conf=None, library=None, record_history=False, max_entries=0):
+def use(conf=None, library=None, record_history=False, max_entries=0, torch_hooks=None):
     """Makes sublet's allocator PyTorch's CUDA allocator. Call it before the first CUDA tensor:
     PyTorch can change its allocator only before it has allocated anything.
     conf: SUBLET_ALLOC_CONF text (e.g. "expandable_segments:True,max_split_size_mb:512"); None keeps
     the environment's (SUBLET_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF) on top of sublet's defaults
     (expandable segments on).
-    record_history: record allocator events from the start, so that dump_snapshot() has traces."""
+    record_history: record allocator events from the start, so that dump_snapshot() has traces.
+    torch_hooks: libsublet_torch_hooks.so (scripts/build_torch_allocator.sh --torch-hooks, built
+    against this PyTorch): installs sublet's allocator as a CUDAPluggableAllocator subclass that
+    also answers cacheInfo (cuDNN's benchmark), getDeviceStats and the peak resets, so that
+    torch.cuda.memory_allocated() & co. work too, and record_stream, empty_cache and
+    set_per_process_memory_fraction reach sublet. Without it, PyTorch's plain pluggable allocator."""
     global _allocator
     try:
         import torch
@@ -69,14 +74,35 @@ def use(conf=None, library=None, record_history=False, max_entries=0):
     load(library, conf)
     if record_history:
         record_memory_history(True, max_entries)
-    allocator = torch.cuda.memory.CUDAPluggableAllocator(_library.path(), "sublet_torch_malloc", "sublet_torch_free")
-    try:
-        torch.cuda.memory.change_current_allocator(allocator)
-    except RuntimeError as e:
-        raise RuntimeError("sublet_torch.use() came too late: PyTorch has already allocated CUDA memory with its own "
-                           "allocator (%s). Call it at the start of the program, before any CUDA tensor" % e) from e
+    if torch_hooks:
+        allocator = _install_torch_hooks(torch_hooks)
+    else:
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(_library.path(), "sublet_torch_malloc", "sublet_torch_free")
+        try:
+            torch.cuda.memory.change_current_allocator(allocator)
+        except RuntimeError as e:
+            raise RuntimeError("sublet_torch.use() came too late: PyTorch has already allocated CUDA memory with its "
+                               "own allocator (%s). Call it at the start of the program, before any CUDA tensor" % e) from e
     _allocator = allocator
     return _library.path()
+
+
+def _install_torch_hooks(path):
+    import ctypes
+    if not os.path.isfile(path):
+        raise FileNotFoundError("sublet_torch: torch_hooks=%r does not exist (build it with "
+                                "scripts/build_torch_allocator.sh --torch-hooks HOOKS.so)" % path)
+    hooks = ctypes.CDLL(os.path.realpath(path))
+    hooks.sublet_torch_hooks_install.argtypes = [ctypes.c_char_p]
+    hooks.sublet_torch_hooks_install.restype = ctypes.c_int
+    hooks.sublet_torch_hooks_last_error.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    hooks.sublet_torch_hooks_last_error.restype = ctypes.c_size_t
+    if hooks.sublet_torch_hooks_install(_library.path().encode()) != 0:
+        buffer = ctypes.create_string_buffer(4096)
+        hooks.sublet_torch_hooks_last_error(buffer, len(buffer))
+        raise RuntimeError("sublet_torch.use(torch_hooks=...): %s (call use() before any CUDA tensor)"
+                           % buffer.value.decode("utf-8", "replace"))
+    return hooks
 
 
 def installed():

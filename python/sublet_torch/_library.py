@@ -51,6 +51,7 @@ def _declare(lib):
         "sublet_torch_reset_peak_memory_stats": (c.c_int, [c.c_int]),
         "sublet_torch_reset_accumulated_memory_stats": (c.c_int, [c.c_int]),
         "sublet_torch_set_memory_fraction": (c.c_int, [c.c_double, c.c_int]),
+        "sublet_torch_cache_info": (c.c_int, [c.c_int, c.POINTER(size_t)]),
         "sublet_torch_stat": (c.c_int, [c.c_int, c.c_char_p, c.POINTER(i64)]),
         "sublet_torch_memory_stats": (size_t, [c.c_int, c.c_char_p, size_t]),
         "sublet_torch_memory_summary": (size_t, [c.c_int, c.c_char_p, size_t]),

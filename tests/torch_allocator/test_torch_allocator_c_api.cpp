@@ -182,6 +182,15 @@ TEST_F(TorchAllocatorCApi, PeakResetAndEmptyCache) {
   EXPECT_EQ(stat(0, "allocation.all.allocated"), 0);
 }
 
+TEST_F(TorchAllocatorCApi, CacheInfoIsTheLargerOfFreeDeviceMemoryAndTheLargestCachedBlock) {
+  ASSERT_EQ(sublet_torch_empty_cache(0), 0);
+  std::size_t largest = 0;
+  ASSERT_EQ(sublet_torch_cache_info(0, &largest), 0) << last_error();
+  const auto reserved = static_cast<std::size_t>(stat(0, "reserved_bytes.all.current"));
+  EXPECT_EQ(largest, kCapacity - reserved);  // the simulated device's free memory
+  EXPECT_EQ(sublet_torch_cache_info(0, nullptr), -1);
+}
+
 TEST_F(TorchAllocatorCApi, MemoryFractionCapsReservedMemory) {
   ASSERT_EQ(sublet_torch_empty_cache(1), 0);
   ASSERT_EQ(sublet_torch_set_memory_fraction(0.25, 1), 0);
