@@ -60,10 +60,12 @@ PY
   for d in "${dirs[@]}" "$cuda_include"; do includes+=(-isystem "$d"); done
   echo "build_torch_allocator: torch hooks against torch $(value VERSION) (CUDA $(value CUDA)) of $(command -v "$python")"
   mkdir -p "$(dirname "$output")"
-  # -z defs: a symbol none of these libraries has fails here, not at dlopen.
+  # -z defs: a symbol none of these libraries has fails here, not at dlopen. PyTorch's headers
+  # inline CUDA runtime calls (cudaMemGetInfo in getMemoryInfo): -lcudart from the toolkit, whose
+  # soname (libcudart.so.13 for CUDA 13) is the one torch has loaded already.
   "$cxx" -std=c++17 -O2 -fPIC -shared -fvisibility=hidden -D_GLIBCXX_USE_CXX11_ABI="$(value ABI)" "${includes[@]}" \
     "$repo/torch_allocator/torch_hooks.cpp" -o "$output" -L"$lib" -Wl,-rpath,"$lib" -Wl,-z,defs \
-    -ltorch_cuda -lc10_cuda -lc10 -ltorch_cpu -ldl || die "compiling torch_allocator/torch_hooks.cpp failed (see above)"
+    -ltorch_cuda -lc10_cuda -lc10 -ltorch_cpu -L"$(dirname "$cuda_include")/lib64" -lcudart -ldl || die "compiling torch_allocator/torch_hooks.cpp failed (see above)"
   echo "build_torch_allocator: wrote $output; use it with sublet_torch.use(library=..., torch_hooks='$output')"
 }
 
