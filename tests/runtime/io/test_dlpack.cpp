@@ -76,6 +76,8 @@ TEST(DLPack, ExportDescribesTheTensorForEveryDtype) {
     EXPECT_EQ(dl.dtype.code, expected_dl_dtype(dtype).code);
     EXPECT_EQ(dl.dtype.bits, expected_dl_dtype(dtype).bits);
     EXPECT_EQ(dl.dtype.lanes, 1);
+    ASSERT_NE(dl.shape, nullptr);
+    ASSERT_NE(dl.strides, nullptr);  // sublet always says (null would mean row-major)
     EXPECT_EQ(std::vector<std::int64_t>(dl.shape, dl.shape + 2), (std::vector<std::int64_t>{2, 3}));
     EXPECT_EQ(std::vector<std::int64_t>(dl.strides, dl.strides + 2), (std::vector<std::int64_t>{3, 1}));
     m->deleter(m);
@@ -133,6 +135,28 @@ TEST(DLPack, LegacyStructRoundTrips) {
     out->deleter(out);
   }
   EXPECT_EQ(producer.deleter_calls, 1);
+}
+
+TEST(DLPack, CudaHostDeviceIsACpuTensorThatGoesOutAsCudaHost) {
+  // from_dlpack takes the producer's word for kDLCUDAHost (it calls nothing of CUDA for it), so a
+  // plain buffer checks the bookkeeping here; test_dlpack_cuda does it with pinned memory.
+  std::vector<float> buffer = {1, 2, 3};
+  DLPackProducer producer;
+  producer.shape = {3};
+  {
+    Tensor t = from_dlpack(producer.make_versioned(buffer.data(), {dlpack::kDLCUDAHost, 0}, kDLFloat32));
+    EXPECT_EQ(t.device(), Device::cpu());
+    EXPECT_TRUE(t.storage().pinned_host());
+    EXPECT_EQ(t.to_vector<float>(), buffer);
+    dlpack::DLManagedTensorVersioned* m = to_dlpack(t.narrow(0, 1, 2));
+    EXPECT_EQ(m->dl_tensor.device.device_type, dlpack::kDLCUDAHost);
+    EXPECT_EQ(m->dl_tensor.data, buffer.data() + 1);
+    m->deleter(m);
+  }
+  EXPECT_EQ(producer.deleter_calls, 1);
+  dlpack::DLManagedTensorVersioned* own = to_dlpack(Tensor::empty({2}));
+  EXPECT_EQ(own->dl_tensor.device.device_type, dlpack::kDLCPU) << "sublet's own CPU memory is not pinned";
+  own->deleter(own);
 }
 
 TEST(DLPack, DeleterRunsOnceWhenTheLastViewDies) {
@@ -229,6 +253,7 @@ TEST(DLPack, ExportOfAViewCarriesItsStridesAndFirstElement) {
   dlpack::DLManagedTensorVersioned* m = to_dlpack(view);
   EXPECT_EQ(m->dl_tensor.data, view.data_ptr());
   EXPECT_EQ(m->dl_tensor.data, static_cast<double*>(base.data_ptr()) + 1);
+  ASSERT_NE(m->dl_tensor.strides, nullptr);
   EXPECT_EQ(std::vector<std::int64_t>(m->dl_tensor.strides, m->dl_tensor.strides + 2), (std::vector<std::int64_t>{1, 5}));
   Tensor back = from_dlpack(m);
   EXPECT_EQ(back.to_vector<double>(), view.to_vector<double>());
