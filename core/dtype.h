@@ -6,9 +6,10 @@
 
 namespace sublet {
 
-// BFloat16 and Float16 are storage types: kernels that take them accumulate in float32.
-enum class DType : std::uint8_t { Float32, Float64, Int64, BFloat16, Float16 };
-inline constexpr int kNumDTypes = 5;
+// BFloat16 and Float16 are storage types: kernels that take them accumulate in float32. UInt8
+// is a storage type too (image bytes, masks; DLPack exchange): casts to and from it and fills.
+enum class DType : std::uint8_t { Float32, Float64, Int64, BFloat16, Float16, UInt8 };
+inline constexpr int kNumDTypes = 6;
 
 constexpr std::size_t element_size(DType dtype) {
   switch (dtype) {
@@ -17,6 +18,7 @@ constexpr std::size_t element_size(DType dtype) {
     case DType::Int64: return 8;
     case DType::BFloat16: return 2;
     case DType::Float16: return 2;
+    case DType::UInt8: return 1;
   }
   return 0;
 }
@@ -28,6 +30,7 @@ constexpr const char* dtype_name(DType dtype) {
     case DType::Int64: return "int64";
     case DType::BFloat16: return "bfloat16";
     case DType::Float16: return "float16";
+    case DType::UInt8: return "uint8";
   }
   return "?";
 }
@@ -49,5 +52,6 @@ template <typename T> struct DTypeOf;
 template <> struct DTypeOf<float> { static constexpr DType value = DType::Float32; };
 template <> struct DTypeOf<double> { static constexpr DType value = DType::Float64; };
 template <> struct DTypeOf<std::int64_t> { static constexpr DType value = DType::Int64; };
+template <> struct DTypeOf<std::uint8_t> { static constexpr DType value = DType::UInt8; };
 
 }  // namespace sublet

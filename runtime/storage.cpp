@@ -1,5 +1,8 @@
 #include "runtime/storage.h"
 
+#include <string>
+
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "runtime/allocation_scope.h"
 
@@ -18,8 +21,28 @@ Storage Storage::allocate(std::size_t bytes, Device device, StreamHandle stream)
   return adopt(impl);
 }
 
+Storage Storage::wrap_external(const ExternalMemory& external, std::size_t nbytes, Device device) {
+  StorageImpl* impl;
+  try {
+    impl = new StorageImpl(external, nbytes, device);
+  } catch (...) {
+    if (external.release) external.release(external.context);
+    throw;
+  }
+  return adopt(impl);
+}
+
 StorageImpl::~StorageImpl() {
-  if (block) allocator->free(block);
+  if (block) {
+    allocator->free(block);
+  } else if (external.release) {
+    external.release(external.context);
+  }
+}
+
+void Storage::throw_read_only(const char* op) {
+  throw ValueError(std::string(op) + ": expected writable memory, found a read-only tensor (imported through "
+                   "DLPack with DLPACK_FLAG_BITMASK_READ_ONLY set by its producer); clone() it for a writable copy");
 }
 
 void StorageImpl::destroy(StorageImpl* storage) noexcept {
@@ -33,11 +56,11 @@ void StorageImpl::destroy(StorageImpl* storage) noexcept {
 }
 
 memory::BlockCategory Storage::category() const {
-  return impl_ ? impl_->block->category : memory::BlockCategory::Unknown;
+  return impl_ && impl_->block ? impl_->block->category : memory::BlockCategory::Unknown;
 }
 
 void Storage::set_category(memory::BlockCategory category) const {
-  if (impl_) impl_->allocator->set_category(impl_->block, category);
+  if (impl_ && impl_->block) impl_->allocator->set_category(impl_->block, category);
 }
 
 void Storage::record_stream(StreamHandle stream) const {

@@ -236,6 +236,7 @@ void TensorImpl::throw_modified_since_saved() const {
 namespace detail {
 
 void begin_inplace(const char* op, const Tensor& self, const Tensor* other) {
+  self.storage().check_writable(op);
   if (autograd::grad_mode_enabled() &&
       (self.requires_grad() || (other && other->defined() && other->requires_grad()))) {
     throw Error(std::string(op) + ": in-place ops are not recorded by autograd, and a tensor here requires grad (" +

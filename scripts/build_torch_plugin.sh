@@ -3,6 +3,10 @@
 # CMake, against the PyTorch of the python3 on PATH, and without rebuilding sublet:
 #   scripts/build_torch_plugin.sh [OUTPUT.so]        (default: build/libsublet_torch_bench.so)
 #   build/sublet bench alloc --device cuda --torch-plugin OUTPUT.so
+# With --dlpack first, it builds the DLPack round-trip plugin of test_dlpack_torch instead
+# (tests/runtime/io/torch_dlpack_plugin.cpp; default output build/libsublet_torch_dlpack.so):
+#   scripts/build_torch_plugin.sh --dlpack OUTPUT.so
+#   SUBLET_TORCH_DLPACK_PLUGIN=OUTPUT.so build/tests/test_dlpack_torch
 # CUDA: when torch.version.cuda is set and a CUDA toolkit's headers are found ($CUDA_HOME, the
 # nvcc on PATH, /usr/local/cuda), the plugin also gets PyTorch's CUDA caching allocator; the
 # c10/cuda headers need cuda_runtime_api.h. TORCH_PLUGIN_CPU_ONLY=1 builds the CPU half only.
@@ -10,7 +14,13 @@
 # VERBOSE=1 (print the compiler commands).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-output="${1:-$repo/build/libsublet_torch_bench.so}"
+plugin=bench
+if [ "${1:-}" = --dlpack ]; then plugin=dlpack; shift; fi
+if [ "$plugin" = dlpack ]; then
+  output="${1:-$repo/build/libsublet_torch_dlpack.so}"
+else
+  output="${1:-$repo/build/libsublet_torch_bench.so}"
+fi
 python="${PYTHON:-python3}"
 cxx="${CXX:-c++}"
 
@@ -78,12 +88,13 @@ if [ -n "$torch_cuda" ] && [ "${TORCH_PLUGIN_CPU_ONLY:-}" != 1 ]; then
 fi
 
 sources=("$repo/bench/alloc/torch_plugin.cpp" "$repo/bench/alloc/torch_tensors.cpp")
+[ "$plugin" = dlpack ] && sources=("$repo/tests/runtime/io/torch_dlpack_plugin.cpp")
 defines=("-D_GLIBCXX_USE_CXX11_ABI=$abi")
 # --no-as-needed: the plugin calls nothing in libtorch_cuda directly, but at::empty on a CUDA
 # device needs the kernels it registers when loaded (LibTorch's CMake config does the same).
 libs=(-Wl,--no-as-needed -lc10 -ltorch_cpu)
 if [ "$with_cuda" = 1 ]; then
-  sources+=("$repo/bench/alloc/torch_allocator.cpp")
+  [ "$plugin" = bench ] && sources+=("$repo/bench/alloc/torch_allocator.cpp")
   defines+=(-DSUBLET_TORCH_PLUGIN_WITH_CUDA=1)
   case " ${includes[*]} " in *" $cuda_include "*) ;; *) includes+=("$cuda_include") ;; esac
   libs+=(-lc10_cuda -ltorch_cuda)
@@ -126,4 +137,8 @@ for pid in "${pids[@]}"; do wait "$pid" || die "compiling failed (see above)"; d
 run "$cxx" -shared -fPIC -o "$output" "$objects_dir"/*.o "${lib_flags[@]}" -Wl,-z,defs "${libs[@]}" \
   || die "linking failed (see above)"
 echo "build_torch_plugin: wrote $output"
+if [ "$plugin" = dlpack ]; then
+  echo "build_torch_plugin: use it with: SUBLET_TORCH_DLPACK_PLUGIN=$output test_dlpack_torch"
+  exit 0
+fi
 echo "build_torch_plugin: use it with: sublet bench alloc --device $([ "$with_cuda" = 1 ] && echo cuda || echo cpu) --torch-plugin $output"

@@ -9,6 +9,9 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   python3
 )
+# SUBLET_SETUP_TORCH=1 (CI sets it): also Debian's PyTorch 1.13 (CPU), the other side of the
+# DLPack real-client check (test_dlpack_torch; it skips without torch).
+[ "${SUBLET_SETUP_TORCH:-}" = 1 ] && packages+=(python3-torch)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -32,6 +32,7 @@ void dispatch_copy_source(DType dtype, F&& f) {
   switch (dtype) {
     case DType::BFloat16: f(BFloat16{}); return;
     case DType::Float16: f(Float16{}); return;
+    case DType::UInt8: f(std::uint8_t{}); return;
     default: dispatch_dtype(dtype, std::forward<F>(f));
   }
 }

@@ -89,11 +89,13 @@ void register_cpu_kernels() {
   register_all_dtypes<float>();
   register_all_dtypes<double>();
   register_all_dtypes<std::int64_t>();
-  // bfloat16 and float16 are storage types on the CPU: casts to and from them, and fills.
+  // bfloat16, float16 and uint8 are storage types on the CPU: casts to and from them, and fills.
   copy_kernels().set(kCpu, DType::BFloat16, &cpu::copy<BFloat16>);
   fill_kernels().set(kCpu, DType::BFloat16, &cpu::fill<BFloat16>);
   copy_kernels().set(kCpu, DType::Float16, &cpu::copy<Float16>);
   fill_kernels().set(kCpu, DType::Float16, &cpu::fill<Float16>);
+  copy_kernels().set(kCpu, DType::UInt8, &cpu::copy<std::uint8_t>);
+  fill_kernels().set(kCpu, DType::UInt8, &cpu::fill<std::uint8_t>);
   // The CPU has no device services: host copies are memcpy in ops/copy.cpp, nothing captures.
 }
 
