@@ -23,9 +23,10 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::BFloat16: return ncclBfloat16;
     case DType::Float16: return ncclFloat16;
     case DType::Int64: return ncclInt64;
+    case DType::UInt8: return ncclUint8;
     default: break;
   }
-  throw ValueError(std::string("NCCL collectives take float32, float64, bfloat16, float16 or int64, got ") +
+  throw ValueError(std::string("NCCL collectives take float32, float64, bfloat16, float16, int64 or uint8, got ") +
                    dtype_name(dtype));
 }
 

@@ -50,7 +50,7 @@ class ProcessGroup {
   // per process and never destroyed (blocks recorded on it may be freed after the group is gone).
   StreamHandle comm_stream() const { return comm_stream_; }
 
-  // In place on `stream`. DType: float32/64, bfloat16, float16, int64.
+  // In place on `stream`. DType: float32/64, bfloat16, float16, int64, uint8.
   void all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op, StreamHandle stream);
   void broadcast(void* data, std::size_t count, DType dtype, int root, StreamHandle stream);
 
