@@ -21,6 +21,9 @@ Kinds of block (the NAME's part before the first '.'):
                 (static and cached graph, eager) and PyTorch (graph, eager) reserve, per model
   plan.budget   the same job's ResNet-50 rows under --memory-budget 0.5 (DIR/plan/*budget05.json)
   plan.budget256  ResNet-50 batch 256 under budgets (DIR/budget256/*.json and the train run)
+  dp.step       data parallel: `sublet bench step --nproc-per-node` (DIR/sublet_dp*_MODEL.json) beside
+                PyTorch's DDP (DIR/torch_ddp*_MODEL.json), and the plain-vs-data-parallel training losses
+  torchalloc.compare  bench/torch_allocator_compare.py's rows and verdicts (DIR/compare_hooks.json)
 """
 import glob
 import json
@@ -245,7 +248,55 @@ def plan_table(name, source):
             f"Lower bound and arena: the captured step's requests. {stamp(source)}\n")
 
 
-RENDERERS = {"transcript": transcript, "ab": ab_table, "steps": steps_table, "alloc": alloc_table, "plan": plan_table}
+def dp_table(name, source):
+    folder = os.path.join(ROOT, source)
+    lines = ["| model, batch per GPU | framework | world | img/s per GPU | 1-GPU img/s (same job) | efficiency | peak allocated |",
+             "|---|---|---|---|---|---|---|"]
+    for path in sorted(glob.glob(os.path.join(folder, "sublet_dp*_*.json"))):
+        model = path.rsplit("_", 1)[1][:-5]
+        s, t = load_json(path), load_json(os.path.join(folder, os.path.basename(path).replace("sublet_dp", "torch_ddp")))
+        rank0 = s["data_parallel_rank0"]
+        label = f"{model}, {rank0['input']}, {rank0['batch_size']}"
+        lines.append(f"| {label} | sublet | {s['world_size']} | {s['total_img_per_s'] / s['world_size']:,.0f} | "
+                     f"{s['single_gpu_img_per_s']:,.0f} | {100 * s['scaling_efficiency']:.1f}% | {mib(rank0['peak_allocated_bytes'])} |")
+        if t is not None:
+            lines.append(f"| {label} | {t['framework']} | {t['world_size']} | {t['total_img_per_s'] / t['world_size']:,.0f} | "
+                         f"{t['single_gpu_img_per_s']:,.0f} | {100 * t['scaling_efficiency']:.1f}% | "
+                         f"{mib(t['peak_allocated_bytes_rank0'])} |")
+    plain, parallel = load_json(os.path.join(folder, "train_plain.json")), load_json(os.path.join(folder, "train_dp1.json"))
+    same = plain is not None and parallel is not None and all(
+        (a["train_loss"], a["test_acc"]) == (b["train_loss"], b["test_acc"]) for a, b in zip(plain["epochs"], parallel["epochs"]))
+    training = ""
+    if plain is not None and parallel is not None:
+        losses = ", ".join(f"{e['train_loss']!r}" for e in parallel["epochs"])
+        training = (f"\n\n`sublet train` plain and with `--nproc-per-node 1` (the whole data-parallel path): epoch train "
+                    f"losses {losses} with it, {'the same bits as' if same else 'DIFFERENT from'} the plain run's.")
+    return ("\n".join(lines) + "\n\nEfficiency: img/s per GPU of the data-parallel step against the same framework's "
+            "single-GPU step measured first in the same job (at world size 1 this is the cost of the data-parallel path)."
+            + training + f" {stamp(source)}\n")
+
+
+def torchalloc_table(name, source):
+    data = load_json(os.path.join(ROOT, source, "compare_hooks.json"))
+    lines = ["| ResNet-50 224×224 bs64 | allocator | step (fastest round's median) | peak allocated | peak reserved | reserved / allocated |",
+             "|---|---|---|---|---|---|"]
+    for precision, label in (("fp32", "fp32"), ("bf16", "bf16 autocast, channels-last")):
+        for allocator in ("native", "sublet"):
+            r = data["results"][precision][allocator]
+            lines.append(f"| {label} | {'PyTorch' if allocator == 'native' else 'sublet'} | {r['median_step_s'] * 1e3:.2f} ms | "
+                         f"{mib(r['steady_peak_allocated'])} | {mib(r['steady_peak_reserved'])} | "
+                         f"{r['steady_peak_reserved'] / r['steady_peak_allocated']:.3f} |")
+    verdicts = [v for v in data["verdicts"] if v["ok"] is not None and "statistics check" not in v["text"]]
+    checks = [v for v in data["verdicts"] if "statistics check" in v["text"]]
+    text = "\n".join(f"- {'PASS' if v['ok'] else 'FAIL'} {v['text']}" for v in verdicts)
+    text += (f"\n- statistics checks: {sum(1 for v in checks if v['ok'])} of {len(checks)} pass (sublet_torch against the "
+             "allocator's own accounting and torch.cuda.memory_*)")
+    return ("\n".join(lines) + "\n\nPeaks after the warm-up (cuDNN's algorithm search excluded).\n\n" + text +
+            f"\n\n{stamp(source)}\n")
+
+
+RENDERERS = {"transcript": transcript, "ab": ab_table, "steps": steps_table, "alloc": alloc_table, "plan": plan_table, "dp": dp_table,
+             "torchalloc": torchalloc_table}
 
 
 def render(text):
