@@ -2,7 +2,8 @@
 //  - recomputed runs of blocks (nn::Sequential::set_recompute_runs) give the plain model's
 //    gradients bit for bit, and leave the state dict's names alone;
 //  - the measurement touches neither parameters nor batch-norm statistics and leaves no gradients;
-//  - fit_memory_budget's choice keeps the measured peak within the budget, below the plain peak;
+//  - fit_memory_budget's choice keeps the measured peak within the budget, below the plain peak,
+//    and the peak model's prediction is close to the measured peak;
 //  - an unreachable budget is refused before training with the smallest peak reachable.
 #include <gtest/gtest.h>
 
@@ -93,7 +94,17 @@ TEST(ResNetRecompute, MeasurementLeavesTheModelAsItWas) {
   for (const auto& u : m.units) {
     EXPECT_GT(u.retained_bytes, u.output_bytes) << u.name << ": a block saves more than its output";
     EXPECT_GE(u.forward_ms, 0.0) << u.name;
+    // Its backward holds its activations and the gradient of its output at least.
+    EXPECT_GE(u.backward_bytes, u.retained_bytes + u.output_bytes) << u.name;
   }
+  ASSERT_EQ(m.parameter_gradient_bytes.size(), m.units.size());
+  std::size_t parameters = 0;
+  for (const Tensor& p : model->parameters()) parameters += static_cast<std::size_t>(p.nbytes());
+  EXPECT_EQ(m.parameter_gradient_bytes.front(), parameters) << "the stem's backward comes last: every gradient exists";
+  // Parameters, buffers and batch, + optimizer state (and the measurement's copy of the buffers).
+  const std::size_t fixed = memory_allocated(Device::cpu()) + 1000;
+  EXPECT_GE(m.fixed_bytes, fixed);
+  EXPECT_LE(m.fixed_bytes, fixed + 64 * 1024);
   EXPECT_EQ(m.units[0].output_bytes, 16u * 16 * 28 * 28 * 4);
   EXPECT_EQ(m.units[1].output_bytes, 16u * 16 * 28 * 28 * 4);
   EXPECT_GT(m.baseline_peak, 1000u);
@@ -109,6 +120,9 @@ TEST(ResNetRecompute, TheChoiceFitsTheBudgetAndAnUnreachableOneIsRefused) {
   EXPECT_LE(r.measured_peak, r.budget_bytes) << r.summary();
   EXPECT_LT(r.measured_peak, plain_peak);
   EXPECT_EQ(measure_step_peak(*model, b.images, b.labels, 0), r.measured_peak) << "the choice stays applied";
+  // The peak model follows the step: its prediction is within 5% of the measured peak.
+  EXPECT_NEAR(static_cast<double>(r.predicted_peak), static_cast<double>(r.measured_peak),
+              0.05 * static_cast<double>(r.measured_peak)) << r.summary();
 
   auto other = resnet20();
   try {
@@ -119,6 +133,22 @@ TEST(ResNetRecompute, TheChoiceFitsTheBudgetAndAnUnreachableOneIsRefused) {
   }
   for (const auto& stage : other->stages) EXPECT_TRUE(stage->recompute_runs().empty()) << "nothing left applied";
   EXPECT_FALSE(other->recompute_stem());
+}
+
+TEST(ResNetRecompute, UnitsJsonRoundTripsAndBackwardBytesMayBeAbsent) {
+  const std::vector<memory::RecomputeUnit> units = {
+      {.name = "stem", .group = 0, .retained_bytes = 30, .output_bytes = 10, .forward_ms = 1.5, .backward_bytes = 55},
+      {.name = "layer1.0", .group = 1, .retained_bytes = 40, .output_bytes = 10, .forward_ms = 2}};
+  const auto back = units_from_json(units_json(units));
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].backward_bytes, 55u);
+  EXPECT_EQ(back[1].backward_bytes, 0u);
+  nlohmann::json old = units_json(units);
+  old[0].erase("backward_bytes");  // files written before it was measured
+  EXPECT_EQ(units_from_json(old)[0].backward_bytes, 0u);
+  EXPECT_EQ(memory::unit_backward_bytes(units_from_json(old)[0]), 50u) << "estimated: retained + 2 * output";
+  old[1]["backward_bytes"] = "many";
+  EXPECT_THROW(units_from_json(old), ValueError);
 }
 
 // A device too small for the unbudgeted step (the case a budget is for): the host allocator is
