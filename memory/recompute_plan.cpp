@@ -29,12 +29,13 @@ std::size_t fixed_bytes(const std::vector<RecomputeUnit>& units, std::size_t bas
 }
 
 // The highest moment of recomputing run [begin, end) over what is kept before it:
-// max over k of sum(retained(j), begin <= j < k) + backward(k).
-std::size_t run_moment(const std::vector<RecomputeUnit>& units, std::size_t begin, std::size_t end) {
+// max over k of sum(retained(j), begin <= j < k) + backward(k), or with outputs for retained
+// when the run is nested.
+std::size_t run_moment(const std::vector<RecomputeUnit>& units, std::size_t begin, std::size_t end, bool nested) {
   std::size_t before = 0, highest = 0;
   for (std::size_t k = begin; k < end; ++k) {
     highest = std::max(highest, before + unit_backward_bytes(units[k]));
-    before += units[k].retained_bytes;
+    before += nested ? units[k].output_bytes : units[k].retained_bytes;
   }
   return highest;
 }
@@ -47,7 +48,7 @@ double units_ms(const std::vector<RecomputeUnit>& units, std::size_t begin, std:
 
 double runs_ms(const std::vector<RecomputeUnit>& units, const std::vector<RecomputeRun>& runs) {
   double ms = 0;
-  for (const RecomputeRun& r : runs) ms += units_ms(units, r.begin, r.end);
+  for (const RecomputeRun& r : runs) ms += (r.nested ? 2 : 1) * units_ms(units, r.begin, r.end);
   return ms;
 }
 
@@ -63,9 +64,9 @@ std::optional<std::vector<RecomputeRun>> cheapest_fit(const std::vector<Recomput
   const std::size_t room = budget - fixed;  // for what the units hold
   const std::size_t states = room / granule + 1;
   const std::size_t n = units.size();
-  struct Step { std::size_t from; std::size_t run_begin; bool run; };
+  struct Step { std::size_t from; std::size_t run_begin; bool run; bool nested; };
   std::vector<std::vector<double>> best(n + 1, std::vector<double>(2 * states, kInfinity));
-  std::vector<std::vector<Step>> how(n + 1, std::vector<Step>(2 * states, {0, 0, false}));
+  std::vector<std::vector<Step>> how(n + 1, std::vector<Step>(2 * states, {0, 0, false, false}));
   best[0][0] = 0;
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t state = 0; state < 2 * states; ++state) {
@@ -82,10 +83,14 @@ std::optional<std::vector<RecomputeRun>> cheapest_fit(const std::vector<Recomput
         }
       };
       if (kept + unit_backward_bytes(units[i]) <= room)  // unit i as it is
-        relax(i + 1, p + round_up(units[i].retained_bytes, granule), ran, cost, {state, i, false});
-      for (std::size_t end = i + 1; end <= n && units[end - 1].group == units[i].group; ++end) {  // run [i, end)
-        if (kept + run_moment(units, i, end) > room) break;  // longer runs only hold more
-        relax(end, p + round_up(units[end - 1].output_bytes, granule), 1, cost + units_ms(units, i, end), {state, i, true});
+        relax(i + 1, p + round_up(units[i].retained_bytes, granule), ran, cost, {state, i, false, false});
+      for (const bool nested : {false, true}) {
+        for (std::size_t end = i + 1; end <= n && units[end - 1].group == units[i].group; ++end) {  // run [i, end)
+          if (kept + run_moment(units, i, end, nested) > room) break;  // longer runs only hold more
+          if (nested && end - i < 2) continue;
+          relax(end, p + round_up(units[end - 1].output_bytes, granule), 1,
+                cost + (nested ? 2 : 1) * units_ms(units, i, end), {state, i, true, nested});
+        }
       }
     }
   }
@@ -96,7 +101,7 @@ std::optional<std::vector<RecomputeRun>> cheapest_fit(const std::vector<Recomput
   std::vector<RecomputeRun> runs;
   for (std::size_t i = n, state = best_state; i > 0;) {
     const Step step = how[i][state];
-    if (step.run) runs.push_back({step.run_begin, i});
+    if (step.run) runs.push_back({step.run_begin, i, step.nested});
     i = step.run ? step.run_begin : i - 1;
     state = step.from;
   }
@@ -123,15 +128,16 @@ std::size_t predicted_peak(const std::vector<RecomputeUnit>& units, std::size_t 
   const std::size_t fixed = fixed_bytes(units, baseline_peak, fixed_part);
   std::size_t kept = 0, peak = 0, i = 0;
   for (const RecomputeRun& r : runs) {
-    if (r.begin < i || r.begin >= r.end || r.end > units.size() || units[r.begin].group != units[r.end - 1].group)
+    if (r.begin < i || r.begin >= r.end || r.end > units.size() || units[r.begin].group != units[r.end - 1].group ||
+        (r.nested && r.end - r.begin < 2))
       throw ValueError("predicted_peak: run [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
-                       ") overlaps the one before, is empty, or leaves the " + std::to_string(units.size()) +
-                       " units or its group");
+                       ") overlaps the one before, is empty, leaves the " + std::to_string(units.size()) +
+                       " units or its group, or is nested with fewer than two units");
     for (; i < r.begin; ++i) {
       peak = std::max(peak, fixed + kept + unit_backward_bytes(units[i]));
       kept += units[i].retained_bytes;
     }
-    peak = std::max(peak, fixed + kept + run_moment(units, r.begin, r.end));
+    peak = std::max(peak, fixed + kept + run_moment(units, r.begin, r.end, r.nested));
     kept += units[r.end - 1].output_bytes;
     i = r.end;
   }

@@ -20,7 +20,7 @@
 //     predicted_peak(S) = the largest of these (baseline_peak itself when nothing is recomputed).
 // Units after a run are freed by the time it is recomputed: this is what lets many small runs
 // reach far lower peaks than "every saving counted as live at once" would admit.
-// Cost: the forward time of every unit in a run, once more per step.
+// Cost: the forward time of every unit in a run, once more per step (twice for a nested run).
 //
 // The choice is exact for that model up to a granularity (prefix bytes are rounded up to
 // multiples of about budget / 2048, so a reported fit holds): a dynamic programme over the units
@@ -51,6 +51,11 @@ std::size_t unit_backward_bytes(const RecomputeUnit& unit);
 
 struct RecomputeRun {
   std::size_t begin = 0, end = 0;  // units [begin, end)
+  // Nested (two or more units): inside the run's recomputation each unit is itself recomputed on
+  // its own, so that recomputation keeps the units' outputs only (Chen et al.'s recursion one
+  // level deep): twice the run's forward time, for moments of
+  // fixed + kept before + sum(output(j), begin <= j < k) + backward(k).
+  bool nested = false;
   bool operator==(const RecomputeRun&) const = default;
 };
 

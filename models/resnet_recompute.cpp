@@ -197,6 +197,7 @@ std::size_t measure_step_peak(ResNet& model, const Tensor& images, const Tensor&
 
 void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& runs) {
   std::vector<std::vector<nn::Sequential::Run>> per_stage(model.stages.size());
+  std::vector<std::vector<bool>> nested(model.stages.size());
   std::vector<std::size_t> stage_start;  // index of each stage's first unit (unit 0 is the stem)
   std::size_t units = 1;
   bool stem = false;
@@ -205,7 +206,7 @@ void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& run
     units += stage->size();
   }
   for (const memory::RecomputeRun& r : runs) {
-    if (r.begin == 0 && r.end == 1) {
+    if (r.begin == 0 && r.end == 1 && !r.nested) {
       stem = true;
       continue;
     }
@@ -219,8 +220,9 @@ void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& run
                        ") crosses a stage or is empty (stage " + std::to_string(s + 1) + " holds blocks " +
                        std::to_string(stage_start[s]) + " to " + std::to_string(stage_end - 1) + ")");
     per_stage[s].push_back({r.begin - stage_start[s], r.end - stage_start[s]});
+    nested[s].push_back(r.nested);
   }
-  for (std::size_t s = 0; s < model.stages.size(); ++s) model.stages[s]->set_recompute_runs(per_stage[s]);
+  for (std::size_t s = 0; s < model.stages.size(); ++s) model.stages[s]->set_recompute_runs(per_stage[s], nested[s]);
   model.set_recompute_stem(stem);
 }
 
@@ -260,8 +262,10 @@ std::string describe_runs(const std::vector<memory::RecomputeUnit>& units, const
   std::string out;
   for (const memory::RecomputeRun& r : runs) {
     if (!out.empty()) out += ", ";
+    if (r.nested) out += "[";
     out += units.at(r.begin).name;
     if (r.end - r.begin > 1) out += "-" + units.at(r.end - 1).name;
+    if (r.nested) out += "]";
   }
   return out;
 }

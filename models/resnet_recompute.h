@@ -52,7 +52,7 @@ void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& run
 nlohmann::json units_json(const std::vector<memory::RecomputeUnit>& units);
 std::vector<memory::RecomputeUnit> units_from_json(const nlohmann::json& j);
 
-// "layer1.0-layer1.2, layer3.1" for the report.
+// "layer1.0-layer1.2, layer3.1" for the report; a nested run in brackets: "[layer1.0-layer1.2]".
 std::string describe_runs(const std::vector<memory::RecomputeUnit>& units, const std::vector<memory::RecomputeRun>& runs);
 
 }  // namespace sublet::models

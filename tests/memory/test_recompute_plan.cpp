@@ -32,16 +32,19 @@ std::vector<RecomputeUnit> random_units(std::mt19937_64& rng, std::size_t count)
   return units;
 }
 
-// Every set of disjoint runs within groups.
+// Every set of disjoint runs within groups, nested or not.
 void for_each_choice(const std::vector<RecomputeUnit>& units, const std::function<void(const std::vector<RecomputeRun>&)>& f) {
   std::vector<RecomputeRun> runs;
   std::function<void(std::size_t)> from = [&](std::size_t i) {
     if (i == units.size()) return f(runs);
     from(i + 1);  // unit i not checkpointed
     for (std::size_t end = i + 1; end <= units.size() && units[end - 1].group == units[i].group; ++end) {
-      runs.push_back({i, end});
-      from(end);
-      runs.pop_back();
+      for (const bool nested : {false, true}) {
+        if (nested && end - i < 2) continue;
+        runs.push_back({i, end, nested});
+        from(end);
+        runs.pop_back();
+      }
     }
   };
   from(0);
@@ -50,7 +53,7 @@ void for_each_choice(const std::vector<RecomputeUnit>& units, const std::functio
 double ms_of(const std::vector<RecomputeUnit>& units, const std::vector<RecomputeRun>& runs) {
   double ms = 0;
   for (const auto& r : runs)
-    for (std::size_t i = r.begin; i < r.end; ++i) ms += units[i].forward_ms;
+    for (std::size_t i = r.begin; i < r.end; ++i) ms += (r.nested ? 2 : 1) * units[i].forward_ms;
   return ms;
 }
 
@@ -119,18 +122,27 @@ TEST(RecomputePlan, AKnownOptimumOnAHandMadeProfile) {
   EXPECT_EQ(c.predicted_peak, 174 * kMiB);
   EXPECT_EQ(c.runs.front().begin, 0u);
   EXPECT_EQ(c.runs.back().end, 2u);
-  // 170 MiB: [a] + [b] + [c], 169 MiB (the start of backward: 102 + 10 + 10 + 5 + 8 is lower;
-  // c's recomputation, 102 + 20 + 47); recomputing d as well would cost 0.5 ms for nothing.
+  // 170 MiB: [a] + [b] + [c] would do (169 MiB, 8 ms), but a nested [a-b] does it for 6 ms: it keeps
+  // b's output only and recomputes a and b on their own inside, moments 102 + 42 (a) and
+  // 102 + 10 + 42 (b); then c's backward 102 + 10 + 47, d's 102 + 50 + 12 = 164 MiB.
   c = choose_recompute(units, baseline, 170 * kMiB);
   ASSERT_TRUE(c.fits);
-  EXPECT_EQ(c.runs, (std::vector<RecomputeRun>{{0, 1}, {1, 2}, {2, 3}}));
-  EXPECT_DOUBLE_EQ(c.recompute_ms, 8);
-  EXPECT_EQ(c.predicted_peak, 169 * kMiB);
+  EXPECT_EQ(c.runs, (std::vector<RecomputeRun>{{0, 2, true}}));
+  EXPECT_DOUBLE_EQ(c.recompute_ms, 6);
+  EXPECT_EQ(c.predicted_peak, 164 * kMiB);
+  EXPECT_EQ(predicted_peak(units, baseline, {{0, 2, false}}), 174 * kMiB) << "not nested: b's moment 102 + 30 + 42";
+  // 160 MiB: c recomputed as well, 159 MiB (c's recomputation 102 + 10 + 47), 11 ms.
+  c = choose_recompute(units, baseline, 160 * kMiB);
+  ASSERT_TRUE(c.fits);
+  EXPECT_EQ(c.runs, (std::vector<RecomputeRun>{{0, 2, true}, {2, 3}}));
+  EXPECT_DOUBLE_EQ(c.recompute_ms, 11);
+  EXPECT_EQ(c.predicted_peak, 159 * kMiB);
   // 150 MiB: nothing fits; the smallest peak reachable is that one.
   c = choose_recompute(units, baseline, 150 * kMiB);
   EXPECT_FALSE(c.fits);
-  EXPECT_EQ(c.predicted_peak, 169 * kMiB);
-  EXPECT_DOUBLE_EQ(c.recompute_ms, 8);
+  EXPECT_EQ(c.predicted_peak, 159 * kMiB);
+  EXPECT_DOUBLE_EQ(c.recompute_ms, 11);
+  EXPECT_THROW(predicted_peak(units, baseline, {{2, 3, true}}), ValueError) << "nested needs two units";
   // Recomputing can raise the peak: [d] alone is recomputed when a, b and c are all kept.
   EXPECT_EQ(predicted_peak(units, baseline, {{3, 4}}), 214 * kMiB);
   // Overlapping or group-crossing runs are not a choice.

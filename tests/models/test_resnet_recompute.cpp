@@ -53,16 +53,21 @@ TEST(ResNetRecompute, RecomputedRunsGiveThePlainGradientsBitForBit) {
   auto recomputed = resnet20();
   const auto names = recomputed->named_parameters();
   // The stem (unit 0) and runs of one, two and three blocks in every stage (resnet20: 3 stages of
-  // 3 blocks, units 1-9).
-  apply_recompute(*recomputed, {{0, 1}, {1, 2}, {2, 4}, {4, 7}, {8, 9}});
+  // 3 blocks, units 1-9), the three-block one nested (each block recomputed again inside).
+  apply_recompute(*recomputed, {{0, 1}, {1, 2}, {2, 4}, {4, 7, true}, {8, 9}});
   EXPECT_TRUE(recomputed->recompute_stem());
   EXPECT_EQ(recomputed->stages[0]->recompute_runs(), (std::vector<nn::Sequential::Run>{{0, 1}, {1, 3}}));
   EXPECT_EQ(recomputed->stages[1]->recompute_runs(), (std::vector<nn::Sequential::Run>{{0, 3}}));
+  EXPECT_EQ(recomputed->stages[1]->recompute_nested(), (std::vector<bool>{true}));
   EXPECT_EQ(recomputed->stages[2]->recompute_runs(), (std::vector<nn::Sequential::Run>{{1, 2}}));
+  EXPECT_EQ(recomputed->stages[0]->recompute_nested(), (std::vector<bool>{false, false}));
   const auto expected = gradients(*plain, b);
   const auto got = gradients(*recomputed, b);
   ASSERT_EQ(got.size(), expected.size());
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], expected[i]) << "parameter " << i;
+  EXPECT_EQ(describe_runs(measure_blocks(*recomputed, b.images, b.labels, 0).units,
+                          {{0, 1}, {1, 2}, {2, 4}, {4, 7, true}, {8, 9}}),
+            "stem, layer1.0, layer1.1-layer1.2, [layer2.0-layer2.2], layer3.1");
   EXPECT_EQ(values(recomputed->buffers()), values(plain->buffers())) << "running statistics updated once";
   const auto names_after = recomputed->named_parameters();
   ASSERT_EQ(names_after.size(), names.size());
@@ -74,6 +79,7 @@ TEST(ResNetRecompute, RunsAcrossStagesOrOutOfOrderAreRefused) {
   EXPECT_THROW(apply_recompute(*model, {{3, 5}}), ValueError);  // crosses stages 1 and 2
   EXPECT_THROW(apply_recompute(*model, {{0, 2}}), ValueError);  // the stem and a block
   EXPECT_THROW(apply_recompute(*model, {{2, 2}}), ValueError);
+  EXPECT_THROW(apply_recompute(*model, {{2, 3, true}}), ValueError);  // nested needs two blocks
   EXPECT_THROW(model->stages[0]->set_recompute_runs({{1, 2}, {0, 1}}), ValueError);
   EXPECT_THROW(model->stages[0]->set_recompute_runs({{0, 4}}), ValueError);
 }
