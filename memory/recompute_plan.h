@@ -22,8 +22,8 @@
 // reach far lower peaks than "every saving counted as live at once" would admit.
 // Cost: the forward time of every unit in a run, once more per step (twice for a nested run).
 //
-// The choice is exact for that model up to a granularity (prefix bytes are rounded up to
-// multiples of about budget / 2048, so a reported fit holds): a dynamic programme over the units
+// The choice is exact for that model up to a granularity (kept bytes are rounded up to multiples
+// of about baseline_peak / 2048, so a reported fit holds): a dynamic programme over the units
 // whose state is sum(kept) so far finds the cheapest set of runs all of whose moments fit. Runs
 // never cross groups (a group is one nn::Sequential). With no fit, a bisection over the budget
 // finds the smallest peak reachable.
@@ -67,14 +67,15 @@ struct RecomputeChoice {
                                     // choice with the smallest predicted peak
 };
 
+// What a run frees between forward and backward: its units' retained bytes less its output.
 std::size_t run_savings(const std::vector<RecomputeUnit>& units, const RecomputeRun& run);
 // The model above (fixed_bytes: `fixed`, when measured); ValueError for runs that overlap, are
 // out of order or cross a group.
 std::size_t predicted_peak(const std::vector<RecomputeUnit>& units, std::size_t baseline_peak,
                            const std::vector<RecomputeRun>& runs, std::optional<std::size_t> fixed_bytes = std::nullopt);
 
-// The cheapest choice that fits `budget` (fewest extra milliseconds; the lower peak on ties), or
-// the choice of the smallest peak with fits = false.
+// The cheapest choice that fits `budget` (fewest extra milliseconds; on ties, the least kept at
+// the start of backward), or the cheapest choice of the smallest peak reachable, fits = false.
 RecomputeChoice choose_recompute(const std::vector<RecomputeUnit>& units, std::size_t baseline_peak, std::size_t budget,
                                  std::optional<std::size_t> fixed_bytes = std::nullopt);
 
