@@ -6,134 +6,114 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <set>
 
 #include "core/errors.h"
 
 namespace sublet::memory {
 namespace {
 
-// Buckets of the savings dimension: enough that rounding loses at most 1/2048 of the need.
-constexpr std::size_t kSavingsBuckets = 2048;
+constexpr std::size_t kPrefixBuckets = 2048;  // granularity of the programme's state
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-struct Candidate {
-  RecomputeRun run;
-  std::size_t savings = 0;
-  double ms = 0;
-};
-
-std::vector<Candidate> candidate_runs(const std::vector<RecomputeUnit>& units) {
-  std::vector<Candidate> out;
-  for (std::size_t begin = 0; begin < units.size(); ++begin) {
-    double ms = 0;
-    for (std::size_t end = begin + 1; end <= units.size() && units[end - 1].group == units[begin].group; ++end) {
-      ms += units[end - 1].forward_ms;
-      const RecomputeRun run{begin, end};
-      const std::size_t savings = run_savings(units, run);
-      if (savings > 0) out.push_back({run, savings, ms});
-    }
-  }
-  return out;
+std::size_t sum_retained(const std::vector<RecomputeUnit>& units) {
+  std::size_t total = 0;
+  for (const RecomputeUnit& u : units) total += u.retained_bytes;
+  return total;
 }
 
-// Among runs with savings <= cap: the cheapest set whose savings reach `need` (rounded down to
-// `granule`), or, with need = 0 and maximize_savings, the set of the largest savings. Returns
-// the runs, or nothing when no set reaches `need`.
-struct Selection {
-  bool found = false;
-  std::vector<RecomputeRun> runs;
-};
+std::size_t fixed_bytes(const std::vector<RecomputeUnit>& units, std::size_t baseline_peak,
+                        std::optional<std::size_t> fixed) {
+  if (fixed) return *fixed;
+  const std::size_t retained = sum_retained(units);
+  return baseline_peak > retained ? baseline_peak - retained : 0;
+}
 
-Selection cheapest_cover(std::size_t unit_count, const std::vector<Candidate>& candidates, std::size_t cap,
-                         std::size_t need) {
-  const std::size_t granule = std::bit_ceil(std::max<std::size_t>(1, (need + kSavingsBuckets - 1) / kSavingsBuckets));
-  const std::size_t target = (need + granule - 1) / granule;  // buckets that must be covered
-  // best[i][s]: least ms over units [0, i) with min(target, savings buckets) == s.
-  std::vector<std::vector<double>> best(unit_count + 1, std::vector<double>(target + 1, kInfinity));
-  struct Step { std::size_t from_s; int candidate; };  // candidate -1: unit i-1 not checkpointed
-  std::vector<std::vector<Step>> how(unit_count + 1, std::vector<Step>(target + 1, {0, -2}));
-  std::vector<std::vector<int>> ending_at(unit_count + 1);
-  for (std::size_t c = 0; c < candidates.size(); ++c)
-    if (candidates[c].savings <= cap) ending_at[candidates[c].run.end].push_back(static_cast<int>(c));
+// The highest moment of recomputing run [begin, end) over what is kept before it:
+// max over k of sum(retained(j), begin <= j < k) + backward(k), or with outputs for retained
+// when the run is nested.
+std::size_t run_moment(const std::vector<RecomputeUnit>& units, std::size_t begin, std::size_t end, bool nested) {
+  std::size_t before = 0, highest = 0;
+  for (std::size_t k = begin; k < end; ++k) {
+    highest = std::max(highest, before + unit_backward_bytes(units[k]));
+    before += nested ? units[k].output_bytes : units[k].retained_bytes;
+  }
+  return highest;
+}
+
+double units_ms(const std::vector<RecomputeUnit>& units, std::size_t begin, std::size_t end) {
+  double ms = 0;
+  for (std::size_t i = begin; i < end; ++i) ms += units[i].forward_ms;
+  return ms;
+}
+
+double runs_ms(const std::vector<RecomputeUnit>& units, const std::vector<RecomputeRun>& runs) {
+  double ms = 0;
+  for (const RecomputeRun& r : runs) ms += (r.nested ? 2 : 1) * units_ms(units, r.begin, r.end);
+  return ms;
+}
+
+std::size_t round_up(std::size_t bytes, std::size_t granule) { return (bytes + granule - 1) / granule; }
+
+// The cheapest non-empty set of runs whose every moment fits `budget` under the model, with
+// prefixes counted in granules rounded up (so what it accepts fits exactly too); nothing when no
+// choice fits. best[i][p][r]: least ms over units [0, i) keeping p granules, with r = 1 once a
+// run was chosen (no runs at all is the baseline, measured, not modelled).
+std::optional<std::vector<RecomputeRun>> cheapest_fit(const std::vector<RecomputeUnit>& units, std::size_t fixed,
+                                                      std::size_t budget, std::size_t granule) {
+  if (budget < fixed) return std::nullopt;
+  const std::size_t room = budget - fixed;  // for what the units hold
+  const std::size_t states = room / granule + 1;
+  const std::size_t n = units.size();
+  struct Step { std::size_t from; std::size_t run_begin; bool run; bool nested; };
+  std::vector<std::vector<double>> best(n + 1, std::vector<double>(2 * states, kInfinity));
+  std::vector<std::vector<Step>> how(n + 1, std::vector<Step>(2 * states, {0, 0, false, false}));
   best[0][0] = 0;
-  for (std::size_t i = 1; i <= unit_count; ++i) {
-    for (std::size_t s = 0; s <= target; ++s) {
-      if (best[i - 1][s] < best[i][s]) {
-        best[i][s] = best[i - 1][s];
-        how[i][s] = {s, -1};
-      }
-    }
-    for (int c : ending_at[i]) {
-      const Candidate& k = candidates[static_cast<std::size_t>(c)];
-      const std::size_t gain = k.savings / granule;
-      for (std::size_t s = 0; s <= target; ++s) {
-        const double from = best[k.run.begin][s];
-        if (from == kInfinity) continue;
-        const std::size_t to = std::min(target, s + gain);
-        if (from + k.ms < best[i][to]) {
-          best[i][to] = from + k.ms;
-          how[i][to] = {s, c};
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t state = 0; state < 2 * states; ++state) {
+      const double cost = best[i][state];
+      if (cost == kInfinity) continue;
+      const std::size_t p = state / 2, ran = state % 2;
+      const std::size_t kept = p * granule;  // >= the true bytes kept before unit i
+      auto relax = [&](std::size_t to_i, std::size_t to_p, std::size_t to_ran, double to_cost, Step step) {
+        if (to_p >= states) return;  // the start of backward would not fit
+        const std::size_t to = 2 * to_p + to_ran;
+        if (to_cost < best[to_i][to]) {
+          best[to_i][to] = to_cost;
+          how[to_i][to] = step;
+        }
+      };
+      if (kept + unit_backward_bytes(units[i]) <= room)  // unit i as it is
+        relax(i + 1, p + round_up(units[i].retained_bytes, granule), ran, cost, {state, i, false, false});
+      for (const bool nested : {false, true}) {
+        for (std::size_t end = i + 1; end <= n && units[end - 1].group == units[i].group; ++end) {  // run [i, end)
+          if (kept + run_moment(units, i, end, nested) > room) break;  // longer runs only hold more
+          if (nested && end - i < 2) continue;
+          relax(end, p + round_up(units[end - 1].output_bytes, granule), 1,
+                cost + (nested ? 2 : 1) * units_ms(units, i, end), {state, i, true, nested});
         }
       }
     }
   }
-  Selection result;
-  if (best[unit_count][target] == kInfinity) return result;
-  result.found = true;
-  for (std::size_t i = unit_count, s = target; i > 0;) {
-    const Step step = how[i][s];
-    if (step.candidate == -1) {
-      --i;
-    } else {
-      const Candidate& k = candidates[static_cast<std::size_t>(step.candidate)];
-      result.runs.push_back(k.run);
-      i = k.run.begin;
-    }
-    s = step.from_s;
-  }
-  std::reverse(result.runs.begin(), result.runs.end());
-  return result;
-}
-
-// The set of runs with savings <= cap whose total savings are largest (no overlaps): a weighted
-// interval schedule over the blocks.
-std::vector<RecomputeRun> largest_savings(std::size_t unit_count, const std::vector<Candidate>& candidates,
-                                          std::size_t cap) {
-  std::vector<std::size_t> best(unit_count + 1, 0);
-  std::vector<int> how(unit_count + 1, -1);
-  for (std::size_t i = 1; i <= unit_count; ++i) {
-    best[i] = best[i - 1];
-    for (std::size_t c = 0; c < candidates.size(); ++c) {
-      const Candidate& k = candidates[c];
-      if (k.run.end != i || k.savings > cap) continue;
-      if (best[k.run.begin] + k.savings > best[i]) {
-        best[i] = best[k.run.begin] + k.savings;
-        how[i] = static_cast<int>(c);
-      }
-    }
-  }
+  std::size_t best_state = 2 * states;
+  for (std::size_t state = 1; state < 2 * states; state += 2)
+    if (best[n][state] < kInfinity && (best_state == 2 * states || best[n][state] < best[n][best_state])) best_state = state;
+  if (best_state == 2 * states) return std::nullopt;
   std::vector<RecomputeRun> runs;
-  for (std::size_t i = unit_count; i > 0;) {
-    if (best[i] == best[i - 1] || how[i] < 0) {
-      --i;
-      continue;
-    }
-    runs.push_back(candidates[static_cast<std::size_t>(how[i])].run);
-    i = runs.back().begin;
+  for (std::size_t i = n, state = best_state; i > 0;) {
+    const Step step = how[i][state];
+    if (step.run) runs.push_back({step.run_begin, i, step.nested});
+    i = step.run ? step.run_begin : i - 1;
+    state = step.from;
   }
   std::reverse(runs.begin(), runs.end());
   return runs;
 }
 
-double runs_ms(const std::vector<RecomputeUnit>& units, const std::vector<RecomputeRun>& runs) {
-  double ms = 0;
-  for (const RecomputeRun& r : runs)
-    for (std::size_t i = r.begin; i < r.end; ++i) ms += units[i].forward_ms;
-  return ms;
-}
-
 }  // namespace
+
+std::size_t unit_backward_bytes(const RecomputeUnit& unit) {
+  return unit.backward_bytes > 0 ? unit.backward_bytes : unit.retained_bytes + 2 * unit.output_bytes;
+}
 
 std::size_t run_savings(const std::vector<RecomputeUnit>& units, const RecomputeRun& run) {
   std::size_t retained = 0;
@@ -143,51 +123,67 @@ std::size_t run_savings(const std::vector<RecomputeUnit>& units, const Recompute
 }
 
 std::size_t predicted_peak(const std::vector<RecomputeUnit>& units, std::size_t baseline_peak,
-                           const std::vector<RecomputeRun>& runs) {
-  std::size_t total = 0, largest = 0;
+                           const std::vector<RecomputeRun>& runs, std::optional<std::size_t> fixed_part) {
+  if (runs.empty()) return baseline_peak;
+  const std::size_t fixed = fixed_bytes(units, baseline_peak, fixed_part);
+  std::size_t kept = 0, peak = 0, i = 0;
   for (const RecomputeRun& r : runs) {
-    const std::size_t s = run_savings(units, r);
-    total += s;
-    largest = std::max(largest, s);
+    if (r.begin < i || r.begin >= r.end || r.end > units.size() || units[r.begin].group != units[r.end - 1].group ||
+        (r.nested && r.end - r.begin < 2))
+      throw ValueError("predicted_peak: run [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                       ") overlaps the one before, is empty, leaves the " + std::to_string(units.size()) +
+                       " units or its group, or is nested with fewer than two units");
+    for (; i < r.begin; ++i) {
+      peak = std::max(peak, fixed + kept + unit_backward_bytes(units[i]));
+      kept += units[i].retained_bytes;
+    }
+    peak = std::max(peak, fixed + kept + run_moment(units, r.begin, r.end, r.nested));
+    kept += units[r.end - 1].output_bytes;
+    i = r.end;
   }
-  return baseline_peak - std::min(baseline_peak, total) + largest;
+  for (; i < units.size(); ++i) {
+    peak = std::max(peak, fixed + kept + unit_backward_bytes(units[i]));
+    kept += units[i].retained_bytes;
+  }
+  return std::max(peak, fixed + kept);
 }
 
-RecomputeChoice choose_recompute(const std::vector<RecomputeUnit>& units, std::size_t baseline_peak, std::size_t budget) {
+RecomputeChoice choose_recompute(const std::vector<RecomputeUnit>& units, std::size_t baseline_peak, std::size_t budget,
+                                 std::optional<std::size_t> fixed_part) {
   for (std::size_t i = 1; i < units.size(); ++i)
     if (units[i].group < units[i - 1].group)
       throw ValueError("choose_recompute: the units of a group must be adjacent (unit " + units[i].name + ")");
   auto finish = [&](std::vector<RecomputeRun> runs) {
     RecomputeChoice c;
-    c.predicted_peak = predicted_peak(units, baseline_peak, runs);
+    c.predicted_peak = predicted_peak(units, baseline_peak, runs, fixed_part);
     c.recompute_ms = runs_ms(units, runs);
     c.fits = c.predicted_peak <= budget;
     c.runs = std::move(runs);
     return c;
   };
   if (baseline_peak <= budget) return finish({});
-  const std::vector<Candidate> candidates = candidate_runs(units);
-  std::set<std::size_t> caps;
-  for (const Candidate& k : candidates) caps.insert(k.savings);
-
-  std::optional<RecomputeChoice> best;
-  for (std::size_t cap : caps) {
-    if (baseline_peak + cap <= budget) continue;  // would need nothing: covered by the no-run case above
-    const Selection s = cheapest_cover(units.size(), candidates, cap, baseline_peak + cap - budget);
-    if (!s.found) continue;
-    RecomputeChoice c = finish(s.runs);
-    if (!c.fits) continue;  // cannot happen by construction; kept as a guard on the rounding
-    if (!best || c.recompute_ms < best->recompute_ms ||
-        (c.recompute_ms == best->recompute_ms && c.predicted_peak < best->predicted_peak))
-      best = std::move(c);
+  const std::size_t fixed = fixed_bytes(units, baseline_peak, fixed_part);
+  // One granule for every budget tried, so that a larger budget never fits less.
+  const std::size_t granule = std::bit_ceil(std::max<std::size_t>(1, (baseline_peak + kPrefixBuckets - 1) / kPrefixBuckets));
+  if (auto runs = cheapest_fit(units, fixed, budget, granule)) {
+    RecomputeChoice c = finish(std::move(*runs));
+    if (c.fits) return c;
   }
-  if (best) return *best;
-  // Nothing fits: the smallest peak reachable.
-  RecomputeChoice smallest = finish({});
-  for (std::size_t cap : caps) {
-    RecomputeChoice c = finish(largest_savings(units.size(), candidates, cap));
-    if (c.predicted_peak < smallest.predicted_peak) smallest = std::move(c);
+  // Nothing fits: the smallest budget that some runs fit, by bisection over [fixed, baseline].
+  std::size_t low = fixed, high = baseline_peak;
+  std::optional<std::vector<RecomputeRun>> at_high;
+  while (low < high) {
+    const std::size_t middle = low + (high - low) / 2;
+    auto runs = cheapest_fit(units, fixed, middle, granule);
+    if (runs) {
+      high = middle;
+      at_high = std::move(runs);
+    } else {
+      low = middle + 1;
+    }
   }
+  RecomputeChoice smallest = finish(at_high ? std::move(*at_high) : std::vector<RecomputeRun>{});
+  smallest.fits = smallest.predicted_peak <= budget;
   return smallest;
 }
 

@@ -1,6 +1,7 @@
 #include "models/resnet_recompute.h"
 
 #include <chrono>
+#include <functional>
 #include <optional>
 
 #include <fmt/format.h>
@@ -8,8 +9,10 @@
 #include "core/errors.h"
 #include "core/format_bytes.h"
 #include "memory/registry.h"
+#include "runtime/autograd/function.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
+#include "runtime/nn/checkpoint.h"
 #include "runtime/nn/functional.h"
 #include "runtime/shape.h"
 
@@ -56,6 +59,60 @@ std::size_t forward_backward_peak(ResNet& model, const Tensor& images, const Ten
   return peak;
 }
 
+std::size_t gradient_bytes(const std::vector<Tensor>& parameters) {
+  std::size_t bytes = 0;
+  for (const Tensor& p : parameters) bytes += static_cast<std::size_t>(p.nbytes());
+  return bytes;
+}
+
+// Unit k on its own, recomputed as a run of one (nn::checkpoint: the forward without saving, then
+// the gradient of its output, the recomputation and its backward): the most bytes live above what
+// was allocated before, its input excluded (the unit before keeps it). Twice, the first pass
+// unmeasured (cuDNN's choices for new pointer alignments: see measure_step_peak). Each unit's
+// input comes from the one before, under no grad.
+std::vector<std::size_t> measure_unit_backward_bytes(ResNet& model, const Tensor& images) {
+  const Device device = images.device();
+  std::vector<std::size_t> bytes;
+  for (int pass = 0; pass < 2; ++pass) {
+    bytes.clear();
+    Tensor x = images;
+    std::size_t unit = 0;
+    auto measure = [&](const std::function<Tensor(const Tensor&)>& checkpointed, const Tensor& input) {
+      synchronize(device);
+      const std::size_t before = memory_allocated(device);
+      reset_peak_memory_stats(device);
+      {
+        Tensor y = checkpointed(input);
+        autograd::TensorList roots, grads;
+        grads.push_back(ones(y.sizes(), y.options()));
+        roots.push_back(std::move(y));
+        autograd::backward_releasing(std::move(roots), std::move(grads));
+      }
+      synchronize(device);
+      bytes.push_back(max_memory_allocated(device) - before);
+      drop_gradients(model);
+      ++unit;
+    };
+    model.set_recompute_stem(true);
+    measure([&](const Tensor& in) { return model.forward_stem(in); }, images);
+    model.set_recompute_stem(false);
+    {
+      NoGradGuard no_grad;
+      x = model.forward_stem(images);
+    }
+    for (const auto& stage : model.stages) {
+      for (std::size_t b = 0; b < stage->size(); ++b) {
+        const std::shared_ptr<nn::Module>& block = (*stage)[b];
+        const Tensor input = x.detach().requires_grad_(true);
+        measure([&](const Tensor& in) { return nn::checkpoint(block, in); }, input);
+        NoGradGuard no_grad;
+        x = (*block)(x);
+      }
+    }
+  }
+  return bytes;
+}
+
 }  // namespace
 
 BlockMeasurement measure_blocks(ResNet& model, const Tensor& images, const Tensor& labels,
@@ -74,6 +131,7 @@ BlockMeasurement measure_blocks(ResNet& model, const Tensor& images, const Tenso
   BlockMeasurement m;
   synchronize(device);
   reset_peak_memory_stats(device);
+  const std::size_t before_forward = memory_allocated(device);  // parameters, buffers, the batch
   {
     const auto forward_start = Clock::now();
     synchronize(device);
@@ -109,6 +167,21 @@ BlockMeasurement measure_blocks(ResNet& model, const Tensor& images, const Tenso
   synchronize(device);
   m.baseline_peak = max_memory_allocated(device) + optimizer_state_bytes;
   drop_gradients(model);
+
+  // Each unit's backward, plus the gradients of the parameters after it (the head's included):
+  // by the time a unit's backward runs in the step, those exist.
+  m.fixed_bytes = before_forward + optimizer_state_bytes;
+  const std::vector<std::size_t> backward = measure_unit_backward_bytes(model, images);
+  std::vector<std::size_t> unit_gradients{gradient_bytes(model.conv1->parameters()) + gradient_bytes(model.bn1->parameters())};
+  for (const auto& stage : model.stages)
+    for (std::size_t b = 0; b < stage->size(); ++b) unit_gradients.push_back(gradient_bytes((*stage)[b]->parameters()));
+  std::size_t later = gradient_bytes(model.fc->parameters());
+  m.parameter_gradient_bytes.assign(m.units.size(), 0);
+  for (std::size_t k = m.units.size(); k-- > 0;) {
+    m.units[k].backward_bytes = backward.at(k) + later;
+    later += unit_gradients.at(k);
+    m.parameter_gradient_bytes[k] = later;  // its own (allocated in its measured backward) and those after it
+  }
   return m;
 }
 
@@ -124,6 +197,7 @@ std::size_t measure_step_peak(ResNet& model, const Tensor& images, const Tensor&
 
 void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& runs) {
   std::vector<std::vector<nn::Sequential::Run>> per_stage(model.stages.size());
+  std::vector<std::vector<bool>> nested(model.stages.size());
   std::vector<std::size_t> stage_start;  // index of each stage's first unit (unit 0 is the stem)
   std::size_t units = 1;
   bool stem = false;
@@ -132,7 +206,7 @@ void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& run
     units += stage->size();
   }
   for (const memory::RecomputeRun& r : runs) {
-    if (r.begin == 0 && r.end == 1) {
+    if (r.begin == 0 && r.end == 1 && !r.nested) {
       stem = true;
       continue;
     }
@@ -146,8 +220,9 @@ void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& run
                        ") crosses a stage or is empty (stage " + std::to_string(s + 1) + " holds blocks " +
                        std::to_string(stage_start[s]) + " to " + std::to_string(stage_end - 1) + ")");
     per_stage[s].push_back({r.begin - stage_start[s], r.end - stage_start[s]});
+    nested[s].push_back(r.nested);
   }
-  for (std::size_t s = 0; s < model.stages.size(); ++s) model.stages[s]->set_recompute_runs(per_stage[s]);
+  for (std::size_t s = 0; s < model.stages.size(); ++s) model.stages[s]->set_recompute_runs(per_stage[s], nested[s]);
   model.set_recompute_stem(stem);
 }
 
@@ -155,7 +230,7 @@ nlohmann::json units_json(const std::vector<memory::RecomputeUnit>& units) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& u : units)
     out.push_back({{"name", u.name}, {"group", u.group}, {"retained_bytes", u.retained_bytes},
-                   {"output_bytes", u.output_bytes}, {"forward_ms", u.forward_ms}});
+                   {"output_bytes", u.output_bytes}, {"forward_ms", u.forward_ms}, {"backward_bytes", u.backward_bytes}});
   return out;
 }
 
@@ -169,12 +244,14 @@ std::vector<memory::RecomputeUnit> units_from_json(const nlohmann::json& j) {
                               .group = e.at("group").get<int>(),
                               .retained_bytes = e.at("retained_bytes").get<std::size_t>(),
                               .output_bytes = e.at("output_bytes").get<std::size_t>(),
-                              .forward_ms = e.at("forward_ms").get<double>()};
+                              .forward_ms = e.at("forward_ms").get<double>(),
+                              // absent in files written before it was measured: estimated
+                              .backward_bytes = e.value("backward_bytes", std::size_t{0})};
       if (!(u.forward_ms >= 0) || (!units.empty() && u.group < units.back().group)) throw ValueError("");
       units.push_back(std::move(u));
     } catch (const std::exception&) {
       throw ValueError("recompute units: entry " + std::to_string(i) + " must have name, group (non-decreasing), "
-                       "retained_bytes, output_bytes and forward_ms >= 0; got " + e.dump());
+                       "retained_bytes, output_bytes, forward_ms >= 0 and optionally backward_bytes; got " + e.dump());
     }
   }
   return units;
@@ -185,8 +262,10 @@ std::string describe_runs(const std::vector<memory::RecomputeUnit>& units, const
   std::string out;
   for (const memory::RecomputeRun& r : runs) {
     if (!out.empty()) out += ", ";
+    if (r.nested) out += "[";
     out += units.at(r.begin).name;
     if (r.end - r.begin > 1) out += "-" + units.at(r.end - 1).name;
+    if (r.nested) out += "]";
   }
   return out;
 }
@@ -236,10 +315,13 @@ BlockMeasurement measure_blocks_that_fit(ResNet& model, const Tensor& images, co
       *divided_by = divisor;
       if (divisor == 1) return m;
       const auto scale = [&](std::size_t bytes) { return bytes * static_cast<std::size_t>(divisor); };
-      for (memory::RecomputeUnit& u : m.units) {
+      for (std::size_t k = 0; k < m.units.size(); ++k) {
+        memory::RecomputeUnit& u = m.units[k];
         u.retained_bytes = scale(u.retained_bytes);
         u.output_bytes = scale(u.output_bytes);
         u.forward_ms *= static_cast<double>(divisor);
+        const std::size_t gradients = std::min(u.backward_bytes, m.parameter_gradient_bytes.at(k));  // not per image
+        u.backward_bytes = scale(u.backward_bytes - gradients) + gradients;
       }
       m.forward_ms *= static_cast<double>(divisor);
       m.baseline_peak = fixed + scale(m.baseline_peak > fixed ? m.baseline_peak - fixed : 0);
@@ -264,13 +346,14 @@ RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& bud
   r.baseline_peak = m.baseline_peak;
   r.forward_ms = m.forward_ms;
   r.units = m.units;
+  r.fixed_bytes = m.fixed_bytes;
   // The peak model leaves out what backward adds while a run is recomputed (gradients of the
   // activations and of the parameters so far): a measured excess lowers the target it chooses for.
   std::size_t target = r.budget_bytes;
   std::optional<RecomputeReport> best;  // the lowest measured peak so far
   memory::RecomputeChoice last;
   for (int attempt = 0; attempt < 4; ++attempt) {
-    last = memory::choose_recompute(m.units, m.baseline_peak, target);
+    last = memory::choose_recompute(m.units, m.baseline_peak, target, m.fixed_bytes);
     if (!last.fits) break;
     apply_recompute(model, last.runs);
     r.runs = last.runs;

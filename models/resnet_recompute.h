@@ -9,8 +9,10 @@
 // The measurement runs forward and backward on the given batch twice (the first pass chooses
 // cuDNN algorithms, the second is measured, block by block with a device synchronisation around
 // each for its time), never the optimizer: the parameters are untouched, the batch-norm running
-// statistics are put back, and the gradients are dropped. The optimizer state that the first
-// real step will create (optimizer_state_bytes) is added to the measured peak. The device's peak
+// statistics are put back, and the gradients are dropped. Then each unit is run on its own,
+// recomputed (forward, gradient of its output, recomputation, backward), for its backward_bytes.
+// The optimizer state that the first real step will create (optimizer_state_bytes) is added to
+// the measured peak. The device's peak
 // statistics are reset by the measurement (it reads them), and its cache is emptied after it.
 #include <cstddef>
 #include <string>
@@ -25,6 +27,10 @@ namespace sublet::models {
 
 struct BlockMeasurement {
   std::vector<memory::RecomputeUnit> units;  // one per block, in forward order ("layer1.0", ...)
+  // Of each unit's backward_bytes, the gradients of its parameters and of those after it: not per
+  // image (what measure_blocks_that_fit does not scale with the batch).
+  std::vector<std::size_t> parameter_gradient_bytes;
+  std::size_t fixed_bytes = 0;               // allocated before the forward, + optimizer state to come
   std::size_t baseline_peak = 0;             // the step's peak allocated bytes, nothing recomputed
   double forward_ms = 0;                     // the whole forward of the measured pass
 };
@@ -40,12 +46,13 @@ std::size_t measure_step_peak(ResNet& model, const Tensor& images, const Tensor&
 // Sets every stage's recompute runs from runs over measure_blocks' units (none: recompute nothing).
 void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& runs);
 
-// The measured blocks as JSON ([{"name", "group", "retained_bytes", "output_bytes", "forward_ms"}]),
+// The measured blocks as JSON ([{"name", "group", "retained_bytes", "output_bytes", "forward_ms",
+// "backward_bytes"}]; backward_bytes may be absent when read),
 // which `sublet plan --recompute` reads back (units_from_json: ValueError naming a bad entry).
 nlohmann::json units_json(const std::vector<memory::RecomputeUnit>& units);
 std::vector<memory::RecomputeUnit> units_from_json(const nlohmann::json& j);
 
-// "layer1.0-layer1.2, layer3.1" for the report.
+// "layer1.0-layer1.2, layer3.1" for the report; a nested run in brackets: "[layer1.0-layer1.2]".
 std::string describe_runs(const std::vector<memory::RecomputeUnit>& units, const std::vector<memory::RecomputeRun>& runs);
 
 }  // namespace sublet::models
@@ -61,6 +68,7 @@ namespace sublet::models {
 struct RecomputeReport {
   std::size_t budget_bytes = 0;
   std::size_t baseline_peak = 0;    // measured, nothing recomputed (+ optimizer state to come)
+  std::size_t fixed_bytes = 0;      // parameters, batch, optimizer state: the peak model's fixed part
   std::size_t predicted_peak = 0;   // by the model, for the choice
   std::size_t measured_peak = 0;    // measured with the choice applied
   double recompute_ms = 0;          // forward time of the recomputed blocks

@@ -15,7 +15,9 @@ namespace sublet::autograd {
 
 class Engine {
  public:
-  static void run(const TensorList& roots, const TensorList& grads, bool retain_graph);
+  // Takes roots and grads by value and drops them once the walk is set up (the caller's own
+  // handles, if any, keep them alive as before).
+  static void run(TensorList roots, TensorList grads, bool retain_graph);
 
  private:
   static TensorList run_node(Node& node, TensorList grad_outputs, bool retain_graph);
@@ -103,7 +105,7 @@ TensorList Engine::run_node(Node& node, TensorList grad_outputs, bool retain_gra
   return grad_inputs;
 }
 
-void Engine::run(const TensorList& roots, const TensorList& grads, bool retain_graph) {
+void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
   NoGradGuard no_grad;
   // Everything backward allocates is a gradient (of an activation or a parameter); kernels'
   // scratch space keeps its own Workspace tag.
@@ -163,7 +165,13 @@ void Engine::run(const TensorList& roots, const TensorList& grads, bool retain_g
     slot = add_gradients(slot, grad);
     if (dependencies[edge.node.get()] == 0 && queued.insert(edge.node.get()).second) ready.push(edge.node.get());
   }
-  root_edges.clear();  // the roots' tensors stay with the caller; only the graph is needed now
+  // Only the graph is needed now: what the caller handed over goes. The root nodes are kept:
+  // with the roots gone they would have no other owner (the ready queue holds raw pointers).
+  std::vector<std::shared_ptr<Node>> root_nodes;
+  for (auto& [edge, grad] : root_edges) root_nodes.push_back(edge.node);
+  root_edges.clear();
+  roots.clear();
+  grads.clear();
 
   while (!ready.empty()) {
     Node* node = ready.top();
@@ -189,6 +197,10 @@ void Engine::run(const TensorList& roots, const TensorList& grads, bool retain_g
 
 void backward(const TensorList& roots, const TensorList& grads, bool retain_graph) {
   Engine::run(roots, grads, retain_graph);
+}
+
+void backward_releasing(TensorList&& roots, TensorList&& grads, bool retain_graph) {
+  Engine::run(std::move(roots), std::move(grads), retain_graph);
 }
 
 }  // namespace sublet::autograd

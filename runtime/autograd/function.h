@@ -65,6 +65,12 @@ TensorList hook_point(std::string name, const TensorList& tensors, std::function
 // Runs backward from several roots at once (Tensor::backward is the one-root form). grads[i]
 // may be undefined for a one-element root (ones).
 void backward(const TensorList& roots, const TensorList& grads = {}, bool retain_graph = false);
+// The same, taking the roots and their gradients over: the engine drops its references once the
+// graph has been walked from them, so a root's memory goes as soon as the nodes that saved it
+// have run and a gradient's once the first node has consumed it, instead of living as long as
+// the caller's handles (nn::checkpoint's recomputed output and incoming gradient: one
+// activation each, alive through the whole recomputed backward otherwise).
+void backward_releasing(TensorList&& roots, TensorList&& grads, bool retain_graph = false);
 
 // Called on this thread after backward has accumulated a gradient into a leaf's .grad (the
 // moment PyTorch's post-accumulate-grad hooks run), for every leaf at once: data parallel

@@ -14,7 +14,10 @@
 namespace sublet::autograd {
 
 using TensorList = std::vector<Tensor>;
-using BackwardFn = std::function<TensorList(const TensorList& grad_outputs)>;
+// grad_outputs is the node's own copy: a backward that hands a gradient on (nn::checkpoint's,
+// to a nested backward) may move it out, so that its memory goes when the receiver is done with
+// it rather than when this node returns. Closures taking `const TensorList&` fit as well.
+using BackwardFn = std::function<TensorList(TensorList& grad_outputs)>;
 
 class Node;
 

@@ -43,24 +43,44 @@ Tensor checkpoint(const std::shared_ptr<Module>& module, const Tensor& input) {
   autograd::record(
       "checkpoint(" + module->type_name() + ")", inputs, {output},
       [module, saved = autograd::save(input), at_forward = std::move(at_forward), input_needs_grad,
-       inputs_count](const autograd::TensorList& grads) {
+       inputs_count](autograd::TensorList& grads) {
         const GeneratorStates now = states_of(*module);
         std::vector<Tensor> buffers = module->buffers();
         std::vector<Tensor> kept;
         for (const Tensor& b : buffers) kept.push_back(b.clone());
-        Tensor x = saved.detach();
-        if (input_needs_grad) x.requires_grad_(true);
+        // The input's gradient is caught by an identity node, not accumulated into a leaf: the
+        // engine sums the contributions (the residual's, conv1's) in its buffer as it does for
+        // the plain module, where a leaf would copy the first one, which the node that produced
+        // it still holds (one activation more at the recomputed block's peak).
+        auto input_grad = std::make_shared<Tensor>();
         Tensor y;
         restore(at_forward);
         {
           GradModeGuard grad_on(true);  // backward closures run with grad mode off
+          Tensor x = saved.detach();
+          if (input_needs_grad) {
+            Tensor leaf = x;
+            leaf.requires_grad_(true);
+            x = leaf.detach();
+            autograd::record("checkpoint_input", {leaf}, {x}, [input_grad](const autograd::TensorList& g) {
+              *input_grad = g[0];
+              return autograd::TensorList{Tensor()};
+            });
+          }
           y = (*module)(x);
         }
         restore(now);
         for (std::size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(kept[i]);
-        y.backward(grads[0]);  // accumulates into the parameters' .grad, and x's
+        // The recomputed output and the incoming gradient are handed over, so each goes as soon
+        // as the recomputed graph is done with it, not when this closure returns (a braced list
+        // would keep copies until the call returns). Accumulates into the parameters' .grad.
+        autograd::TensorList roots, root_grads;
+        roots.push_back(std::move(y));
+        root_grads.push_back(std::move(grads[0]));
+        autograd::backward_releasing(std::move(roots), std::move(root_grads));
         autograd::TensorList out(inputs_count);
-        if (input_needs_grad) out[0] = x.grad();
+        if (input_needs_grad && input_grad->defined())
+          out[0] = input_grad->dtype() == saved.dtype() ? std::move(*input_grad) : input_grad->to(saved.dtype());
         return out;
       });
   return output;

@@ -87,8 +87,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
 // relu(batch_norm(input, ...) + residual), the tail of a ResNet block (residual may be undefined:
 // relu(batch_norm(input))). In training on a CUDA device it runs as one fused kernel each way
-// (ops/batch_norm_relu.h) where the channel sizes allow, and composes batch_norm, add and relu
-// otherwise; both give the same values and gradients within float rounding.
+// (ops/batch_norm_relu.h) where the channel sizes allow; otherwise batch norm's kernels, with the
+// add and the relu done in place on its output (the values and gradients of batch_norm, add and
+// relu bit for bit, one buffer instead of three in the forward). Both agree within float rounding.
 Tensor batch_norm_relu(const Tensor& input, const Tensor& residual, const Tensor& running_mean,
                        const Tensor& running_var, const Tensor& weight = {}, const Tensor& bias = {},
                        bool training = false, double momentum = 0.1, double eps = 1e-5);

@@ -1,9 +1,12 @@
 // batch_norm: training (batch statistics, running statistics updated in place) and eval
 // (running statistics as constants), each with one node over the backward kernels; and
-// batch_norm_relu, the same fused with a residual add and a ReLU where the fused kernels apply.
+// batch_norm_relu, the same fused with a residual add and a ReLU where the fused kernels apply,
+// and otherwise batch norm's kernels with the add and the ReLU in place on its output.
 #include "ops/batch_norm.h"
 #include "ops/batch_norm_relu.h"
+#include "ops/elementwise.h"
 #include "runtime/autograd/function.h"
+#include "runtime/kernel_args.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
 
@@ -104,68 +107,117 @@ Tensor fused_batch_norm_relu(const ops::BatchNormShape& s, const Tensor& input, 
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
-  const char* op = "batch_norm";
-  const ops::BatchNormShape s = checked_shape(input, running_mean, running_var, weight, bias, training);
+namespace {
 
+// batch_norm's forward without recording: the output and what its backward needs.
+struct NormForward {
   Tensor x, w, out, mean, invstd;  // mean/invstd: batch statistics (training) or running ones (eval)
+};
+
+NormForward norm_forward(const ops::BatchNormShape& s, const Tensor& input, const Tensor& running_mean,
+                         const Tensor& running_var, const Tensor& weight, const Tensor& bias, bool training,
+                         double momentum, double eps) {
+  NoGradGuard no_grad;
+  NormForward f;
+  f.x = input.contiguous();
+  f.w = nn::detail::contiguous_or_undefined(weight);
+  const Tensor b = nn::detail::contiguous_or_undefined(bias);
+  const auto ctx = sublet::detail::context_for(input);
+  f.out = Tensor::empty(input.sizes(), input.options());
+  if (training) {
+    f.mean = Tensor::empty({s.channels}, input.options());
+    f.invstd = Tensor::empty({s.channels}, input.options());
+    ops::batch_norm_forward_training(ctx, s, input.dtype(), f.x.data_ptr(), nn::detail::data_or_null(f.w),
+                                     nn::detail::data_or_null(b), nn::detail::data_or_null(running_mean),
+                                     nn::detail::data_or_null(running_var), momentum, eps, f.out.data_ptr(),
+                                     f.mean.data_ptr(), f.invstd.data_ptr());
+  } else {
+    ops::batch_norm_forward_eval(ctx, s, input.dtype(), f.x.data_ptr(), nn::detail::data_or_null(f.w),
+                                 nn::detail::data_or_null(b), running_mean.data_ptr(), running_var.data_ptr(), eps,
+                                 f.out.data_ptr());
+    // Copies: a later training step updates the buffers in place, and backward must see
+    // the statistics this forward used.
+    f.mean = running_mean.clone();
+    f.invstd = running_var.clone();  // the running variance; the eval kernels take eps
+  }
+  return f;
+}
+
+// What batch_norm's node keeps, and its backward: the gradients of input, weight and bias.
+struct NormBackward {
+  ops::BatchNormShape s;
+  bool training = false;
+  double eps = 0;
+  bool need_input = false, need_weight = false, need_bias = false;
+  Tensor x, w, mean, invstd;  // saved (autograd::save)
+
+  NormBackward(const ops::BatchNormShape& shape, const NormForward& f, const Tensor& input, const Tensor& weight,
+               const Tensor& bias, bool training_, double eps_)
+      : s(shape), training(training_), eps(eps_), need_input(input.requires_grad()),
+        need_weight(weight.defined() && weight.requires_grad()), need_bias(bias.defined() && bias.requires_grad()),
+        x(autograd::save(f.x)), w(f.w.defined() ? autograd::save(f.w) : Tensor()), mean(autograd::save(f.mean)),
+        invstd(autograd::save(f.invstd)) {}
+
+  TensorList operator()(const Tensor& gradient) const {
+    const Tensor grad_out = gradient.contiguous();
+    const Shape sizes = gradient.sizes();
+    Tensor grad_input = need_input ? Tensor::empty(sizes, grad_out.options()) : Tensor();
+    Tensor grad_weight = need_weight ? Tensor::empty({s.channels}, grad_out.options()) : Tensor();
+    Tensor grad_bias = need_bias ? Tensor::empty({s.channels}, grad_out.options()) : Tensor();
+    const auto ctx = sublet::detail::context_for(grad_out);
+    if (training) {
+      ops::batch_norm_backward_training(ctx, s, grad_out.dtype(), grad_out.data_ptr(), x.data_ptr(),
+                                        nn::detail::data_or_null(w), mean.data_ptr(), invstd.data_ptr(),
+                                        nn::detail::data_or_null(grad_input), nn::detail::data_or_null(grad_weight),
+                                        nn::detail::data_or_null(grad_bias));
+    } else {
+      ops::batch_norm_backward_eval(ctx, s, grad_out.dtype(), grad_out.data_ptr(), x.data_ptr(),
+                                    nn::detail::data_or_null(w), mean.data_ptr(), invstd.data_ptr(), eps,
+                                    nn::detail::data_or_null(grad_input), nn::detail::data_or_null(grad_weight),
+                                    nn::detail::data_or_null(grad_bias));
+    }
+    return TensorList{grad_input, grad_weight, grad_bias};
+  }
+};
+
+// relu in place on `z` (batch norm's output, the residual added), recorded as relu's own node on
+// an alias, so that the forward needs one buffer where relu(y + residual) needs three. Backward
+// masks the incoming gradient in place when the node is its only holder (a gradient is
+// otherwise never written to): the same values as relu's node, one activation fewer in flight.
+Tensor relu_in_place(const Tensor& z) {
+  Tensor out = sublet::detail::make_view(z, z.sizes(), z.strides(), z.storage_offset());
   {
     NoGradGuard no_grad;
-    x = input.contiguous();
-    w = nn::detail::contiguous_or_undefined(weight);
-    const Tensor b = nn::detail::contiguous_or_undefined(bias);
-    const auto ctx = sublet::detail::context_for(input);
-    out = Tensor::empty(input.sizes(), input.options());
-    if (training) {
-      mean = Tensor::empty({s.channels}, input.options());
-      invstd = Tensor::empty({s.channels}, input.options());
-      ops::batch_norm_forward_training(ctx, s, input.dtype(), x.data_ptr(), nn::detail::data_or_null(w),
-                                       nn::detail::data_or_null(b), nn::detail::data_or_null(running_mean),
-                                       nn::detail::data_or_null(running_var), momentum, eps, out.data_ptr(),
-                                       mean.data_ptr(), invstd.data_ptr());
-    } else {
-      ops::batch_norm_forward_eval(ctx, s, input.dtype(), x.data_ptr(), nn::detail::data_or_null(w),
-                                   nn::detail::data_or_null(b), running_mean.data_ptr(), running_var.data_ptr(), eps,
-                                   out.data_ptr());
-      // Copies: a later training step updates the buffers in place, and backward must see
-      // the statistics this forward used.
-      mean = running_mean.clone();
-      invstd = running_var.clone();  // the running variance; the eval kernels take eps
-    }
+    sublet::detail::begin_inplace("relu", out);
+    ops::unary(sublet::detail::context_for(out), ops::UnaryOp::Relu, out.dtype(), out.sizes(),
+               sublet::detail::out_ref(out), sublet::detail::in_ref(out), {});
   }
-  if (autograd::any_requires_grad({input, weight, bias})) {
-    const bool need_input = input.requires_grad();
-    const bool need_weight = weight.defined() && weight.requires_grad();
-    const bool need_bias = bias.defined() && bias.requires_grad();
-    autograd::record(
-        op, {input, weight, bias}, {out},
-        [s, training, eps, need_input, need_weight, need_bias, x = autograd::save(x),
-         w = w.defined() ? autograd::save(w) : Tensor(), mean = autograd::save(mean),
-         invstd = autograd::save(invstd)](const TensorList& grads) {
-          const Tensor grad_out = grads[0].contiguous();
-          const Shape sizes = grads[0].sizes();
-          Tensor grad_input = need_input ? Tensor::empty(sizes, grad_out.options()) : Tensor();
-          Tensor grad_weight = need_weight ? Tensor::empty({s.channels}, grad_out.options()) : Tensor();
-          Tensor grad_bias = need_bias ? Tensor::empty({s.channels}, grad_out.options()) : Tensor();
-          const auto ctx = sublet::detail::context_for(grad_out);
-          if (training) {
-            ops::batch_norm_backward_training(ctx, s, grad_out.dtype(), grad_out.data_ptr(), x.data_ptr(),
-                                              nn::detail::data_or_null(w), mean.data_ptr(), invstd.data_ptr(),
-                                              nn::detail::data_or_null(grad_input),
-                                              nn::detail::data_or_null(grad_weight),
-                                              nn::detail::data_or_null(grad_bias));
-          } else {
-            ops::batch_norm_backward_eval(ctx, s, grad_out.dtype(), grad_out.data_ptr(), x.data_ptr(),
-                                          nn::detail::data_or_null(w), mean.data_ptr(), invstd.data_ptr(), eps,
-                                          nn::detail::data_or_null(grad_input),
-                                          nn::detail::data_or_null(grad_weight),
-                                          nn::detail::data_or_null(grad_bias));
-          }
-          return TensorList{grad_input, grad_weight, grad_bias};
-        });
-  }
+  autograd::record("relu", {z}, {out}, [y = autograd::save(out)](TensorList& grads) {
+    Tensor g = std::move(grads[0]);
+    const bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous() &&
+                           g.storage_offset() == 0 && g.storage().nbytes() == g.nbytes();
+    Tensor masked = exclusive ? g : Tensor::empty(g.sizes(), g.options());
+    ops::binary(sublet::detail::context_for(masked), ops::BinaryOp::ReluBackward, g.dtype(), g.sizes(),
+                sublet::detail::out_ref(masked), sublet::detail::in_ref(g),
+                sublet::detail::in_ref("relu_backward", y, g.sizes()), 1.0);
+    return TensorList{masked};
+  });
   return out;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  const ops::BatchNormShape s = checked_shape(input, running_mean, running_var, weight, bias, training);
+  NormForward f = norm_forward(s, input, running_mean, running_var, weight, bias, training, momentum, eps);
+  if (autograd::any_requires_grad({input, weight, bias})) {
+    autograd::record("batch_norm", {input, weight, bias}, {f.out},
+                     [backward = NormBackward(s, f, input, weight, bias, training, eps)](const TensorList& grads) {
+                       return backward(grads[0]);
+                     });
+  }
+  return f.out;
 }
 
 Tensor batch_norm_relu(const Tensor& input, const Tensor& residual, const Tensor& running_mean,
@@ -182,9 +234,25 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& residual, const Tensor
   if (training && ops::batch_norm_relu_fused(sublet::detail::context_for(input), s, input.dtype())) {
     return fused_batch_norm_relu(s, input, residual, running_mean, running_var, weight, bias, momentum, eps);
   }
-  Tensor y = batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps);
-  if (residual.defined()) y = y + residual;
-  return y.relu();
+  // Batch norm's kernel, the residual added in place on its output (one node for both: the
+  // residual's gradient is the output's), then relu in place: relu(batch_norm(x) + residual)
+  // value for value, with the gradients of the three nodes it replaces.
+  NormForward f = norm_forward(s, input, running_mean, running_var, weight, bias, training, momentum, eps);
+  if (residual.defined()) {
+    NoGradGuard no_grad;
+    f.out.add_(residual);
+  }
+  if (autograd::any_requires_grad({input, weight, bias, residual})) {
+    const bool need_residual = residual.defined() && residual.requires_grad();
+    autograd::record(residual.defined() ? "batch_norm_add" : "batch_norm", {input, weight, bias, residual}, {f.out},
+                     [backward = NormBackward(s, f, input, weight, bias, training, eps),
+                      need_residual](const TensorList& grads) {
+                       TensorList out = backward(grads[0]);
+                       out.push_back(need_residual ? grads[0] : Tensor());
+                       return out;
+                     });
+  }
+  return relu_in_place(f.out);
 }
 
 }  // namespace sublet::nn::functional

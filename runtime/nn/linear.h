@@ -53,15 +53,19 @@ class Sequential : public Module {
   // [begin, end), disjoint and in order, as torch.utils.checkpoint.checkpoint_sequential but with
   // runs chosen freely (models/resnet_recompute.h chooses them under a memory budget). Neither
   // the module tree nor the state dict changes. ValueError for runs out of order or range.
+  // nested[i] (when given, one per run): run i's children are each checkpointed again inside its
+  // recomputation, so that it keeps their outputs only (each child is then recomputed twice).
   using Run = std::pair<std::size_t, std::size_t>;
-  void set_recompute_runs(const std::vector<Run>& runs);
+  void set_recompute_runs(const std::vector<Run>& runs, const std::vector<bool>& nested = {});
   std::vector<Run> recompute_runs() const;
+  std::vector<bool> recompute_nested() const;
 
  private:
   std::vector<std::shared_ptr<Module>> layers_;
   struct RecomputedRun {
     Run range;
     std::shared_ptr<Module> body;  // the child, or an unregistered Sequential of the run's children
+    bool nested = false;           // (each wrapped in an nn::Checkpoint)
   };
   std::vector<RecomputedRun> recomputed_;
 };

@@ -1,7 +1,8 @@
 // The recomputation choice under a budget (memory/recompute_plan.h): on synthetic profiles the
 // dynamic programme finds the optimum an exhaustive search over every set of runs finds; a fit it
-// reports holds under the peak model; with no fit it gives the smallest peak reachable; budget
-// texts parse or fail with a clear message.
+// reports holds under the peak model; with no fit it gives the smallest peak reachable; the peak
+// model follows backward (a run's later units are freed when it is recomputed); budget texts
+// parse or fail with a clear message.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -21,23 +22,29 @@ std::vector<RecomputeUnit> random_units(std::mt19937_64& rng, std::size_t count)
   for (std::size_t i = 0; i < count; ++i) {
     if (i > 0 && rng() % 3 == 0) ++group;
     const std::size_t output = (1 + rng() % 8) * kMiB;
-    units.push_back({.name = "u" + std::to_string(i), .group = group,
-                     .retained_bytes = output + (rng() % 40) * kMiB, .output_bytes = output,
-                     .forward_ms = 0.25 * static_cast<double>(1 + rng() % 16)});
+    const std::size_t retained = output + (rng() % 40) * kMiB;
+    // Measured (its activations, the output's gradient and some in flight), or left to the estimate.
+    const std::size_t backward = rng() % 2 ? retained + output + (rng() % 20) * kMiB : 0;
+    units.push_back({.name = "u" + std::to_string(i), .group = group, .retained_bytes = retained,
+                     .output_bytes = output, .forward_ms = 0.25 * static_cast<double>(1 + rng() % 16),
+                     .backward_bytes = backward});
   }
   return units;
 }
 
-// Every set of disjoint runs within groups.
+// Every set of disjoint runs within groups, nested or not.
 void for_each_choice(const std::vector<RecomputeUnit>& units, const std::function<void(const std::vector<RecomputeRun>&)>& f) {
   std::vector<RecomputeRun> runs;
   std::function<void(std::size_t)> from = [&](std::size_t i) {
     if (i == units.size()) return f(runs);
     from(i + 1);  // unit i not checkpointed
     for (std::size_t end = i + 1; end <= units.size() && units[end - 1].group == units[i].group; ++end) {
-      runs.push_back({i, end});
-      from(end);
-      runs.pop_back();
+      for (const bool nested : {false, true}) {
+        if (nested && end - i < 2) continue;
+        runs.push_back({i, end, nested});
+        from(end);
+        runs.pop_back();
+      }
     }
   };
   from(0);
@@ -46,7 +53,7 @@ void for_each_choice(const std::vector<RecomputeUnit>& units, const std::functio
 double ms_of(const std::vector<RecomputeUnit>& units, const std::vector<RecomputeRun>& runs) {
   double ms = 0;
   for (const auto& r : runs)
-    for (std::size_t i = r.begin; i < r.end; ++i) ms += units[i].forward_ms;
+    for (std::size_t i = r.begin; i < r.end; ++i) ms += (r.nested ? 2 : 1) * units[i].forward_ms;
   return ms;
 }
 
@@ -88,37 +95,78 @@ TEST(RecomputePlan, FindsTheExhaustiveOptimumOnRandomProfiles) {
 }
 
 TEST(RecomputePlan, AKnownOptimumOnAHandMadeProfile) {
-  // Runs and their savings: [a] 20, [b] 20, [a,b] 50, [c] 35, [c,d] 46, [d] 6 MiB. A single run
-  // never lowers the peak (its savings come back while it is recomputed); two runs do.
+  // fixed = 210 - 108 = 102 MiB. With nothing recomputed, the peak is the baseline, 210 MiB.
   const std::vector<RecomputeUnit> units = {
-      {.name = "a", .group = 0, .retained_bytes = 30 * kMiB, .output_bytes = 10 * kMiB, .forward_ms = 1},
-      {.name = "b", .group = 0, .retained_bytes = 30 * kMiB, .output_bytes = 10 * kMiB, .forward_ms = 2},
-      {.name = "c", .group = 1, .retained_bytes = 40 * kMiB, .output_bytes = 5 * kMiB, .forward_ms = 5},
-      {.name = "d", .group = 1, .retained_bytes = 8 * kMiB, .output_bytes = 2 * kMiB, .forward_ms = 0.5}};
-  const std::size_t baseline = 200 * kMiB;
-  // 195 MiB: [a] + [d] (200 - 26 + 20 = 194 MiB) for 1.5 ms beats [a,b] + [d] (194 MiB, 3.5 ms).
-  RecomputeChoice c = choose_recompute(units, baseline, 195 * kMiB);
+      {.name = "a", .group = 0, .retained_bytes = 30 * kMiB, .output_bytes = 10 * kMiB, .forward_ms = 1,
+       .backward_bytes = 42 * kMiB},
+      {.name = "b", .group = 0, .retained_bytes = 30 * kMiB, .output_bytes = 10 * kMiB, .forward_ms = 2,
+       .backward_bytes = 42 * kMiB},
+      {.name = "c", .group = 1, .retained_bytes = 40 * kMiB, .output_bytes = 5 * kMiB, .forward_ms = 5,
+       .backward_bytes = 47 * kMiB},
+      {.name = "d", .group = 1, .retained_bytes = 8 * kMiB, .output_bytes = 2 * kMiB, .forward_ms = 0.5,
+       .backward_bytes = 12 * kMiB}};
+  const std::size_t baseline = 210 * kMiB;
+  // [a] alone: the start of backward holds 102 + 10 + 30 + 40 + 8 = 190 MiB; the backward of d
+  // 102 + 80 + 12 = 194, of c 102 + 40 + 47 = 189, of b 102 + 10 + 42 = 154; a's recomputation
+  // (b, c and d freed by then) 102 + 42 = 144. The peak is d's backward, 194 MiB (the old model,
+  // every saving live at once, said a single run never lowers the peak).
+  RecomputeChoice c = choose_recompute(units, baseline, 200 * kMiB);
   ASSERT_TRUE(c.fits);
-  EXPECT_EQ(c.runs, (std::vector<RecomputeRun>{{0, 1}, {3, 4}}));
-  EXPECT_DOUBLE_EQ(c.recompute_ms, 1.5);
+  EXPECT_EQ(c.runs, (std::vector<RecomputeRun>{{0, 1}}));
+  EXPECT_DOUBLE_EQ(c.recompute_ms, 1);
   EXPECT_EQ(c.predicted_peak, 194 * kMiB);
-  // 190 MiB: [a] + [b] (200 - 40 + 20 = 180 MiB) for 3 ms; [a] + [d] no longer fits.
-  c = choose_recompute(units, baseline, 190 * kMiB);
+  // 180 MiB: a and b recomputed, as one run or two (3 ms either way): 174 MiB, d's backward.
+  c = choose_recompute(units, baseline, 180 * kMiB);
   ASSERT_TRUE(c.fits);
-  EXPECT_EQ(c.runs, (std::vector<RecomputeRun>{{0, 1}, {1, 2}}));
   EXPECT_DOUBLE_EQ(c.recompute_ms, 3);
-  EXPECT_EQ(c.predicted_peak, 180 * kMiB);
-  // 100 MiB: nothing fits; the smallest peak reachable is every block on its own:
-  // 200 - (20 + 20 + 35 + 6) + 35 = 154 MiB.
-  c = choose_recompute(units, baseline, 100 * kMiB);
+  EXPECT_EQ(c.predicted_peak, 174 * kMiB);
+  EXPECT_EQ(c.runs.front().begin, 0u);
+  EXPECT_EQ(c.runs.back().end, 2u);
+  // 170 MiB: [a] + [b] + [c] would do (169 MiB, 8 ms), but a nested [a-b] does it for 6 ms: it keeps
+  // b's output only and recomputes a and b on their own inside, moments 102 + 42 (a) and
+  // 102 + 10 + 42 (b); then c's backward 102 + 10 + 47, d's 102 + 50 + 12 = 164 MiB.
+  c = choose_recompute(units, baseline, 170 * kMiB);
+  ASSERT_TRUE(c.fits);
+  EXPECT_EQ(c.runs, (std::vector<RecomputeRun>{{0, 2, true}}));
+  EXPECT_DOUBLE_EQ(c.recompute_ms, 6);
+  EXPECT_EQ(c.predicted_peak, 164 * kMiB);
+  EXPECT_EQ(predicted_peak(units, baseline, {{0, 2, false}}), 174 * kMiB) << "not nested: b's moment 102 + 30 + 42";
+  // 160 MiB: c recomputed as well, 159 MiB (c's recomputation 102 + 10 + 47), 11 ms.
+  c = choose_recompute(units, baseline, 160 * kMiB);
+  ASSERT_TRUE(c.fits);
+  EXPECT_EQ(c.runs, (std::vector<RecomputeRun>{{0, 2, true}, {2, 3}}));
+  EXPECT_DOUBLE_EQ(c.recompute_ms, 11);
+  EXPECT_EQ(c.predicted_peak, 159 * kMiB);
+  // 150 MiB: nothing fits; the smallest peak reachable is that one.
+  c = choose_recompute(units, baseline, 150 * kMiB);
   EXPECT_FALSE(c.fits);
-  EXPECT_EQ(c.predicted_peak, 154 * kMiB);
-  EXPECT_EQ(c.runs.size(), 4u);
+  EXPECT_EQ(c.predicted_peak, 159 * kMiB);
+  EXPECT_DOUBLE_EQ(c.recompute_ms, 11);
+  EXPECT_THROW(predicted_peak(units, baseline, {{2, 3, true}}), ValueError) << "nested needs two units";
+  // Recomputing can raise the peak: [d] alone is recomputed when a, b and c are all kept.
+  EXPECT_EQ(predicted_peak(units, baseline, {{3, 4}}), 214 * kMiB);
+  // Overlapping or group-crossing runs are not a choice.
+  EXPECT_THROW(predicted_peak(units, baseline, {{0, 2}, {1, 2}}), ValueError);
+  EXPECT_THROW(predicted_peak(units, baseline, {{1, 3}}), ValueError);
+  // A measured fixed part (here 2 MiB of the baseline were gradients in flight, not fixed) moves
+  // every moment by the difference; the baseline itself stays what was measured.
+  EXPECT_EQ(predicted_peak(units, baseline, {{0, 1}}, 100 * kMiB), 192 * kMiB);
+  c = choose_recompute(units, baseline, 192 * kMiB, 100 * kMiB);
+  ASSERT_TRUE(c.fits);
+  EXPECT_EQ(c.runs, (std::vector<RecomputeRun>{{0, 1}}));
+  EXPECT_EQ(c.predicted_peak, 192 * kMiB);
+  EXPECT_EQ(predicted_peak(units, baseline, {}, 100 * kMiB), baseline);
   // A budget above the baseline needs nothing.
   c = choose_recompute(units, baseline, 300 * kMiB);
   EXPECT_TRUE(c.fits);
   EXPECT_TRUE(c.runs.empty());
   EXPECT_EQ(c.recompute_ms, 0);
+  EXPECT_EQ(c.predicted_peak, baseline);
+}
+
+TEST(RecomputePlan, UnmeasuredBackwardBytesAreEstimated) {
+  EXPECT_EQ(unit_backward_bytes({.retained_bytes = 30, .output_bytes = 10}), 50u);
+  EXPECT_EQ(unit_backward_bytes({.retained_bytes = 30, .output_bytes = 10, .backward_bytes = 44}), 44u);
 }
 
 TEST(RecomputePlan, BudgetTexts) {

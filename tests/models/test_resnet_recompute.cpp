@@ -2,7 +2,8 @@
 //  - recomputed runs of blocks (nn::Sequential::set_recompute_runs) give the plain model's
 //    gradients bit for bit, and leave the state dict's names alone;
 //  - the measurement touches neither parameters nor batch-norm statistics and leaves no gradients;
-//  - fit_memory_budget's choice keeps the measured peak within the budget, below the plain peak;
+//  - fit_memory_budget's choice keeps the measured peak within the budget, below the plain peak,
+//    and the peak model's prediction is close to the measured peak;
 //  - an unreachable budget is refused before training with the smallest peak reachable.
 #include <gtest/gtest.h>
 
@@ -52,16 +53,21 @@ TEST(ResNetRecompute, RecomputedRunsGiveThePlainGradientsBitForBit) {
   auto recomputed = resnet20();
   const auto names = recomputed->named_parameters();
   // The stem (unit 0) and runs of one, two and three blocks in every stage (resnet20: 3 stages of
-  // 3 blocks, units 1-9).
-  apply_recompute(*recomputed, {{0, 1}, {1, 2}, {2, 4}, {4, 7}, {8, 9}});
+  // 3 blocks, units 1-9), the three-block one nested (each block recomputed again inside).
+  apply_recompute(*recomputed, {{0, 1}, {1, 2}, {2, 4}, {4, 7, true}, {8, 9}});
   EXPECT_TRUE(recomputed->recompute_stem());
   EXPECT_EQ(recomputed->stages[0]->recompute_runs(), (std::vector<nn::Sequential::Run>{{0, 1}, {1, 3}}));
   EXPECT_EQ(recomputed->stages[1]->recompute_runs(), (std::vector<nn::Sequential::Run>{{0, 3}}));
+  EXPECT_EQ(recomputed->stages[1]->recompute_nested(), (std::vector<bool>{true}));
   EXPECT_EQ(recomputed->stages[2]->recompute_runs(), (std::vector<nn::Sequential::Run>{{1, 2}}));
+  EXPECT_EQ(recomputed->stages[0]->recompute_nested(), (std::vector<bool>{false, false}));
   const auto expected = gradients(*plain, b);
   const auto got = gradients(*recomputed, b);
   ASSERT_EQ(got.size(), expected.size());
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], expected[i]) << "parameter " << i;
+  EXPECT_EQ(describe_runs(measure_blocks(*recomputed, b.images, b.labels, 0).units,
+                          {{0, 1}, {1, 2}, {2, 4}, {4, 7, true}, {8, 9}}),
+            "stem, layer1.0, layer1.1-layer1.2, [layer2.0-layer2.2], layer3.1");
   EXPECT_EQ(values(recomputed->buffers()), values(plain->buffers())) << "running statistics updated once";
   const auto names_after = recomputed->named_parameters();
   ASSERT_EQ(names_after.size(), names.size());
@@ -73,6 +79,7 @@ TEST(ResNetRecompute, RunsAcrossStagesOrOutOfOrderAreRefused) {
   EXPECT_THROW(apply_recompute(*model, {{3, 5}}), ValueError);  // crosses stages 1 and 2
   EXPECT_THROW(apply_recompute(*model, {{0, 2}}), ValueError);  // the stem and a block
   EXPECT_THROW(apply_recompute(*model, {{2, 2}}), ValueError);
+  EXPECT_THROW(apply_recompute(*model, {{2, 3, true}}), ValueError);  // nested needs two blocks
   EXPECT_THROW(model->stages[0]->set_recompute_runs({{1, 2}, {0, 1}}), ValueError);
   EXPECT_THROW(model->stages[0]->set_recompute_runs({{0, 4}}), ValueError);
 }
@@ -93,7 +100,17 @@ TEST(ResNetRecompute, MeasurementLeavesTheModelAsItWas) {
   for (const auto& u : m.units) {
     EXPECT_GT(u.retained_bytes, u.output_bytes) << u.name << ": a block saves more than its output";
     EXPECT_GE(u.forward_ms, 0.0) << u.name;
+    // Its backward holds its activations and the gradient of its output at least.
+    EXPECT_GE(u.backward_bytes, u.retained_bytes + u.output_bytes) << u.name;
   }
+  ASSERT_EQ(m.parameter_gradient_bytes.size(), m.units.size());
+  std::size_t parameters = 0;
+  for (const Tensor& p : model->parameters()) parameters += static_cast<std::size_t>(p.nbytes());
+  EXPECT_EQ(m.parameter_gradient_bytes.front(), parameters) << "the stem's backward comes last: every gradient exists";
+  // Parameters, buffers and batch, + optimizer state (and the measurement's copy of the buffers).
+  const std::size_t fixed = memory_allocated(Device::cpu()) + 1000;
+  EXPECT_GE(m.fixed_bytes, fixed);
+  EXPECT_LE(m.fixed_bytes, fixed + 64 * 1024);
   EXPECT_EQ(m.units[0].output_bytes, 16u * 16 * 28 * 28 * 4);
   EXPECT_EQ(m.units[1].output_bytes, 16u * 16 * 28 * 28 * 4);
   EXPECT_GT(m.baseline_peak, 1000u);
@@ -109,6 +126,9 @@ TEST(ResNetRecompute, TheChoiceFitsTheBudgetAndAnUnreachableOneIsRefused) {
   EXPECT_LE(r.measured_peak, r.budget_bytes) << r.summary();
   EXPECT_LT(r.measured_peak, plain_peak);
   EXPECT_EQ(measure_step_peak(*model, b.images, b.labels, 0), r.measured_peak) << "the choice stays applied";
+  // The peak model follows the step: its prediction is within 5% of the measured peak.
+  EXPECT_NEAR(static_cast<double>(r.predicted_peak), static_cast<double>(r.measured_peak),
+              0.05 * static_cast<double>(r.measured_peak)) << r.summary();
 
   auto other = resnet20();
   try {
@@ -119,6 +139,22 @@ TEST(ResNetRecompute, TheChoiceFitsTheBudgetAndAnUnreachableOneIsRefused) {
   }
   for (const auto& stage : other->stages) EXPECT_TRUE(stage->recompute_runs().empty()) << "nothing left applied";
   EXPECT_FALSE(other->recompute_stem());
+}
+
+TEST(ResNetRecompute, UnitsJsonRoundTripsAndBackwardBytesMayBeAbsent) {
+  const std::vector<memory::RecomputeUnit> units = {
+      {.name = "stem", .group = 0, .retained_bytes = 30, .output_bytes = 10, .forward_ms = 1.5, .backward_bytes = 55},
+      {.name = "layer1.0", .group = 1, .retained_bytes = 40, .output_bytes = 10, .forward_ms = 2}};
+  const auto back = units_from_json(units_json(units));
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].backward_bytes, 55u);
+  EXPECT_EQ(back[1].backward_bytes, 0u);
+  nlohmann::json old = units_json(units);
+  old[0].erase("backward_bytes");  // files written before it was measured
+  EXPECT_EQ(units_from_json(old)[0].backward_bytes, 0u);
+  EXPECT_EQ(memory::unit_backward_bytes(units_from_json(old)[0]), 50u) << "estimated: retained + 2 * output";
+  old[1]["backward_bytes"] = "many";
+  EXPECT_THROW(units_from_json(old), ValueError);
 }
 
 // A device too small for the unbudgeted step (the case a budget is for): the host allocator is

@@ -10,6 +10,7 @@
 
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
+#include "memory/registry.h"
 #include "runtime/gradcheck.h"
 #include "tests/runtime/runtime_test_util.h"
 
@@ -102,8 +103,9 @@ TEST(FunctionalBatchNorm, EvalUsesRunningStatsAndHasGradients) {
   expect_throw_with([&] { F::batch_norm(x, grad_buffer, running_var, w, b, true); }, {"batch_norm", "must not require grad"});
 }
 
-// On the CPU batch_norm_relu composes batch_norm, add and relu; checked here are its gradients
-// (the residual's included) and its argument checks. The fused GPU kernels are checked against
+// On the CPU batch_norm_relu is batch norm's kernels with the add and the relu in place; checked
+// here are its gradients (the residual's included), that it is batch_norm + add + relu bit for
+// bit, and its argument checks. The fused GPU kernels are checked against
 // it in tests/runtime/test_batch_norm_relu_cuda.cpp.
 TEST(FunctionalBatchNormRelu, GradcheckWithAndWithoutResidual) {
   const Tensor x = random64({3, 2, 4, 3}, 40, true), r = random64({3, 2, 4, 3}, 41, true);
@@ -119,6 +121,58 @@ TEST(FunctionalBatchNormRelu, GradcheckWithAndWithoutResidual) {
   const Tensor out = F::batch_norm_relu(x, r, Tensor(), Tensor(), w, b, true);
   EXPECT_EQ(out.min().item<double>(), 0.0) << "some values are clipped by the ReLU";
   EXPECT_GT(out.max().item<double>(), 0.0);
+}
+
+// Float32 values, the running statistics, and the gradients of x, weight, bias and residual equal
+// those of relu(batch_norm(x) + residual) through three nodes, bit for bit; the forward holds
+// one buffer, not three; a gradient the caller holds is not written to (the in-place mask is
+// only for gradients nobody else sees).
+TEST(FunctionalBatchNormRelu, IsBatchNormAddReluBitForBitInOneBuffer) {
+  for (const bool with_residual : {true, false}) {
+    SCOPED_TRACE(with_residual ? "with residual" : "without residual");
+    const auto f32 = [](std::uint64_t seed) { return random64({4, 3, 8, 7}, seed).to(DType::Float32); };
+    struct Run {
+      Tensor out, running_mean, running_var;
+      std::vector<std::vector<float>> grads;
+    };
+    auto run = [&](bool composed, bool hold_gradient) {
+      Tensor x = f32(50).requires_grad_(true), r = f32(51).requires_grad_(true);
+      Tensor w = random64({3}, 52).to(DType::Float32).requires_grad_(true);
+      Tensor b = random64({3}, 53).to(DType::Float32).requires_grad_(true);
+      Run result{Tensor(), zeros({3}), ones({3}), {}};
+      const Tensor residual = with_residual ? r : Tensor();
+      result.out = composed ? (with_residual ? F::batch_norm(x, result.running_mean, result.running_var, w, b, true) + r
+                                             : F::batch_norm(x, result.running_mean, result.running_var, w, b, true))
+                                  .relu()
+                            : F::batch_norm_relu(x, residual, result.running_mean, result.running_var, w, b, true);
+      const Tensor gradient = f32(54);
+      const std::vector<float> gradient_before = gradient.to_vector<float>();
+      if (hold_gradient) {
+        result.out.backward(gradient);
+        EXPECT_EQ(gradient.to_vector<float>(), gradient_before) << "the caller's gradient was written to";
+      } else {
+        result.out.mul(gradient).sum().backward();  // the relu node gets a gradient of its own
+      }
+      for (const Tensor& t : {x, w, b}) result.grads.push_back(t.grad().to_vector<float>());
+      if (with_residual) result.grads.push_back(r.grad().to_vector<float>());
+      return result;
+    };
+    for (const bool hold_gradient : {false, true}) {
+      const Run composed = run(true, hold_gradient), fused = run(false, hold_gradient);
+      EXPECT_EQ(fused.out.to_vector<float>(), composed.out.to_vector<float>());
+      EXPECT_EQ(fused.running_mean.to_vector<float>(), composed.running_mean.to_vector<float>());
+      EXPECT_EQ(fused.running_var.to_vector<float>(), composed.running_var.to_vector<float>());
+      ASSERT_EQ(fused.grads.size(), composed.grads.size());
+      for (std::size_t i = 0; i < fused.grads.size(); ++i) EXPECT_EQ(fused.grads[i], composed.grads[i]) << "input " << i;
+    }
+  }
+  const Tensor x = random64({16, 8, 16, 16}, 55).to(DType::Float32), r = random64({16, 8, 16, 16}, 56).to(DType::Float32);
+  const Tensor w = random64({8}, 57).to(DType::Float32).requires_grad_(true);
+  const std::size_t before = memory_allocated(Device::cpu());
+  reset_peak_memory_stats(Device::cpu());
+  const Tensor out = F::batch_norm_relu(x, r, Tensor(), Tensor(), w, Tensor(), true);
+  EXPECT_LE(max_memory_allocated(Device::cpu()) - before, static_cast<std::size_t>(out.nbytes()) + 64 * 1024)
+      << "one buffer of " << out.nbytes() << " bytes for the output, the statistics beside it";
 }
 
 TEST(FunctionalBatchNormRelu, ResidualMustMatchTheInput) {

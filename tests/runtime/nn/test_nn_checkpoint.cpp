@@ -1,6 +1,6 @@
 // nn::checkpoint (runtime/nn/checkpoint.h): a checkpointed block gives bit-identical gradients
 // on the CPU (dropout included), updates batch norm's running statistics once, and holds less
-// memory between forward and backward.
+// memory between forward and backward, and no more than the plain block in backward.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -83,6 +83,51 @@ TEST(Checkpoint, GradientsAreBitIdenticalWithDropoutAndBatchNorm) {
   for (std::size_t i = 0; i < plain.buffers.size(); ++i) EXPECT_EQ(plain.buffers[i], recomputed.buffers[i]) << "buffer " << i;
   // The block's inner activations are not held between forward and backward.
   EXPECT_LT(recomputed.allocated_between, plain.allocated_between);
+}
+
+// relu(conv2(relu(bn(conv1(x)))) + x): the input is used twice, as a ResNet block's.
+class Residual : public Module {
+ public:
+  explicit Residual(Generator& init) : Module("Residual") {
+    conv1 = register_module("conv1", std::make_shared<Conv2d>(Conv2dOptions(8, 8, 3).padding(1), init));
+    bn = register_module("bn", std::make_shared<BatchNorm2d>(8));
+    conv2 = register_module("conv2", std::make_shared<Conv2d>(Conv2dOptions(8, 8, 3).padding(1), init));
+  }
+  Tensor forward(const Tensor& x) override { return ((*conv2)((*bn)((*conv1)(x)).relu()) + x).relu(); }
+  std::shared_ptr<Conv2d> conv1, conv2;
+  std::shared_ptr<BatchNorm2d> bn;
+};
+
+// What backward holds (above what was allocated before the forward) once the block's first
+// layer is done, and the gradients.
+std::pair<std::size_t, std::vector<std::vector<float>>> held_after_first_layer(const std::shared_ptr<Residual>& block,
+                                                                               const Tensor& x, bool checkpointed) {
+  for (Tensor p : block->parameters()) p.set_grad(Tensor());
+  Tensor input = x.detach().requires_grad_(true);
+  const std::size_t before = memory_allocated(Device::cpu());
+  std::size_t held = 0;
+  const auto hook = block->conv1->register_backward_hook(
+      [&](Module&, const Tensor&, const Tensor&) { held = memory_allocated(Device::cpu()) - before; });
+  (checkpointed ? checkpoint(block, input) : (*block)(input)).pow(2.0).sum().backward();
+  block->conv1->remove_hook(hook);
+  std::vector<std::vector<float>> grads{input.grad().to_vector<float>()};
+  for (const Tensor& p : block->parameters()) grads.push_back(p.grad().to_vector<float>());
+  return {held, grads};
+}
+
+// The recomputed backward lets go of what the plain one lets go of: the recomputed output and
+// the incoming gradient once used, and the input's first gradient is not copied (held to the
+// end of the block's backward, those were two activations more than the plain backward's).
+TEST(Checkpoint, RecomputedBackwardHoldsNoMoreThanThePlainOne) {
+  Generator init(5), data(6);
+  auto block = std::make_shared<Residual>(init);
+  const Tensor x = randn({16, 8, 32, 32}, data);
+  const auto [plain_held, plain_grads] = held_after_first_layer(block, x, false);
+  const auto [recomputed_held, recomputed_grads] = held_after_first_layer(block, x, true);
+  EXPECT_EQ(recomputed_grads, plain_grads);
+  ASSERT_GT(plain_held, 0u) << "the hook did not run";
+  const std::size_t activation = static_cast<std::size_t>(x.nbytes());
+  EXPECT_LE(recomputed_held, plain_held + activation / 4) << "one activation is " << activation << " bytes";
 }
 
 TEST(Checkpoint, TheWrapperModuleIsTheSameFunction) {
