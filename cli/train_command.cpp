@@ -3,7 +3,7 @@
 //              [--limit-train N] [--limit-test N] [--seed S] [--checkpoint PATH] [--resume PATH]
 //              [--metrics-json PATH] [--cuda-graph] [--no-oom-retry]
 //              [--nproc-per-node N [--nnodes M --node-rank R --master-addr HOST --master-port PORT]]
-//              [--bucket-cap-mb MB]
+//              [--bucket-cap-mb MB] [--sync-batch-norm]
 // Data parallel: with --nproc-per-node this process is the launcher (as torchrun): it starts N
 // workers running the same command without the launcher flags, with torchrun's variables set;
 // a process started with those variables (by this launcher, torchrun or SLURM) is a worker.
@@ -123,6 +123,8 @@ void add_train_command(CLI::App& app) {
                 "go on when the loss becomes NaN or infinite (default: stop with an error, keeping the last checkpoint)");
   auto launch = std::make_shared<LaunchFlags>();
   add_launch_flags(*cmd, *launch);
+  cmd->add_flag("--sync-batch-norm", options->sync_batch_norm,
+                "data parallel: batch norm statistics over all ranks' batches (default: each rank's own)");
   cmd->add_option("--bucket-cap-mb", options->bucket_cap_mb, "data parallel: gradient bucket size of the all-reduce")
       ->capture_default_str();
   cmd->callback([options, synthetic_shape, memory_plan, launch] {

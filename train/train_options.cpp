@@ -77,6 +77,9 @@ void validate(const TrainOptions& options) {
   if (options.data_parallel && options.cuda_graph)
     throw ValueError("--cuda-graph is not supported with data parallel yet (the all-reduce hooks run on the host "
                      "during backward); train without --cuda-graph or on one GPU");
+  if (options.sync_batch_norm && !options.data_parallel)
+    throw ValueError("--sync-batch-norm shares batch statistics between data-parallel ranks; it needs --nproc-per-node "
+                     "(or a launcher's RANK and WORLD_SIZE)");
   if (options.data_parallel && !options.memory_budget.empty())
     throw ValueError("--memory-budget is not supported with data parallel yet; train without it or on one GPU");
   // Far beyond any device's memory for these models; keeps sizes well inside int64 arithmetic.

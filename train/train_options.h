@@ -43,6 +43,7 @@ struct TrainOptions {
   // world size), as with PyTorch's DDP.
   bool data_parallel = false;
   std::int64_t bucket_cap_mb = 25;      // gradient bucket size of the all-reduce
+  bool sync_batch_norm = false;         // batch statistics over all ranks (runtime/nn/sync_batch_norm.h)
 
   // Synthetic data only: image shape and split sizes (limit_train/limit_test override the sizes).
   std::int64_t synthetic_channels = 3;

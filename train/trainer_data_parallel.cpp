@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "core/errors.h"
 #include "memory/current_stream.h"
 #include "memory/registry.h"
 #include "runtime/factories.h"
+#include "runtime/nn/sync_batch_norm.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "runtime/distributed/data_parallel.h"
 #endif
@@ -45,6 +48,12 @@ class NcclTrainerParallel final : public TrainerParallel {
     distributed::BucketOptions buckets;
     buckets.cap_bytes = static_cast<std::size_t>(options.bucket_cap_mb) * 1024 * 1024;
     dp_ = std::make_unique<distributed::DataParallel>(group_, model.parameters(), model.buffers(), buckets);
+    if (options.sync_batch_norm) {
+      sync_batch_norm_.emplace([this](Tensor& values) {
+        group_.all_reduce(values.data_ptr(), static_cast<std::size_t>(values.numel()), values.dtype(),
+                          distributed::ReduceOp::Sum, memory::current_stream(group_.device()));
+      });
+    }
   }
 
   int rank() const override { return group_.rank(); }
@@ -69,10 +78,12 @@ class NcclTrainerParallel final : public TrainerParallel {
   }
 
   std::string describe() const override {
-    return fmt::format("data parallel: rank {} of {} on {}, {} gradient bucket{} ({:.1f} MiB), {} images per rank and epoch",
+    return fmt::format("data parallel: rank {} of {} on {}, {} gradient bucket{} ({:.1f} MiB), {} images per rank and "
+                       "epoch, batch norm statistics {}",
                        rank(), world_size(), group_.device().str(), dp_->plan().buckets.size(),
                        dp_->plan().buckets.size() == 1 ? "" : "s",
-                       static_cast<double>(dp_->bucket_bytes()) / (1024.0 * 1024.0), sampler_.num_samples());
+                       static_cast<double>(dp_->bucket_bytes()) / (1024.0 * 1024.0), sampler_.num_samples(),
+                       sync_batch_norm_ ? "over all ranks" : "per rank");
   }
 
  private:
@@ -80,6 +91,7 @@ class NcclTrainerParallel final : public TrainerParallel {
   distributed::ProcessGroup group_;
   distributed::ShardSampler sampler_;
   std::unique_ptr<distributed::DataParallel> dp_;
+  std::optional<nn::SyncBatchNormScope> sync_batch_norm_;  // --sync-batch-norm
 };
 
 }  // namespace

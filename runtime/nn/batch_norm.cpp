@@ -6,6 +6,7 @@
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"
+#include "runtime/nn/sync_batch_norm.h"
 
 namespace sublet::nn {
 
@@ -53,6 +54,8 @@ double BatchNorm2d::count_batch_and_momentum() {
 Tensor BatchNorm2d::forward(const Tensor& input) {
   check_input(input);
   const double momentum = count_batch_and_momentum();
+  if (is_training() && sync_batch_norm_active())
+    return sync_batch_norm(input, {}, false, running_mean, running_var, weight, bias, momentum, options_.eps());
   return functional::batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats(), momentum,
                                 options_.eps());
 }
@@ -61,6 +64,8 @@ Tensor BatchNorm2d::forward_relu(const Tensor& input, const Tensor& residual) {
   return call_with_hooks(input, [&](const Tensor& x) {
     check_input(x);
     const double momentum = count_batch_and_momentum();
+    if (is_training() && sync_batch_norm_active())
+      return sync_batch_norm(x, residual, true, running_mean, running_var, weight, bias, momentum, options_.eps());
     return functional::batch_norm_relu(x, residual, running_mean, running_var, weight, bias, use_batch_stats(),
                                        momentum, options_.eps());
   });

@@ -1,3 +1,4 @@
 # Tests of runtime/nn (included from tests/runtime/CMakeLists.txt).
 sublet_add_test(test_functional LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_functional.cpp LIBS runtime)
 sublet_add_test(test_nn_checkpoint LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_checkpoint.cpp LIBS runtime)
+sublet_add_test(test_sync_batch_norm LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sync_batch_norm.cpp LIBS runtime)
