@@ -222,9 +222,10 @@ def plan_table(name, source):
             lines.append(f"| {label} | {r['ms_per_step']:.2f} ms{ratio} | {mib(r['peak_allocated_bytes'])} | "
                          f"{mib(r['peak_reserved_bytes'])} | {recomputed} |")
         return "\n".join(lines) + f"\n\n(×: against the same mode without a budget.) {stamp(source)}\n"
-    if name == "plan.budget256":
+    if name.startswith("plan.budget256"):
         lines = ["| ResNet-50 224×224 bs256, fp32, eager | step | img/s | peak allocated | recomputed |", "|---|---|---|---|---|"]
-        for tag, label in (("r50_b256_eager", "no budget"), ("r50_b256_budget8g", "`--memory-budget 8GiB`")):
+        for tag, label in (("r50_b256_eager", "no budget"), ("r50_b256_budget8g", "`--memory-budget 8GiB`"),
+                           ("r50_b256_budget6g", "`--memory-budget 6GiB`")):
             r = load_json(os.path.join(ROOT, source, "budget256", f"{tag}.json"))
             if r is None:
                 continue
