@@ -21,20 +21,14 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_step import MODEL_NAMES, create_model, format_bytes, parse_input  # noqa: E402
+from pytorch_step import MODEL_NAMES, create_model, format_bytes, parse_input, training_step  # noqa: E402
 
 
 def time_steps(model, optimizer, images, labels, warmup, steps):
     def step():
-        loss = F.cross_entropy(model(images), labels)
-        loss.backward()
-        optimizer.step()
-        value = loss.item()
-        optimizer.zero_grad(set_to_none=True)
-        return value
+        return training_step(model, optimizer, images, labels)
 
     for _ in range(warmup):
         step()

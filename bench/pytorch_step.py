@@ -116,6 +116,16 @@ def format_bytes(n):
     return f"{n} B"
 
 
+def training_step(model, optimizer, images, labels):
+    """One step as sublet's bench step times it; returns the loss (a host float: waits for the GPU)."""
+    loss = F.cross_entropy(model(images), labels)
+    loss.backward()
+    optimizer.step()
+    value = loss.item()
+    optimizer.zero_grad(set_to_none=True)
+    return value
+
+
 def run(args, model_name, device, shape):
     torch.manual_seed(args.seed)
     model = create_model(model_name, shape[0], args.classes, args.small_input_stem).to(device)
@@ -126,12 +136,7 @@ def run(args, model_name, device, shape):
     cuda = device.type == "cuda"
 
     def step():
-        loss = F.cross_entropy(model(images), labels)
-        loss.backward()
-        optimizer.step()
-        value = loss.item()
-        optimizer.zero_grad(set_to_none=True)
-        return value
+        return training_step(model, optimizer, images, labels)
 
     print(f"pytorch step: {model_name} on {device}, {args.warmup} warm-up + {args.steps} timed steps"
           + (" (CUDA graph replays)" if args.cuda_graph else ""), file=sys.stderr)
