@@ -99,7 +99,6 @@ void DataParallel::prepare_backward() {
   for (Tensor& bucket : buckets_) bucket.zero_();
   for (std::size_t i = 0; i < parameters_.size(); ++i) parameters_[i].set_grad(gradient_views_[i]);
   readiness_.reset();
-  launched_ = 0;
   launched_in_backward_ = 0;
   watching_ = std::make_unique<autograd::LeafGradientHookGuard>([this](const TensorImpl& leaf) { on_leaf_gradient(leaf); });
 }
@@ -125,7 +124,6 @@ void DataParallel::launch(std::size_t bucket) {
   Tensor& flat = buckets_[bucket];
   group_.all_reduce(flat.data_ptr(), static_cast<std::size_t>(flat.numel()), flat.dtype(), ReduceOp::Average, comm);
   flat.storage().record_stream(comm);
-  ++launched_;
 }
 
 void DataParallel::finish_backward() {

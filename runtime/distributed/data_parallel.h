@@ -78,7 +78,6 @@ class DataParallel {
   std::vector<void*> ready_events_;     // per bucket (cudaEvent_t): the compute stream's "gradients in"
   void* comm_done_ = nullptr;           // cudaEvent_t: the communication stream's "all launched done"
   StreamHandle compute_stream_ = nullptr;
-  std::size_t launched_ = 0;
   std::size_t launched_in_backward_ = 0;
   std::unique_ptr<autograd::LeafGradientHookGuard> watching_;
 };
