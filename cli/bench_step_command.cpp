@@ -22,6 +22,7 @@
 #include "memory/static_plan.h"
 #include "memory/registry.h"
 #include "models/registry.h"
+#include "runtime/nn/module_ranges.h"
 
 namespace sublet::cli {
 namespace {
@@ -52,6 +53,7 @@ struct StepFlags {
   bool profile_range = false;
   std::string alloc_trace_path;
   std::int64_t bucket_cap_mb = 25;
+  bool nvtx = false;
 };
 
 // "all": every allocator the device supports (the driver's async pool exists only on CUDA).
@@ -103,6 +105,8 @@ void run_bench_step(const StepFlags& flags) {
   if (flags.memory_plan_given && !flags.cuda_graph)
     throw ValueError("bench step --memory-plan: lays out a captured step's memory, so it needs --cuda-graph");
   options.profile_range = flags.profile_range;
+  options.nvtx = flags.nvtx;
+  if (flags.nvtx) nn::nvtx_range_sink();  // DeviceError now, in a build without CUDA
   ops::set_conv_algorithm_settings(
       {.benchmark = flags.cudnn_benchmark, .allow_tf32 = flags.tf32, .benchmark_limit = flags.cudnn_benchmark_limit});
   if (options.device.is_cuda())
@@ -209,6 +213,8 @@ void add_bench_step_command(CLI::App& app) {
   step->add_option("--alloc-trace", flags->alloc_trace_path,
                    "record every allocation and free of the run as a sublet-alloc-trace file (for sublet replay and "
                    "bench alloc --history); one model and one allocator");
+  step->add_flag("--nvtx", flags->nvtx,
+                 "mark every module's forward and backward as NVTX ranges (Nsight Systems shows layers)");
   step->add_flag("--profile-range", flags->profile_range,
                  "mark the timed steps for `ncu --profile-from-start off` (cudaProfilerStart/Stop)");
   step->add_option("--bucket-cap-mb", flags->bucket_cap_mb, "data parallel: gradient bucket size of the all-reduce")

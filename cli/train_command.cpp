@@ -3,7 +3,7 @@
 //              [--limit-train N] [--limit-test N] [--seed S] [--checkpoint PATH] [--resume PATH]
 //              [--metrics-json PATH] [--cuda-graph] [--no-oom-retry]
 //              [--nproc-per-node N [--nnodes M --node-rank R --master-addr HOST --master-port PORT]]
-//              [--bucket-cap-mb MB] [--sync-batch-norm]
+//              [--bucket-cap-mb MB] [--sync-batch-norm] [--nvtx]
 // Data parallel: with --nproc-per-node this process is the launcher (as torchrun): it starts N
 // workers running the same command without the launcher flags, with torchrun's variables set;
 // a process started with those variables (by this launcher, torchrun or SLURM) is a worker.
@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
@@ -25,6 +24,7 @@
 #include "cli/flag_checks.h"
 #include "core/errors.h"
 #include "models/registry.h"
+#include "runtime/nn/module_ranges.h"
 #include "train/progress.h"
 #include "train/trainer.h"
 
@@ -45,7 +45,7 @@ void parse_synthetic_shape(const std::string& text, train::TrainOptions& options
   options.synthetic_width = w;
 }
 
-void run_train(train::TrainOptions options, const std::string& synthetic_shape) {
+void run_train(train::TrainOptions options, const std::string& synthetic_shape, bool nvtx) {
   parse_synthetic_shape(synthetic_shape, options);
   train::validate(options);
   // Training can take hours: refuse an output that cannot be written before, not after.
@@ -58,6 +58,8 @@ void run_train(train::TrainOptions options, const std::string& synthetic_shape) 
     throw IoError("--resume " + options.resume.string() + ": no such file");
   }
   train::Trainer trainer(options);
+  std::optional<nn::ModuleRanges> ranges;  // --nvtx: each module's forward and backward on Nsight's timeline
+  if (nvtx) ranges.emplace(trainer.model(), nn::nvtx_range_sink());
   train::ProgressPrinter printer(stdout, ::isatty(::fileno(stdout)) == 1);
   const bool speaks = trainer.rank() == 0;  // rank 0 speaks for the group
   if (speaks) {
@@ -123,11 +125,13 @@ void add_train_command(CLI::App& app) {
                 "go on when the loss becomes NaN or infinite (default: stop with an error, keeping the last checkpoint)");
   auto launch = std::make_shared<LaunchFlags>();
   add_launch_flags(*cmd, *launch);
+  auto nvtx = std::make_shared<bool>(false);
+  cmd->add_flag("--nvtx", *nvtx, "mark every module's forward and backward as NVTX ranges (Nsight Systems shows layers)");
   cmd->add_flag("--sync-batch-norm", options->sync_batch_norm,
                 "data parallel: batch norm statistics over all ranks' batches (default: each rank's own)");
   cmd->add_option("--bucket-cap-mb", options->bucket_cap_mb, "data parallel: gradient bucket size of the all-reduce")
       ->capture_default_str();
-  cmd->callback([options, synthetic_shape, memory_plan, launch] {
+  cmd->callback([options, synthetic_shape, memory_plan, launch, nvtx] {
     if (memory_plan->count() > 0 && !options->cuda_graph)
       throw ValueError("--memory-plan lays out a captured step's memory, so it needs --cuda-graph");
     if (launch->launching()) {
@@ -139,7 +143,7 @@ void add_train_command(CLI::App& app) {
       return;
     }
     options->data_parallel = launched_as_worker();
-    run_train(*options, *synthetic_shape);
+    run_train(*options, *synthetic_shape, *nvtx);
   });
 }
 

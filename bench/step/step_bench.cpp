@@ -18,6 +18,7 @@
 #include "ops/profiler_range.h"
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"
+#include "runtime/nn/module_ranges.h"
 #include "runtime/optim/sgd.h"
 #include "bench/step/graph_step.h"
 
@@ -121,6 +122,8 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   if (options.parallel && (options.cuda_graph || !options.memory_budget.empty()))
     throw ValueError("bench step --nproc-per-node: data-parallel steps are eager; drop --cuda-graph and --memory-budget");
   const std::unique_ptr<StepParallel> parallel = options.parallel ? options.parallel(*model) : nullptr;
+  std::optional<nn::ModuleRanges> ranges;
+  if (options.nvtx) ranges.emplace(*model, nn::nvtx_range_sink());
 
   Generator generator(options.seed + 1);
   const Tensor images =

@@ -69,6 +69,8 @@ struct StepBenchOptions {
   // (model build, warm-up and timed steps) and save it as a sublet-alloc-trace file, for
   // `sublet replay` and `sublet bench alloc --history`.
   std::string alloc_trace_path;
+  // Mark every module's forward and backward as NVTX ranges (runtime/nn/module_ranges.h).
+  bool nvtx = false;
   // Set: every step is a data-parallel step (eager only).
   StepParallelFactory parallel;
 };
