@@ -1,0 +1,120 @@
+#pragma once
+// The 16-bit storage types in device code (CUDA's __nv_bfloat16 and __half) and what the kernels
+// need around them: the compute type (float for both: load 16 bits, compute in float32, store 16
+// bits, as PyTorch's opmath type), conversions that give the same bits as core/half.h's host
+// conversions, and a dtype dispatch that hands kernels the device types.
+//
+// Same bits as the host: the hardware conversions (cvt.rn.bf16.f32, cvt.rn.f16.f32) round to
+// nearest even, keep subnormals (no .ftz) and overflow to infinity exactly as core/half.h does;
+// only NaN differs (the hardware writes a canonical NaN, the host keeps the sign and the high
+// payload bits), so NaN takes the host's formula here. bfloat16 -> float32 is the host's shift;
+// float16 -> float32 (cvt.f32.f16) is exact, and its NaN again takes the host's formula.
+// tests/ops/test_cuda_half_copy.cpp checks all 65,536 patterns each way and a float32 sweep.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/errors.h"
+#include "ops/cpu/dtype_dispatch.h"
+
+namespace sublet::ops::cuda {
+
+template <typename T>
+inline constexpr bool kIsHalf = std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>;
+
+// The type a kernel computes in for storage type T.
+template <typename T>
+using ComputeType = std::conditional_t<kIsHalf<T>, float, T>;
+
+__device__ inline float half_to_float(__nv_bfloat16 h) {
+  return __uint_as_float(static_cast<unsigned>(__bfloat16_as_ushort(h)) << 16);
+}
+
+__device__ inline float half_to_float(__half h) {
+  const unsigned bits = __half_as_ushort(h);
+  if ((bits & 0x7fffu) > 0x7c00u) {  // NaN: sign, all-ones exponent, the payload moved up
+    return __uint_as_float(((bits & 0x8000u) << 16) | 0x7f800000u | ((bits & 0x3ffu) << 13));
+  }
+  return __half2float(h);
+}
+
+template <typename H>
+__device__ inline H float_to_half(float f);
+
+template <>
+__device__ inline __nv_bfloat16 float_to_half<__nv_bfloat16>(float f) {
+  const unsigned x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return __ushort_as_bfloat16(static_cast<unsigned short>((x >> 16) | 0x40u));
+  return __float2bfloat16_rn(f);
+}
+
+template <>
+__device__ inline __half float_to_half<__half>(float f) {
+  const unsigned x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return __ushort_as_half(static_cast<unsigned short>(((x >> 16) & 0x8000u) | 0x7e00u));
+  return __float2half_rn(f);
+}
+
+// Storage -> compute and back; the identity for float32, float64 and int64.
+template <typename T>
+__device__ inline ComputeType<T> load_compute(T x) {
+  if constexpr (kIsHalf<T>) {
+    return half_to_float(x);
+  } else {
+    return x;
+  }
+}
+
+template <typename T>
+__device__ inline T store_compute(ComputeType<T> v) {
+  if constexpr (kIsHalf<T>) {
+    return float_to_half<T>(v);
+  } else {
+    return v;
+  }
+}
+
+// The CPU copy kernel's static_cast<D>(S) (ops/cpu/copy_cpu.cpp with core/half.h's types):
+// 16-bit values go through float32 both ways, and a 16-bit copy to its own type keeps its bits.
+template <typename D, typename S>
+__device__ inline D convert_element(S s) {
+  if constexpr (std::is_same_v<D, S>) {
+    return s;
+  } else if constexpr (kIsHalf<S>) {
+    const float f = half_to_float(s);
+    if constexpr (kIsHalf<D>) {
+      return float_to_half<D>(f);
+    } else {
+      return static_cast<D>(f);
+    }
+  } else if constexpr (kIsHalf<D>) {
+    return float_to_half<D>(static_cast<float>(s));
+  } else {
+    return static_cast<D>(s);
+  }
+}
+
+// cpu::dispatch_dtype with the 16-bit types as well, as their device types: f(T{}).
+template <typename F>
+void dispatch_device_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::BFloat16: f(__nv_bfloat16{}); return;
+    case DType::Float16: f(__half{}); return;
+    default: cpu::dispatch_dtype(dtype, static_cast<F&&>(f));
+  }
+}
+
+// The floating-point types: float32, float64, bfloat16, float16 (DTypeError naming `op` else).
+template <typename F>
+void dispatch_device_floating(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::BFloat16: f(__nv_bfloat16{}); return;
+    case DType::Float16: f(__half{}); return;
+    default: cpu::dispatch_floating(dtype, op, static_cast<F&&>(f));
+  }
+}
+
+}  // namespace sublet::ops::cuda
