@@ -77,6 +77,30 @@ __device__ inline T store_compute(ComputeType<T> v) {
   }
 }
 
+// float32 <-> float64 of a NaN as the host's conversion instructions do it (x86-64 cvtss2sd and
+// cvtsd2ss, arm64 fcvt): the sign and the leading payload bits kept, the quiet bit set; the
+// device's cvt need not keep the payload. Numbers convert as on the host (widening is exact,
+// narrowing rounds to nearest even without flushing subnormals). Used where a 16-bit value meets
+// float64, so that those casts give the CPU kernel's bits too.
+__device__ inline double widen_like_host(float f) {
+  if (f != f) {
+    const unsigned x = __float_as_uint(f);
+    return __longlong_as_double(static_cast<long long>((static_cast<unsigned long long>(x >> 31) << 63) |
+                                                       0x7ff8000000000000ull |
+                                                       (static_cast<unsigned long long>(x & 0x7fffffu) << 29)));
+  }
+  return static_cast<double>(f);
+}
+
+__device__ inline float narrow_like_host(double d) {
+  if (d != d) {
+    const auto x = static_cast<unsigned long long>(__double_as_longlong(d));
+    return __uint_as_float((static_cast<unsigned>(x >> 63) << 31) | 0x7fc00000u |
+                           static_cast<unsigned>((x >> 29) & 0x7fffffu));
+  }
+  return static_cast<float>(d);
+}
+
 // The CPU copy kernel's static_cast<D>(S) (ops/cpu/copy_cpu.cpp with core/half.h's types):
 // 16-bit values go through float32 both ways, and a 16-bit copy to its own type keeps its bits.
 template <typename D, typename S>
@@ -87,11 +111,17 @@ __device__ inline D convert_element(S s) {
     const float f = half_to_float(s);
     if constexpr (kIsHalf<D>) {
       return float_to_half<D>(f);
+    } else if constexpr (std::is_same_v<D, double>) {
+      return widen_like_host(f);
     } else {
       return static_cast<D>(f);
     }
   } else if constexpr (kIsHalf<D>) {
-    return float_to_half<D>(static_cast<float>(s));
+    if constexpr (std::is_same_v<S, double>) {
+      return float_to_half<D>(narrow_like_host(s));
+    } else {
+      return float_to_half<D>(static_cast<float>(s));
+    }
   } else {
     return static_cast<D>(s);
   }
