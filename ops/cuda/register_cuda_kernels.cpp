@@ -40,7 +40,8 @@ constexpr DeviceType kCuda = DeviceType::CUDA;
 constexpr std::initializer_list<DType> kFloating = {DType::Float32, DType::Float64};
 constexpr std::initializer_list<DType> kAllDTypes = {DType::Float32, DType::Float64, DType::Int64};
 // The 16-bit storage types: kernels load them, compute in float32 and store 16 bits
-// (ops/cuda/half_types.cuh). So far casts, fills, element-wise ops and reductions take them.
+// (ops/cuda/half_types.cuh). So far casts, fills, element-wise ops (dropout too) and reductions
+// take them.
 constexpr std::initializer_list<DType> kHalfDTypes = {DType::BFloat16, DType::Float16};
 
 template <class Fn>
@@ -81,6 +82,7 @@ void register_nn_kernels() {
   set_for(cross_entropy_forward_kernels(), kFloating, &cuda::cross_entropy_forward);
   set_for(cross_entropy_backward_kernels(), kFloating, &cuda::cross_entropy_backward);
   set_for(dropout_kernels(), kFloating, &cuda::dropout_apply);
+  set_for(dropout_kernels(), kHalfDTypes, &cuda::dropout_apply);
 }
 
 void register_tensor_kernels() {

@@ -7,6 +7,7 @@
 // a contracted FMA is off by a float32 rounding of the product, however much the sum cancels).
 // A NaN passes only against a NaN, an infinity only as the host rounding of the reference.
 // The inputs hold +-0, +-inf, NaN, subnormals and the largest finite values of the type.
+// Dropout: the same mask as the float32 CPU kernel, kept values times the float32 scale.
 // Layouts: dense (the vector kernel, 203 elements: 8 per access and a tail), transposed and
 // offset views (the strided kernel), broadcast rows and scalars; and in-place add_ as gradient
 // accumulation does it.
@@ -19,6 +20,7 @@
 #include "core/half.h"
 #include "cuda_test_support.h"
 #include "half_test_support.h"
+#include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "tests/gpu_skip.h"
 
@@ -239,6 +241,21 @@ void check_inplace_accumulation() {
   }
 }
 
+// Dropout forward (backward is the same kernel) at p = 0.3 over 1000 elements with specials,
+// against the float32 CPU kernel with the same seed and offset.
+template <typename H>
+void check_dropout() {
+  const std::vector<H> input = inputs<H>(1000, 71, -3, 3);
+  const std::vector<float> input_f = to_float(input);
+  std::vector<float> reference(1000);
+  dropout_forward(Context::for_device(Device::cpu()), 1000, DType::Float32, input_f.data(), 0.3, 1234, 77,
+                  reference.data());
+  DeviceBuffer<H> in(input), out(1000);
+  dropout_forward(gpu_context(), 1000, DTypeOf<H>::value, in.get(), 0.3, 1234, 77, out.get());
+  expect_half_close(out.download(), reference, rtol<H>(), atol<H>(),
+                    std::string("dropout ") + dtype_name(DTypeOf<H>::value));
+}
+
 }  // namespace
 
 TEST(CudaHalfElementwise, BFloat16UnaryOpsMatchTheFloat32Cpu) {
@@ -273,4 +290,10 @@ TEST(CudaHalfElementwise, InPlaceAddAccumulatesWithOneRoundingPerStep) {
   SUBLET_SKIP_WITHOUT_GPU("16-bit in-place add_ (gradient accumulation)");
   check_inplace_accumulation<BFloat16>();
   check_inplace_accumulation<Float16>();
+}
+
+TEST(CudaHalfElementwise, DropoutKeepsTheFloat32CpuMaskAndScale) {
+  SUBLET_SKIP_WITHOUT_GPU("16-bit dropout against the float32 CPU kernel");
+  check_dropout<BFloat16>();
+  check_dropout<Float16>();
 }

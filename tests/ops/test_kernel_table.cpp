@@ -161,8 +161,8 @@ TEST(KernelTable, CudaEntriesExistExactlyInCudaBuilds) {
 // compute in float32, store 16 bits); every other table must refuse them until its kernel
 // handles them, or the lookup would hand a 16-bit tensor to a float32/float64-only kernel.
 TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
-  const std::set<std::string> half_ops = {"copy", "fill", "unary", "binary", "ternary", "reduce_sum",
-                                          "reduce_extremum", "scatter_add", "gather"};
+  const std::set<std::string> half_ops = {"copy", "fill", "unary", "binary", "ternary", "dropout",
+                                          "reduce_sum", "reduce_extremum", "scatter_add", "gather"};
   for (const NamedKernelTable& entry : all_kernel_tables()) {
     const bool expected = memory::cuda_built() && half_ops.count(entry.name) == 1;
     for (DType half : {DType::BFloat16, DType::Float16}) {
