@@ -7,4 +7,8 @@ if(SUBLET_HAVE_CUDA)
           test_cuda_half_elementwise test_cuda_half_reduce)
     sublet_add_test(${cuda_test} LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/${cuda_test}.cpp LIBS ops)
   endforeach()
+  # The 16-bit conversions of the GPU kernels (ops/cuda/half_types.cuh) compiled for the host and
+  # checked against core/half.h on the CPU (CUDA's intrinsics emulate their rounding on the host).
+  sublet_add_test(test_half_types_host LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_half_types_host.cpp LIBS ops)
+  target_include_directories(test_half_types_host PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 endif()

@@ -39,24 +39,6 @@ std::vector<H> all_patterns() {
   return out;
 }
 
-// Every float32 upper half with lower halves that decide the rounding of both 16-bit types:
-// bfloat16 keeps the upper 16 bits (tie at 0x8000), float16 normals keep 13 fraction bits fewer
-// (tie at 0x1000 of the lower bits) and its subnormals fewer still (ties up to bit 23, reached
-// by the upper halves themselves), plus random lower halves.
-std::vector<float> float32_sweep() {
-  static const std::uint16_t kLows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x2001, 0x3000,
-                                        0x3fff, 0x4000, 0x4001, 0x7fff, 0x8000, 0x8001, 0x9000, 0xbfff, 0xc000,
-                                        0xe000, 0xefff, 0xf000, 0xffff};
-  std::mt19937 engine(2026);
-  std::vector<float> out;
-  out.reserve(65536u * (std::size(kLows) + 10));
-  for (std::uint32_t high = 0; high < 65536; ++high) {
-    for (std::uint16_t low : kLows) out.push_back(std::bit_cast<float>((high << 16) | low));
-    for (int r = 0; r < 10; ++r) out.push_back(std::bit_cast<float>((high << 16) | static_cast<std::uint32_t>(engine() & 0xffffu)));
-  }
-  return out;
-}
-
 template <typename H>
 void check_patterns_to_wide() {
   const std::vector<H> patterns = all_patterns<H>();
