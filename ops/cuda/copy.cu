@@ -60,8 +60,8 @@ void fill(const Context& ctx, DType dtype, const Shape& sizes, StridedRef dst, d
   // The 16-bit fills write the bits the CPU fill writes: the host conversion of the value.
   if (dtype == DType::BFloat16 || dtype == DType::Float16) {
     const std::uint16_t bits = dtype == DType::BFloat16 ? BFloat16(value).bits : Float16(value).bits;
-    fill_kernel<std::uint16_t><<<grid_for(numel), kBlockThreads, 0, stream>>>(ix, numel,
-                                                                              static_cast<std::uint16_t*>(dst.data), bits);
+    auto* data = static_cast<std::uint16_t*>(dst.data);
+    fill_kernel<std::uint16_t><<<grid_for(numel), kBlockThreads, 0, stream>>>(ix, numel, data, bits);
     SUBLET_CUDA_LAUNCH_CHECK(fill_kernel);
     return;
   }

@@ -163,7 +163,8 @@ template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
     binary_dense_kernel(std::int64_t numel, T* out, DenseInputs<T, 2> in, BinaryOp op, ComputeType<T> alpha,
                         bool unit_alpha) {
-  with_binary<ComputeType<T>>(op, alpha, unit_alpha, [&](const auto& f) { dense_loop<kPackWidth<T>>(numel, out, in, f); });
+  with_binary<ComputeType<T>>(op, alpha, unit_alpha,
+                              [&](const auto& f) { dense_loop<kPackWidth<T>>(numel, out, in, f); });
 }
 
 template <typename T>

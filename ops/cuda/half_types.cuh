@@ -88,7 +88,9 @@ __host__ __device__ inline __nv_bfloat16 float_to_half<__nv_bfloat16>(float f) {
 template <>
 __host__ __device__ inline __half float_to_half<__half>(float f) {
   const unsigned x = float_as_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return __ushort_as_half(static_cast<unsigned short>(((x >> 16) & 0x8000u) | 0x7e00u));
+  if ((x & 0x7fffffffu) > 0x7f800000u) {
+    return __ushort_as_half(static_cast<unsigned short>(((x >> 16) & 0x8000u) | 0x7e00u));
+  }
   return __float2half_rn(f);
 }
 

@@ -172,7 +172,9 @@ inline std::vector<float> float32_sweep() {
   out.reserve(65536u * (std::size(kLows) + 10));
   for (std::uint32_t high = 0; high < 65536; ++high) {
     for (std::uint16_t low : kLows) out.push_back(std::bit_cast<float>((high << 16) | low));
-    for (int r = 0; r < 10; ++r) out.push_back(std::bit_cast<float>((high << 16) | static_cast<std::uint32_t>(engine() & 0xffffu)));
+    for (int r = 0; r < 10; ++r) {
+      out.push_back(std::bit_cast<float>((high << 16) | static_cast<std::uint32_t>(engine() & 0xffffu)));
+    }
   }
   return out;
 }

@@ -109,7 +109,8 @@ TEST(HalfTypesHost, Float64AndInt64ToSixteenBitsGoThroughFloat32AsTheHost) {
   }
   Mismatches ints("int64 -> 16 bits");
   for (std::int64_t v : {std::int64_t{0}, std::int64_t{-7}, std::int64_t{65519}, std::int64_t{65520},
-                         std::int64_t{16777217}, std::int64_t{-9007199254740993}, std::numeric_limits<std::int64_t>::max()}) {
+                         std::int64_t{16777217}, std::int64_t{-9007199254740993},
+                         std::numeric_limits<std::int64_t>::max()}) {
     ints.check(bits_of(convert_element<__half>(v)) == Float16(v).bits, static_cast<std::uint64_t>(v),
                bits_of(convert_element<__half>(v)), Float16(v).bits);
     ints.check(bits_of(convert_element<__nv_bfloat16>(v)) == BFloat16(v).bits, static_cast<std::uint64_t>(v),
