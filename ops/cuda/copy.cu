@@ -1,8 +1,10 @@
 // Strided cast-copy and fill kernels, and the host/device byte copies. The casts are the CPU
-// kernel's static_casts, so copies agree exactly with the CPU for every dtype pair.
+// kernel's static_casts (convert_element, ops/cuda/half_types.cuh, for the 16-bit types), so
+// copies agree exactly with the CPU for every dtype pair, bfloat16 and float16 included.
+#include "core/half.h"
 #include "memory/current_stream.h"
-#include "ops/cpu/dtype_dispatch.h"
 #include "ops/cuda/copy_cuda.h"
+#include "ops/cuda/half_types.cuh"
 #include "ops/cuda/cuda_checks.h"
 #include "memory/cuda_device_guard.h"
 #include "ops/cuda/stream.h"
@@ -17,7 +19,7 @@ __global__ void copy_kernel(StridedIndexer<2> ix, std::int64_t numel, D* dst, co
   for (std::int64_t i = global_thread_index(); i < numel; i += grid_threads()) {
     std::int64_t off[2];
     ix.offsets(i, off);
-    dst[off[0]] = static_cast<D>(src[off[1]]);
+    dst[off[0]] = convert_element<D>(src[off[1]]);
   }
 }
 
@@ -38,8 +40,8 @@ void copy(const Context& ctx, const Shape& sizes, DType dst_dtype, StridedRef ds
   if (numel == 0) return;
   const auto ix = make_indexer<2>(sizes, {&dst.strides, &src.strides});
   memory::CudaDeviceGuard device(ctx.device);
-  cpu::dispatch_dtype(dst_dtype, [&](auto dst_tag) {
-    cpu::dispatch_dtype(src_dtype, [&](auto src_tag) {
+  dispatch_device_dtype(dst_dtype, [&](auto dst_tag) {
+    dispatch_device_dtype(src_dtype, [&](auto src_tag) {
       using D = decltype(dst_tag);
       using S = decltype(src_tag);
       copy_kernel<D, S><<<grid_for(numel), kBlockThreads, 0, stream_of(ctx.stream)>>>(
@@ -54,10 +56,19 @@ void fill(const Context& ctx, DType dtype, const Shape& sizes, StridedRef dst, d
   if (numel == 0) return;
   const auto ix = make_indexer<1>(sizes, {&dst.strides});
   memory::CudaDeviceGuard device(ctx.device);
+  const cudaStream_t stream = stream_of(ctx.stream);
+  // The 16-bit fills write the bits the CPU fill writes: the host conversion of the value.
+  if (dtype == DType::BFloat16 || dtype == DType::Float16) {
+    const std::uint16_t bits = dtype == DType::BFloat16 ? BFloat16(value).bits : Float16(value).bits;
+    auto* data = static_cast<std::uint16_t*>(dst.data);
+    fill_kernel<std::uint16_t><<<grid_for(numel), kBlockThreads, 0, stream>>>(ix, numel, data, bits);
+    SUBLET_CUDA_LAUNCH_CHECK(fill_kernel);
+    return;
+  }
   cpu::dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    fill_kernel<T><<<grid_for(numel), kBlockThreads, 0, stream_of(ctx.stream)>>>(ix, numel, static_cast<T*>(dst.data),
-                                                                                static_cast<T>(value));
+    fill_kernel<T><<<grid_for(numel), kBlockThreads, 0, stream>>>(ix, numel, static_cast<T*>(dst.data),
+                                                                  static_cast<T>(value));
     SUBLET_CUDA_LAUNCH_CHECK(fill_kernel);
   });
 }

@@ -10,6 +10,11 @@
 // and the number of kernels (and nvcc time) stays small. Each formula is the CPU kernel's,
 // written with the same operation order so that results agree to the last bits where the
 // device math library does (see the tolerances in tests/ops/test_cuda_elementwise.cpp).
+// bfloat16 and float16 are storage types: each element is loaded, converted to float32, the
+// formula runs in float32 (scalars too, as PyTorch's opmath), and the result is rounded once to
+// 16 bits on the store (ops/cuda/half_types.cuh; tests/ops/test_cuda_half_elementwise.cpp). The
+// dense kernel moves 8 of them per 16-byte access. For the other dtypes load and store are the
+// identity, so their code is what it was.
 #include <algorithm>
 #include <array>
 #include <type_traits>
@@ -21,6 +26,7 @@
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/elementwise_cuda.h"
 #include "ops/cuda/elementwise_plan.h"
+#include "ops/cuda/half_types.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/strided_indexer.cuh"
 
@@ -98,15 +104,16 @@ struct DenseInputs {
   bool scalar[NIn];  // one element broadcast to every position: data[k][0]
 };
 
+// f on element j of each input, in the compute type, stored back as T.
 template <typename F, typename T, int V, int NIn>
 __device__ T apply_at(const F& f, const Pack<T, V> (&x)[NIn], int j) {
   if constexpr (NIn == 1) {
-    return f(x[0].v[j]);
+    return store_compute<T>(f(load_compute(x[0].v[j])));
   } else if constexpr (NIn == 2) {
-    return f(x[0].v[j], x[1].v[j]);
+    return store_compute<T>(f(load_compute(x[0].v[j]), load_compute(x[1].v[j])));
   } else {
     static_assert(NIn == 3);
-    return f(x[0].v[j], x[1].v[j], x[2].v[j]);
+    return store_compute<T>(f(load_compute(x[0].v[j]), load_compute(x[1].v[j]), load_compute(x[2].v[j])));
   }
 }
 
@@ -147,20 +154,23 @@ __device__ void dense_loop(std::int64_t numel, T* out, const DenseInputs<T, NIn>
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    unary_dense_kernel(std::int64_t numel, T* out, DenseInputs<T, 1> in, UnaryOp op, T a, T b) {
-  with_unary<T>(op, a, b, [&](const auto& f) { dense_loop<kPackWidth<T>>(numel, out, in, f); });
+    unary_dense_kernel(std::int64_t numel, T* out, DenseInputs<T, 1> in, UnaryOp op, ComputeType<T> a,
+                       ComputeType<T> b) {
+  with_unary<ComputeType<T>>(op, a, b, [&](const auto& f) { dense_loop<kPackWidth<T>>(numel, out, in, f); });
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    binary_dense_kernel(std::int64_t numel, T* out, DenseInputs<T, 2> in, BinaryOp op, T alpha, bool unit_alpha) {
-  with_binary<T>(op, alpha, unit_alpha, [&](const auto& f) { dense_loop<kPackWidth<T>>(numel, out, in, f); });
+    binary_dense_kernel(std::int64_t numel, T* out, DenseInputs<T, 2> in, BinaryOp op, ComputeType<T> alpha,
+                        bool unit_alpha) {
+  with_binary<ComputeType<T>>(op, alpha, unit_alpha,
+                              [&](const auto& f) { dense_loop<kPackWidth<T>>(numel, out, in, f); });
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    ternary_dense_kernel(std::int64_t numel, T* out, DenseInputs<T, 3> in, TernaryOp op, T value) {
-  with_ternary<T>(op, value, [&](const auto& f) { dense_loop<kPackWidth<T>>(numel, out, in, f); });
+    ternary_dense_kernel(std::int64_t numel, T* out, DenseInputs<T, 3> in, TernaryOp op, ComputeType<T> value) {
+  with_ternary<ComputeType<T>>(op, value, [&](const auto& f) { dense_loop<kPackWidth<T>>(numel, out, in, f); });
 }
 
 // Enough threads for one pack each (the loop strides beyond kMaxBlocks blocks); the tail, fewer
@@ -184,39 +194,39 @@ DenseInputs<T, N - 1> dense_inputs(const DensePlan<N>& plan, const std::array<co
 
 template <typename T>
 __global__ void unary_kernel(const __grid_constant__ StridedIndexer<2> ix, std::int64_t numel, T* out, const T* in,
-                             UnaryOp op, T a, T b) {
-  with_unary<T>(op, a, b, [&](const auto& f) {
+                             UnaryOp op, ComputeType<T> a, ComputeType<T> b) {
+  with_unary<ComputeType<T>>(op, a, b, [&](const auto& f) {
 #pragma unroll 1
     for (std::int64_t i = global_thread_index(); i < numel; i += grid_threads()) {
       std::int64_t off[2];
       ix.offsets(i, off);
-      out[off[0]] = f(in[off[1]]);
+      out[off[0]] = store_compute<T>(f(load_compute(in[off[1]])));
     }
   });
 }
 
 template <typename T>
 __global__ void binary_kernel(const __grid_constant__ StridedIndexer<3> ix, std::int64_t numel, T* out, const T* x,
-                              const T* y, BinaryOp op, T alpha, bool unit_alpha) {
-  with_binary<T>(op, alpha, unit_alpha, [&](const auto& f) {
+                              const T* y, BinaryOp op, ComputeType<T> alpha, bool unit_alpha) {
+  with_binary<ComputeType<T>>(op, alpha, unit_alpha, [&](const auto& f) {
 #pragma unroll 1
     for (std::int64_t i = global_thread_index(); i < numel; i += grid_threads()) {
       std::int64_t off[3];
       ix.offsets(i, off);
-      out[off[0]] = f(x[off[1]], y[off[2]]);
+      out[off[0]] = store_compute<T>(f(load_compute(x[off[1]]), load_compute(y[off[2]])));
     }
   });
 }
 
 template <typename T>
 __global__ void ternary_kernel(const __grid_constant__ StridedIndexer<4> ix, std::int64_t numel, T* out, const T* x,
-                               const T* y, const T* z, TernaryOp op, T value) {
-  with_ternary<T>(op, value, [&](const auto& f) {
+                               const T* y, const T* z, TernaryOp op, ComputeType<T> value) {
+  with_ternary<ComputeType<T>>(op, value, [&](const auto& f) {
 #pragma unroll 1
     for (std::int64_t i = global_thread_index(); i < numel; i += grid_threads()) {
       std::int64_t off[4];
       ix.offsets(i, off);
-      out[off[0]] = f(x[off[1]], y[off[2]], z[off[3]]);
+      out[off[0]] = store_compute<T>(f(load_compute(x[off[1]]), load_compute(y[off[2]]), load_compute(z[off[3]])));
     }
   });
 }
@@ -232,9 +242,10 @@ void unary(const Context& ctx, UnaryOp op, DType dtype, const Shape& sizes, Stri
   const auto plan = plan_dense<2>(sizes, {&out.strides, &in.strides}, data, element_size(dtype));
   memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
-  cpu::dispatch_dtype(dtype, [&](auto tag) {
+  dispatch_device_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T a = static_cast<T>(params.a), b = static_cast<T>(params.b);
+    using C = ComputeType<T>;
+    const C a = static_cast<C>(params.a), b = static_cast<C>(params.b);
     if (plan.dense) {
       unary_dense_kernel<T><<<dense_grid<T>(numel), kBlockThreads, 0, stream>>>(
           numel, static_cast<T*>(out.data), dense_inputs<T>(plan, data), op, a, b);
@@ -256,18 +267,19 @@ void binary(const Context& ctx, BinaryOp op, DType dtype, const Shape& sizes, St
   const auto plan = plan_dense<3>(sizes, {&out.strides, &a.strides, &b.strides}, data, element_size(dtype));
   memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
-  cpu::dispatch_dtype(dtype, [&](auto tag) {
+  dispatch_device_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
+    using C = ComputeType<T>;
     if (plan.dense) {
       binary_dense_kernel<T><<<dense_grid<T>(numel), kBlockThreads, 0, stream>>>(
-          numel, static_cast<T*>(out.data), dense_inputs<T>(plan, data), op, static_cast<T>(alpha), alpha == 1.0);
+          numel, static_cast<T*>(out.data), dense_inputs<T>(plan, data), op, static_cast<C>(alpha), alpha == 1.0);
       SUBLET_CUDA_LAUNCH_CHECK(binary_dense_kernel);
       return;
     }
     const auto ix = make_indexer<3>(sizes, {&out.strides, &a.strides, &b.strides});
     binary_kernel<T><<<grid_for(numel), kBlockThreads, 0, stream>>>(
         ix, numel, static_cast<T*>(out.data), static_cast<const T*>(a.data), static_cast<const T*>(b.data), op,
-        static_cast<T>(alpha), alpha == 1.0);
+        static_cast<C>(alpha), alpha == 1.0);
     SUBLET_CUDA_LAUNCH_CHECK(binary_kernel);
   });
 }
@@ -276,8 +288,9 @@ void ternary(const Context& ctx, TernaryOp op, DType dtype, const Shape& sizes, 
              ConstStridedRef b, ConstStridedRef c, double value) {
   const std::int64_t numel = shape_numel(sizes);
   const char* name = op == TernaryOp::AddCMul ? "addcmul" : "addcdiv";
-  cpu::dispatch_floating(dtype, name, [&](auto tag) {
+  dispatch_device_floating(dtype, name, [&](auto tag) {
     using T = decltype(tag);
+    using C = ComputeType<T>;
     if (numel == 0) return;
     const std::array<const void*, 4> data{out.data, a.data, b.data, c.data};
     const auto plan = plan_dense<4>(sizes, {&out.strides, &a.strides, &b.strides, &c.strides}, data, sizeof(T));
@@ -285,14 +298,14 @@ void ternary(const Context& ctx, TernaryOp op, DType dtype, const Shape& sizes, 
     const cudaStream_t stream = stream_of(ctx.stream);
     if (plan.dense) {
       ternary_dense_kernel<T><<<dense_grid<T>(numel), kBlockThreads, 0, stream>>>(
-          numel, static_cast<T*>(out.data), dense_inputs<T>(plan, data), op, static_cast<T>(value));
+          numel, static_cast<T*>(out.data), dense_inputs<T>(plan, data), op, static_cast<C>(value));
       SUBLET_CUDA_LAUNCH_CHECK(ternary_dense_kernel);
       return;
     }
     const auto ix = make_indexer<4>(sizes, {&out.strides, &a.strides, &b.strides, &c.strides});
     ternary_kernel<T><<<grid_for(numel), kBlockThreads, 0, stream>>>(
         ix, numel, static_cast<T*>(out.data), static_cast<const T*>(a.data), static_cast<const T*>(b.data),
-        static_cast<const T*>(c.data), op, static_cast<T>(value));
+        static_cast<const T*>(c.data), op, static_cast<C>(value));
     SUBLET_CUDA_LAUNCH_CHECK(ternary_kernel);
   });
 }

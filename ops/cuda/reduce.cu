@@ -4,6 +4,10 @@
 // tree order) but their rounding order differs from the CPU's sequential loop, hence the
 // tolerance in the tests; max/min, gather and scatter_add agree with the CPU bit for bit
 // (scatter_add: one thread per output row adds in the same order as the CPU loop).
+// bfloat16 and float16 (ops/cuda/half_types.cuh) accumulate in float32, as PyTorch's CUDA sums
+// do, and the sum or mean is rounded once to the input's dtype (the output dtype, as PyTorch's
+// sum/mean of a 16-bit tensor); max/min compare in float32 and return the input's element;
+// scatter_add adds in float32 and rounds each sum to 16 bits.
 #include <climits>
 #include <type_traits>
 
@@ -13,6 +17,7 @@
 #include "memory/cuda_device_guard.h"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/device_math.cuh"
+#include "ops/cuda/half_types.cuh"
 #include "ops/cuda/index_check.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/reduce_cuda.h"
@@ -22,13 +27,18 @@ namespace sublet::ops::cuda {
 namespace {
 
 template <typename T>
-using Accumulator = std::conditional_t<std::is_floating_point_v<T>, double, std::int64_t>;
+using Accumulator = std::conditional_t<kIsHalf<T>, float,
+                                       std::conditional_t<std::is_floating_point_v<T>, double, std::int64_t>>;
 
 constexpr int kReduceThreads = 256;  // a power of two (block_combine)
 
 template <typename T>
 __device__ T finish_sum(Accumulator<T> acc, double scale) {
-  return scale == 1.0 ? static_cast<T>(acc) : static_cast<T>(static_cast<double>(acc) * scale);
+  if constexpr (kIsHalf<T>) {
+    return store_compute<T>(scale == 1.0 ? acc : acc * static_cast<float>(scale));
+  } else {
+    return scale == 1.0 ? static_cast<T>(acc) : static_cast<T>(static_cast<double>(acc) * scale);
+  }
 }
 
 // Many short reductions: one thread each.
@@ -38,7 +48,7 @@ __global__ void sum_per_thread(StridedIndexer<1> outer, StridedIndexer<1> inner,
   for (std::int64_t o = global_thread_index(); o < outer_n; o += grid_threads()) {
     const T* base = in + outer.offset(o);
     Accumulator<T> acc = 0;
-    for (std::int64_t i = 0; i < inner_n; ++i) acc += base[inner.offset(i)];
+    for (std::int64_t i = 0; i < inner_n; ++i) acc += load_compute(base[inner.offset(i)]);
     out[o] = finish_sum<T>(acc, scale);
   }
 }
@@ -56,7 +66,7 @@ __global__ void sum_per_block(StridedIndexer<1> outer, StridedIndexer<1> inner, 
   const std::int64_t begin = c * chunk_len;
   const std::int64_t end = begin + chunk_len < inner_n ? begin + chunk_len : inner_n;
   Accumulator<T> acc = 0;
-  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc += base[inner.offset(i)];
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc += load_compute(base[inner.offset(i)]);
   acc = block_combine(acc, scratch, [](Accumulator<T> x, Accumulator<T> y) { return x + y; });
   if (threadIdx.x == 0) {
     if (chunks == 1) {
@@ -88,9 +98,9 @@ __device__ bool beats(ExtremumKind kind, T v, std::int64_t i, T bv, std::int64_t
   return kind == ExtremumKind::Max ? v > bv : v < bv;
 }
 
-template <typename T>
+template <typename C>
 struct Candidate {
-  T value;
+  C value;  // in the compute type: float32 for the 16-bit types
   std::int64_t index;
 };
 
@@ -99,16 +109,16 @@ __global__ void extremum_per_thread(ExtremumKind kind, StridedIndexer<1> outer, 
                                     std::int64_t stride, const T* in, T* values, std::int64_t* indices) {
   for (std::int64_t o = global_thread_index(); o < outer_n; o += grid_threads()) {
     const T* p = in + outer.offset(o);
-    T best = p[0];
+    ComputeType<T> best = load_compute(p[0]);
     std::int64_t best_index = 0;
     for (std::int64_t i = 1; i < n; ++i) {
-      const T v = p[i * stride];
+      const ComputeType<T> v = load_compute(p[i * stride]);
       if (beats(kind, v, i, best, best_index)) {
         best = v;
         best_index = i;
       }
     }
-    values[o] = best;
+    values[o] = store_compute<T>(best);
     indices[o] = best_index;
   }
 }
@@ -116,19 +126,20 @@ __global__ void extremum_per_thread(ExtremumKind kind, StridedIndexer<1> outer, 
 template <typename T>
 __global__ void extremum_per_block(ExtremumKind kind, StridedIndexer<1> outer, std::int64_t n, std::int64_t stride,
                                    const T* in, T* values, std::int64_t* indices) {
-  __shared__ Candidate<T> scratch[kReduceThreads];
+  using C = ComputeType<T>;
+  __shared__ Candidate<C> scratch[kReduceThreads];
   const std::int64_t o = blockIdx.x;
   const T* p = in + outer.offset(o);
-  Candidate<T> best{p[0], 0};
+  Candidate<C> best{load_compute(p[0]), 0};
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const T v = p[i * stride];
+    const C v = load_compute(p[i * stride]);
     if (beats(kind, v, i, best.value, best.index)) best = {v, i};
   }
-  best = block_combine(best, scratch, [kind](Candidate<T> a, Candidate<T> b) {
+  best = block_combine(best, scratch, [kind](Candidate<C> a, Candidate<C> b) {
     return beats(kind, b.value, b.index, a.value, a.index) ? b : a;
   });
   if (threadIdx.x == 0) {
-    values[o] = best.value;
+    values[o] = store_compute<T>(best.value);
     indices[o] = best.index;
   }
 }
@@ -144,7 +155,8 @@ __global__ void scatter_add_kernel(StridedIndexer<3> outer, std::int64_t outer_n
     outer.offsets(o, off);
     for (std::int64_t j = 0; j < index_count; ++j) {
       const std::int64_t index = indices[off[1] + j * index_dim_stride];
-      out[off[0] + index * out_dim_stride] += src[off[2] + j * src_dim_stride];
+      T& target = out[off[0] + index * out_dim_stride];
+      target = store_compute<T>(load_compute(target) + load_compute(src[off[2] + j * src_dim_stride]));
     }
   }
 }
@@ -184,7 +196,7 @@ void reduce_sum(const Context& ctx, DType dtype, const ReduceGeometry& g, void* 
   const auto inner = make_indexer<1>(g.inner_sizes, {&g.inner_strides});
   memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
-  cpu::dispatch_dtype(dtype, [&](auto tag) {
+  dispatch_device_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out);
     const T* x = static_cast<const T*>(in);
@@ -223,7 +235,7 @@ void reduce_extremum(const Context& ctx, ExtremumKind kind, DType dtype, const R
   const auto outer = make_indexer<1>(g.outer_sizes, {&g.outer_strides});
   memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
-  cpu::dispatch_dtype(dtype, [&](auto tag) {
+  dispatch_device_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(in);
     T* v = static_cast<T*>(values);
@@ -248,7 +260,7 @@ void scatter_add(const Context& ctx, DType dtype, const ScatterGeometry& g, void
   const Shape index_outer = head(g.index_strides, nd), src_outer = head(g.src_strides, nd);
   const auto outer = make_indexer<3>(g.outer_sizes, {&g.out_outer_strides, &index_outer, &src_outer});
   memory::CudaDeviceGuard device(ctx.device);
-  cpu::dispatch_dtype(dtype, [&](auto tag) {
+  dispatch_device_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     scatter_add_kernel<T><<<grid_for(outer_n), kBlockThreads, 0, stream_of(ctx.stream)>>>(
         outer, outer_n, g.index_count, g.out_dim_stride, g.index_strides[nd], g.src_strides[nd], static_cast<T*>(out),
@@ -267,7 +279,7 @@ void gather(const Context& ctx, DType dtype, const ScatterGeometry& g, void* out
   const Shape index_outer = head(g.index_strides, nd);
   const auto outer = make_indexer<2>(g.outer_sizes, {&g.out_outer_strides, &index_outer});
   memory::CudaDeviceGuard device(ctx.device);
-  cpu::dispatch_dtype(dtype, [&](auto tag) {
+  dispatch_device_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     gather_kernel<T><<<grid_for(numel), kBlockThreads, 0, stream_of(ctx.stream)>>>(
         outer, numel, g.index_count, g.out_dim_stride, g.index_strides[nd], static_cast<T*>(out), indices,

@@ -39,6 +39,10 @@ namespace {
 constexpr DeviceType kCuda = DeviceType::CUDA;
 constexpr std::initializer_list<DType> kFloating = {DType::Float32, DType::Float64};
 constexpr std::initializer_list<DType> kAllDTypes = {DType::Float32, DType::Float64, DType::Int64};
+// The 16-bit storage types: kernels load them, compute in float32 and store 16 bits
+// (ops/cuda/half_types.cuh). So far casts, fills, element-wise ops (dropout too) and reductions
+// take them.
+constexpr std::initializer_list<DType> kHalfDTypes = {DType::BFloat16, DType::Float16};
 
 template <class Fn>
 void set_for(KernelTable<Fn>& table, std::initializer_list<DType> dtypes, Fn* kernel) {
@@ -78,6 +82,7 @@ void register_nn_kernels() {
   set_for(cross_entropy_forward_kernels(), kFloating, &cuda::cross_entropy_forward);
   set_for(cross_entropy_backward_kernels(), kFloating, &cuda::cross_entropy_backward);
   set_for(dropout_kernels(), kFloating, &cuda::dropout_apply);
+  set_for(dropout_kernels(), kHalfDTypes, &cuda::dropout_apply);
 }
 
 void register_tensor_kernels() {
@@ -90,6 +95,15 @@ void register_tensor_kernels() {
   set_for(gather_kernels(), kAllDTypes, &cuda::gather);
   set_for(copy_kernels(), kAllDTypes, &cuda::copy);
   set_for(fill_kernels(), kAllDTypes, &cuda::fill);
+  set_for(unary_kernels(), kHalfDTypes, &cuda::unary);
+  set_for(binary_kernels(), kHalfDTypes, &cuda::binary);
+  set_for(ternary_kernels(), kHalfDTypes, &cuda::ternary);
+  set_for(reduce_sum_kernels(), kHalfDTypes, &cuda::reduce_sum);
+  set_for(reduce_extremum_kernels(), kHalfDTypes, &cuda::reduce_extremum);
+  set_for(scatter_add_kernels(), kHalfDTypes, &cuda::scatter_add);
+  set_for(gather_kernels(), kHalfDTypes, &cuda::gather);
+  set_for(copy_kernels(), kHalfDTypes, &cuda::copy);
+  set_for(fill_kernels(), kHalfDTypes, &cuda::fill);
   set_for(matmul_kernels(), kFloating, &cuda::matmul);
   set_for(fill_uniform_kernels(), kFloating, &cuda::fill_uniform);
   set_for(fill_normal_kernels(), kFloating, &cuda::fill_normal);

@@ -3,7 +3,12 @@
 if(SUBLET_HAVE_CUDA)
   foreach(cuda_test test_cuda_elementwise test_cuda_reduce test_cuda_matmul test_cuda_copy test_cuda_random
           test_cuda_conv2d test_cuda_batch_norm test_cuda_batch_norm_relu test_cuda_pooling test_cuda_loss test_cuda_dropout
-          test_cuda_streams test_cuda_memory_accounting)
+          test_cuda_streams test_cuda_memory_accounting test_cuda_half_copy
+          test_cuda_half_elementwise test_cuda_half_reduce)
     sublet_add_test(${cuda_test} LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/${cuda_test}.cpp LIBS ops)
   endforeach()
+  # The 16-bit conversions of the GPU kernels (ops/cuda/half_types.cuh) compiled for the host and
+  # checked against core/half.h on the CPU (CUDA's intrinsics emulate their rounding on the host).
+  sublet_add_test(test_half_types_host LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_half_types_host.cpp LIBS ops)
+  target_include_directories(test_half_types_host PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 endif()

@@ -5,3 +5,5 @@ sublet_add_test(test_elementwise_plan LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR
 sublet_add_test(test_int_divider LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_int_divider.cpp LIBS ops)
 # Shape's container against std::vector
 sublet_add_test(test_shape_vector LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_shape_vector.cpp LIBS ops)
+# The judge of the 16-bit GPU kernel tests (tests/ops/half_test_support.h), on the CPU.
+sublet_add_test(test_half_compare LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_half_compare.cpp LIBS ops)

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -153,6 +154,22 @@ TEST(KernelTable, CudaEntriesExistExactlyInCudaBuilds) {
   for (const NamedKernelTable& entry : all_kernel_tables()) {
     EXPECT_EQ(entry.table->has(DeviceType::CUDA, DType::Float32), memory::cuda_built()) << entry.name;
     EXPECT_EQ(entry.table->has(DeviceType::CUDA, DType::Float64), memory::cuda_built()) << entry.name;
+  }
+}
+
+// On the GPU the 16-bit types have casts, fills, element-wise ops and reductions (load 16 bits,
+// compute in float32, store 16 bits); every other table must refuse them until its kernel
+// handles them, or the lookup would hand a 16-bit tensor to a float32/float64-only kernel.
+TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
+  const std::set<std::string> half_ops = {"copy", "fill", "unary", "binary", "ternary", "dropout",
+                                          "reduce_sum", "reduce_extremum", "scatter_add", "gather"};
+  for (const NamedKernelTable& entry : all_kernel_tables()) {
+    const bool expected = memory::cuda_built() && half_ops.count(entry.name) == 1;
+    for (DType half : {DType::BFloat16, DType::Float16}) {
+      EXPECT_EQ(entry.table->has(DeviceType::CUDA, half), expected) << entry.name << " " << dtype_name(half);
+      EXPECT_FALSE(entry.table->has(DeviceType::CUDA, half, MemoryFormat::ChannelsLast)) << entry.name;
+    }
+    EXPECT_FALSE(entry.table->has(DeviceType::CUDA, DType::UInt8)) << entry.name;
   }
 }
 

@@ -11,4 +11,6 @@ endif()
 if(SUBLET_HAVE_CUDA)
   sublet_add_test(test_pinned_buffer LABEL gpu SOURCES test_pinned_buffer.cpp LIBS runtime)
   sublet_add_test(test_batch_norm_relu_cuda LABEL gpu SOURCES test_batch_norm_relu_cuda.cpp LIBS runtime)
+  # bfloat16/float16 tensors on the GPU: casts, copies, fills, sum/mean, autograd (issue 15).
+  sublet_add_test(test_half_tensor_cuda LABEL gpu SOURCES test_half_tensor_cuda.cpp LIBS runtime)
 endif()
