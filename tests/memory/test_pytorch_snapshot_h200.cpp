@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "memory/pytorch_rules.h"
 #include "memory/pytorch_snapshot.h"
 #include "memory/replay.h"
 
@@ -60,6 +61,38 @@ TEST(PytorchSnapshotH200, EverySnapshotReplaysAndItsRecordedRunGivesPyTorchsOwnF
     }
   }
   EXPECT_EQ(replayed, 12);
+}
+
+// --rules pytorch: the recorded run under PyTorch 2.11's own rules (memory/pytorch_rules.h), with
+// the recorded segment addresses, gives memory_stats()'s three figures byte for byte.
+TEST(PytorchSnapshotH200, RecordedRunUnderPyTorchRulesGivesMemoryStatsExactly) {
+  int exact_reserved = 0, exact_allocated = 0, exact_device_allocs = 0;
+  for (const char* model : {"resnet18_fp32", "resnet18_bf16", "resnet50_fp32"}) {
+    for (const char* setting : {"default", "div4", "expandable", "maxsplit128"}) {
+      const std::string name = std::string(model) + "_" + setting;
+      SCOPED_TRACE(name);
+      std::ifstream stats_file(kDir + name + ".json");
+      ASSERT_TRUE(stats_file) << "missing " << name << ".json";
+      const nlohmann::json recorded = nlohmann::json::parse(stats_file);
+      const auto& stats = recorded["memory_stats"];
+      const PytorchSnapshotTrace trace = load_pytorch_snapshot(kDir + name + ".pickle.gz", 0);
+      const ReplayResult run = replay_trace_pytorch(with_recorded_releases(trace), trace.alloc_conf, std::size_t{1} << 40,
+                                                    &trace.segments);
+      ASSERT_FALSE(run.out_of_memory) << run.oom_message;
+      EXPECT_EQ(run.rules, "pytorch");
+      std::cout << "[ pytorch  ] " << name << ": reserved " << stats["reserved_bytes.all.peak"] << " vs " << run.peak_reserved
+                << ", allocated " << stats["allocated_bytes.all.peak"] << " vs " << run.peak_allocated
+                << ", device allocations " << stats["num_device_alloc"] << " vs " << run.device_allocs << "\n";
+      EXPECT_EQ(run.peak_reserved, stats["reserved_bytes.all.peak"].get<std::size_t>());
+      EXPECT_EQ(run.peak_allocated, stats["allocated_bytes.all.peak"].get<std::size_t>());
+      EXPECT_EQ(run.device_allocs, stats["num_device_alloc"].get<std::int64_t>());
+      exact_reserved += run.peak_reserved == stats["reserved_bytes.all.peak"].get<std::size_t>();
+      exact_allocated += run.peak_allocated == stats["allocated_bytes.all.peak"].get<std::size_t>();
+      exact_device_allocs += run.device_allocs == stats["num_device_alloc"].get<std::int64_t>();
+    }
+  }
+  std::cout << "[ pytorch  ] exact of 12: peak reserved " << exact_reserved << ", peak allocated " << exact_allocated
+            << ", device allocations " << exact_device_allocs << "\n";
 }
 
 }  // namespace
