@@ -24,8 +24,9 @@
 namespace sublet::memory {
 
 // Where PyTorch's run put its segments, from the snapshot: with them a replay of the recorded
-// run breaks ties between equal-size free blocks as PyTorch did (by address). Without them (or
-// once the replay asks for a segment of another size) addresses are made up, in increasing order.
+// run breaks ties between equal-size free blocks as PyTorch did (by address). Without them, and
+// for a cudaMalloc whose size is not the recorded one at the same position, addresses are made up
+// (increasing, far above real ones).
 struct RecordedSegments {
   struct Segment {
     std::uint64_t address = 0;

@@ -77,6 +77,17 @@ TEST(PytorchSnapshotH200, RecordedRunUnderPyTorchRulesGivesMemoryStatsExactly) {
       const nlohmann::json recorded = nlohmann::json::parse(stats_file);
       const auto& stats = recorded["memory_stats"];
       const PytorchSnapshotTrace trace = load_pytorch_snapshot(kDir + name + ".pickle.gz", 0);
+      // Fixed segments are cudaMalloc'ed; expandable ones are reserved and mapped, one per stream and
+      // pool: these runs use one stream, so one small and one large segment.
+      if (std::string(setting) == "expandable") {
+        EXPECT_TRUE(trace.segments.device_allocs.empty());
+        EXPECT_EQ(trace.segments.expandable_bases.size(), 2u);
+      } else {
+        EXPECT_TRUE(trace.segments.expandable_bases.empty());
+        EXPECT_FALSE(trace.segments.device_allocs.empty());
+      }
+      std::cout << "[ segments ] " << name << ": " << trace.segments.device_allocs.size() << " cudaMalloc, "
+                << trace.segments.expandable_bases.size() << " expandable segments\n";
       const ReplayResult run = replay_trace_pytorch(with_recorded_releases(trace), trace.alloc_conf, std::size_t{1} << 40,
                                                     &trace.segments);
       ASSERT_FALSE(run.out_of_memory) << run.oom_message;
