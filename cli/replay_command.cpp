@@ -1,9 +1,12 @@
-// sublet replay TRACE [--alloc-conf STR]... [--capacity-mib N] [--device N] [--json PATH]
+// sublet replay TRACE [--alloc-conf STR]... [--rules sublet|pytorch] [--capacity-mib N] [--device N] [--json PATH]
 // Replays a recorded allocation trace through the caching allocator on the simulated backend
 // under several settings and prints what each would have done (and writes it as JSON). TRACE is
 // a sublet-alloc-trace (JSON) or a PyTorch memory snapshot (a pickle, gzip-compressed or not),
 // told apart by content. A snapshot's first row, "recorded", is its own run: the recorded
 // settings, with the cache releases PyTorch made inside allocations where it made them.
+// --rules picks whose allocator rules every row follows: sublet's own CachingAllocator (the
+// default) or PyTorch 2.11's (memory/pytorch_rules.h), under which the recorded row also takes
+// the snapshot's segment addresses and gives torch.cuda.memory_stats()'s figures exactly.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include "core/format_bytes.h"
 #include "core/errors.h"
 #include "cli/trace_source.h"
+#include "memory/pytorch_rules.h"
 #include "memory/replay.h"
 
 namespace sublet::cli {
@@ -34,7 +38,8 @@ const std::vector<std::string> kDefaultSettings = {
 
 void print_results(const std::vector<memory::ReplayResult>& results, std::size_t events) {
   const auto bytes = [](std::size_t b) { return sublet::format_bytes(static_cast<std::int64_t>(b)); };
-  fmt::print("Replayed {} events on the simulated backend (capacity {}).\n\n", events, bytes(results.front().capacity));
+  fmt::print("Replayed {} events on the simulated backend (capacity {}), under {} allocator rules.\n\n", events,
+             bytes(results.front().capacity), results.front().rules == "pytorch" ? "PyTorch 2.11's" : "sublet's");
   fmt::print("{:<40} {:>14} {:>14} {:>10} {:>13} {:>8}\n", "setting", "peak reserved", "peak allocated",
              "frag@peak", "device allocs", "fits?");
   for (const auto& r : results) {
@@ -55,7 +60,7 @@ void write_report_json(const std::string& path, const std::vector<memory::Replay
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : results) {
     rows.push_back({{"label", r.label.empty() ? r.setting : r.label},
-                    {"rules", "sublet"},
+                    {"rules", r.rules},
                     {"alloc_conf", r.setting == "default" ? "" : r.setting},
                     {"capacity_bytes", r.capacity},
                     {"peak_allocated_bytes", r.peak_allocated},
@@ -81,6 +86,7 @@ void add_replay_command(CLI::App& app) {
   auto capacity_mib = std::make_shared<std::size_t>(std::size_t{1} << 20);
   auto json_path = std::make_shared<std::string>();
   auto device = std::make_shared<int>(0);
+  auto rules = std::make_shared<std::string>("sublet");
   replay->add_option("trace", *trace_path,
                      "allocation trace: JSON as written by sublet profile, or a PyTorch memory snapshot "
                      "(torch.cuda.memory._dump_snapshot; gzip-compressed too)")
@@ -89,12 +95,17 @@ void add_replay_command(CLI::App& app) {
   replay->add_option("--alloc-conf", *settings,
                      "a SUBLET_ALLOC_CONF string to try; repeat for several (default: a standard set of six, and a PyTorch "
                      "snapshot's recorded settings)");
+  replay->add_option("--rules", *rules,
+                     "whose allocator rules to replay under: sublet (sublet's own caching allocator) or pytorch "
+                     "(PyTorch 2.11's, expandable segments included; a snapshot's recorded row then equals its memory_stats())")
+      ->check(CLI::IsMember({"sublet", "pytorch"}))
+      ->capture_default_str();
   replay->add_option("--capacity-mib", *capacity_mib, "simulated device capacity in MiB")->check(CLI::Range(1, 1 << 30))->capture_default_str();
   CLI::Option* device_option =
       replay->add_option("--device", *device, "PyTorch snapshots: the device whose trace to replay (default 0)")
           ->check(CLI::Range(0, 1 << 20));
   replay->add_option("--json", *json_path, "also write the rows as JSON (format sublet-replay-report)");
-  replay->callback([trace_path, settings, capacity_mib, json_path, device, device_option] {
+  replay->callback([trace_path, settings, capacity_mib, json_path, device, device_option, rules] {
     check_output_file("--json", *json_path);
     const TraceSource source =
         load_trace_source(*trace_path, device_option->count() > 0 ? std::optional<int>(*device) : std::nullopt);
@@ -103,15 +114,22 @@ void add_replay_command(CLI::App& app) {
     if (settings->empty() && source.has_recorded_settings &&
         std::find(tried.begin(), tried.end(), source.recorded_alloc_conf) == tried.end())
       tried.push_back(source.recorded_alloc_conf);
+    const bool pytorch_rules = *rules == "pytorch";
+    const std::size_t capacity = *capacity_mib * memory::kMiB;
+    const auto replay_one = [&](const std::vector<memory::TraceEvent>& events, const std::string& setting,
+                                const memory::RecordedSegments* addresses) {
+      return pytorch_rules ? memory::replay_trace_pytorch(events, setting, capacity, addresses)
+                           : memory::replay_trace(events, setting, capacity);
+    };
     std::vector<memory::ReplayResult> results;
     // A snapshot's first row is its own run: the recorded settings, and the cache releases
     // PyTorch made inside allocations where it made them.
     if (!source.recorded_events.empty()) {
-      results.push_back(memory::replay_trace(source.recorded_events, source.recorded_alloc_conf, *capacity_mib * memory::kMiB));
+      results.push_back(replay_one(source.recorded_events, source.recorded_alloc_conf, &source.recorded_segments));
       results.back().label = "recorded";
     }
     for (const std::string& setting : tried)
-      results.push_back(memory::replay_trace(source.events, setting, *capacity_mib * memory::kMiB));
+      results.push_back(replay_one(source.events, setting, nullptr));
     print_results(results, source.events.size());
     if (!json_path->empty()) write_report_json(*json_path, results, source.source);
   });

@@ -48,6 +48,7 @@ TraceSource load_trace_source(const std::string& path, std::optional<int> device
                snapshot.pytorch_alloc_conf, snapshot.alloc_conf);
   out.recorded_events = memory::with_recorded_releases(snapshot);  // before the events move out
   out.events = std::move(snapshot.events);
+  out.recorded_segments = std::move(snapshot.segments);
   out.source = {{"kind", "pytorch-snapshot"}, {"events", out.events.size()}, {"device", snapshot.device}};
   out.recorded_alloc_conf = snapshot.alloc_conf;
   out.has_recorded_settings = snapshot.has_allocator_settings;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "memory/pytorch_rules.h"
 #include "memory/trace_event.h"
 
 namespace sublet::cli {
@@ -17,6 +18,8 @@ struct TraceSource {
   bool has_recorded_settings = false;
   // A snapshot's run as PyTorch made it (memory::with_recorded_releases); empty for sublet traces.
   std::vector<memory::TraceEvent> recorded_events;
+  // Where the snapshot's run put its segments (for --rules pytorch's recorded row); empty otherwise.
+  memory::RecordedSegments recorded_segments;
 };
 
 // `device` picks a snapshot's device (default 0); ValueError when given for a sublet trace.

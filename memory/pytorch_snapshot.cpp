@@ -197,7 +197,9 @@ class TraceConverter {
     } else if (action == "segment_alloc" || action == "segment_map") {
       end_release_run(true);
       const std::uint64_t addr = uint_key(e, "addr");
-      reserved_.add(addr, addr + uint_key(e, "size"));
+      const std::uint64_t size = uint_key(e, "size");
+      reserved_.add(addr, addr + size);
+      record_segment(action == "segment_map", addr, size);
     } else if (action == "segment_free" || action == "segment_unmap") {
       const std::uint64_t addr = uint_key(e, "addr");
       const std::uint64_t size = uint_key(e, "size");
@@ -230,6 +232,20 @@ class TraceConverter {
       ++out_.empty_cache_events;
       out_.events.push_back({.action = TraceEvent::Action::EmptyCache});
     }
+  }
+
+  // An expandable segment reserves 1 1/8 of the device's memory of address space and maps pages
+  // into it from its start; a map more than kExpandableWindow past every segment start seen so
+  // far (these runs map far less) begins a new segment.
+  void record_segment(bool map, std::uint64_t addr, std::uint64_t size) {
+    constexpr std::uint64_t kExpandableWindow = std::uint64_t{64} << 30;
+    if (!map) {
+      out_.segments.device_allocs.push_back({addr, static_cast<std::size_t>(size)});
+      return;
+    }
+    auto& bases = out_.segments.expandable_bases;
+    if (std::none_of(bases.begin(), bases.end(), [&](std::uint64_t b) { return addr >= b && addr - b < kExpandableWindow; }))
+      bases.push_back(addr);
   }
 
   [[noreturn]] void not_from_empty(const std::string& what) const {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "memory/pickle_reader.h"
+#include "memory/pytorch_rules.h"
 #include "memory/replay.h"
 
 namespace sublet::memory {
@@ -46,6 +47,9 @@ struct PytorchSnapshotTrace {
   std::size_t internal_releases = 0;
   // Where in `events` each release inside an allocation happened (an index: before that event).
   std::vector<std::size_t> internal_release_positions;
+  // Where PyTorch put its segments (segment_alloc addresses; the start of each expandable
+  // segment: a segment_map far from every earlier one), for replay_trace_pytorch's ties.
+  RecordedSegments segments;
 };
 
 // The run as PyTorch made it: `events` with an EmptyCache event where PyTorch released cache

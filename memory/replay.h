@@ -29,6 +29,7 @@ std::vector<TraceEvent> load_trace(const std::string& path);
 struct ReplayResult {
   std::string setting;               // the config text ("default" when empty)
   std::string label;                 // the row's name where it is not the setting ("recorded")
+  std::string rules = "sublet";      // whose allocator rules: "sublet", or "pytorch" (memory/pytorch_rules.h)
   std::size_t capacity = 0;
   std::size_t peak_reserved = 0;     // both peaks since the trace's last reset_peaks (or its start)
   std::size_t peak_allocated = 0;

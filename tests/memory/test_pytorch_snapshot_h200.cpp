@@ -2,8 +2,9 @@
 // read and converted. Replayed under its recorded setting, it gives PyTorch's own peak allocated
 // bytes (torch.cuda.memory_stats()) where sublet's rules agree with PyTorch's; replayed as PyTorch
 // ran it (with_recorded_releases), its peak reserved bytes on every snapshot with fixed segments,
-// and all three figures on four of them (the table in that folder's README; the rest waits for
-// issue 18's --rules pytorch).
+// and all three figures on four of them (the table in that folder's README). Under PyTorch's own
+// rules (memory/pytorch_rules.h, `sublet replay --rules pytorch`) the recorded run gives all three
+// figures on all twelve, expandable segments included.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "memory/pytorch_rules.h"
 #include "memory/pytorch_snapshot.h"
 #include "memory/replay.h"
 
@@ -60,6 +62,49 @@ TEST(PytorchSnapshotH200, EverySnapshotReplaysAndItsRecordedRunGivesPyTorchsOwnF
     }
   }
   EXPECT_EQ(replayed, 12);
+}
+
+// --rules pytorch: the recorded run under PyTorch 2.11's own rules (memory/pytorch_rules.h), with
+// the recorded segment addresses, gives memory_stats()'s three figures byte for byte.
+TEST(PytorchSnapshotH200, RecordedRunUnderPyTorchRulesGivesMemoryStatsExactly) {
+  int exact_reserved = 0, exact_allocated = 0, exact_device_allocs = 0;
+  for (const char* model : {"resnet18_fp32", "resnet18_bf16", "resnet50_fp32"}) {
+    for (const char* setting : {"default", "div4", "expandable", "maxsplit128"}) {
+      const std::string name = std::string(model) + "_" + setting;
+      SCOPED_TRACE(name);
+      std::ifstream stats_file(kDir + name + ".json");
+      ASSERT_TRUE(stats_file) << "missing " << name << ".json";
+      const nlohmann::json recorded = nlohmann::json::parse(stats_file);
+      const auto& stats = recorded["memory_stats"];
+      const PytorchSnapshotTrace trace = load_pytorch_snapshot(kDir + name + ".pickle.gz", 0);
+      // Fixed segments are cudaMalloc'ed; expandable ones are reserved and mapped, one per stream and
+      // pool: these runs use one stream, so one small and one large segment.
+      if (std::string(setting) == "expandable") {
+        EXPECT_TRUE(trace.segments.device_allocs.empty());
+        EXPECT_EQ(trace.segments.expandable_bases.size(), 2u);
+      } else {
+        EXPECT_TRUE(trace.segments.expandable_bases.empty());
+        EXPECT_FALSE(trace.segments.device_allocs.empty());
+      }
+      std::cout << "[ segments ] " << name << ": " << trace.segments.device_allocs.size() << " cudaMalloc, "
+                << trace.segments.expandable_bases.size() << " expandable segments\n";
+      const ReplayResult run = replay_trace_pytorch(with_recorded_releases(trace), trace.alloc_conf, std::size_t{1} << 40,
+                                                    &trace.segments);
+      ASSERT_FALSE(run.out_of_memory) << run.oom_message;
+      EXPECT_EQ(run.rules, "pytorch");
+      std::cout << "[ pytorch  ] " << name << ": reserved " << stats["reserved_bytes.all.peak"] << " vs " << run.peak_reserved
+                << ", allocated " << stats["allocated_bytes.all.peak"] << " vs " << run.peak_allocated
+                << ", device allocations " << stats["num_device_alloc"] << " vs " << run.device_allocs << "\n";
+      EXPECT_EQ(run.peak_reserved, stats["reserved_bytes.all.peak"].get<std::size_t>());
+      EXPECT_EQ(run.peak_allocated, stats["allocated_bytes.all.peak"].get<std::size_t>());
+      EXPECT_EQ(run.device_allocs, stats["num_device_alloc"].get<std::int64_t>());
+      exact_reserved += run.peak_reserved == stats["reserved_bytes.all.peak"].get<std::size_t>();
+      exact_allocated += run.peak_allocated == stats["allocated_bytes.all.peak"].get<std::size_t>();
+      exact_device_allocs += run.device_allocs == stats["num_device_alloc"].get<std::int64_t>();
+    }
+  }
+  std::cout << "[ pytorch  ] exact of 12: peak reserved " << exact_reserved << ", peak allocated " << exact_allocated
+            << ", device allocations " << exact_device_allocs << "\n";
 }
 
 }  // namespace
