@@ -2,7 +2,8 @@
 // Plans memory instead of measuring it (issue 19):
 //  - TRACE (a sublet-alloc-trace, or a PyTorch memory snapshot): for the recorded step, the
 //    live-bytes lower bound, the static arena plan (memory/static_plan.h) and what the caching
-//    allocator's rules reserve for the same requests (sublet replay's rows), side by side;
+//    allocators reserve for the same requests under sublet's rules and PyTorch 2.11's (sublet
+//    replay's rows), side by side;
 //  - --recompute: the blocks `sublet bench step --memory-budget ... --json` measured; the
 //    cheapest runs of blocks to recompute (memory/recompute_plan.h) for budgets from 90% to 30%
 //    of the measured peak, and with --svg the budget-versus-time curve.
@@ -18,6 +19,7 @@
 #include "core/atomic_write.h"
 #include "core/errors.h"
 #include "core/format_bytes.h"
+#include "memory/pytorch_rules.h"
 #include "memory/recompute_plan.h"
 #include "memory/replay.h"
 #include "memory/static_plan.h"
@@ -53,12 +55,19 @@ void plan_trace(const PlanFlags& flags, nlohmann::json& doc) {
   for (const auto& [name, arena] : plan.tried)
     fmt::print("  {:<42} {:>14} {:>10.3f}\n", name, bytes(arena), times_bound(arena));
   nlohmann::json rows = nlohmann::json::array();
-  for (const std::string& setting : kPlanSettings) {
-    const memory::ReplayResult r = memory::replay_trace(events, setting, std::size_t{1} << 40);  // 1 TiB, as replay's default
-    const std::string label = "sublet rules, " + (setting.empty() ? std::string("default (fixed segments)") : setting);
-    fmt::print("{:<44} {:>14} {:>10.3f}  (peak reserved)\n", label, bytes(r.peak_reserved), times_bound(r.peak_reserved));
-    rows.push_back({{"label", label}, {"rules", "sublet"}, {"alloc_conf", setting},
-                    {"peak_allocated_bytes", r.peak_allocated}, {"peak_reserved_bytes", r.peak_reserved}});
+  // What the caching allocators reserve for the same requests: sublet's, and PyTorch 2.11's own
+  // rules (memory/pytorch_rules.h, exact on the recorded H200 snapshots).
+  for (const char* rules : {"sublet", "pytorch"}) {
+    for (const std::string& setting : kPlanSettings) {
+      constexpr std::size_t kCapacity = std::size_t{1} << 40;  // 1 TiB, as replay's default
+      const memory::ReplayResult r = std::string(rules) == "pytorch" ? memory::replay_trace_pytorch(events, setting, kCapacity)
+                                                                      : memory::replay_trace(events, setting, kCapacity);
+      const std::string label = (std::string(rules) == "pytorch" ? "PyTorch rules, " : "sublet rules, ") +
+                                (setting.empty() ? std::string("default (fixed segments)") : setting);
+      fmt::print("{:<44} {:>14} {:>10.3f}  (peak reserved)\n", label, bytes(r.peak_reserved), times_bound(r.peak_reserved));
+      rows.push_back({{"label", label}, {"rules", rules}, {"alloc_conf", setting},
+                      {"peak_allocated_bytes", r.peak_allocated}, {"peak_reserved_bytes", r.peak_reserved}});
+    }
   }
   doc["source"] = source.source;
   doc["events"] = events.size();
