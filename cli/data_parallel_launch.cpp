@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/errors.h"
+#include "memory/registry.h"
 #include "runtime/distributed/worker_launcher.h"
 
 namespace sublet::cli {
@@ -37,6 +38,11 @@ int launch_workers(const LaunchFlags& flags, const std::string& device, const st
   if (device == "cpu")
     throw DeviceError("--nproc-per-node starts one process per GPU, and data parallel needs CUDA devices; --device cpu "
                       "cannot take part. Drop --nproc-per-node to " + command + " on the CPU");
+  if (!memory::cuda_available())
+    throw DeviceError("--nproc-per-node starts one process per GPU, and " +
+                      std::string(memory::cuda_built() ? "no CUDA device is usable here"
+                                                       : "this sublet was built without CUDA") +
+                      ". Drop --nproc-per-node to " + command + " on the CPU");
   distributed::LauncherConfig config = flags.config;
   config.store_token = distributed::generate_store_token();
   distributed::worker_launch_env(config, 0);  // ValueError for bad --nnodes, --node-rank or --master-port

@@ -175,6 +175,8 @@ std::vector<Case> all_cases() {
       {"TrainDataParallelOnCpu", {"train", "--nproc-per-node", "2", "--device", "cpu", "--data", "synthetic"},
        {"--nproc-per-node starts one process per GPU, and data parallel needs CUDA devices; --device cpu cannot take "
         "part. Drop --nproc-per-node to train on the CPU"}},
+      {"TrainDataParallelWithoutGpu", {"train", "--nproc-per-node", "2", "--data", "synthetic"},
+       {"--nproc-per-node starts one process per GPU, and ", ". Drop --nproc-per-node to train on the CPU"}, {}, {}, true},
       {"TrainDataParallelZeroProcesses", {"train", "--nproc-per-node", "0"},
        {"--nproc-per-node: Value 0 not in range 1 to 1024"}},
       {"TrainWorkerCannotLaunch", {"train", "--nproc-per-node", "2", "--data", "synthetic"},
