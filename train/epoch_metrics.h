@@ -15,6 +15,10 @@ struct EpochMetrics {
   std::size_t peak_allocated_bytes = 0;  // device allocator peaks over the epoch
   std::size_t peak_reserved_bytes = 0;
   std::int64_t batch_size = 0;     // at the end of the epoch (out-of-memory retries halve it)
+  // The allocator's num_sync_all_streams at the end of the epoch (summed over data-parallel
+  // ranks): device-wide synchronisations to free cached memory since the process started. A
+  // training run wants 0 (issue 16: stream-ordered reuse instead of waiting).
+  std::int64_t device_syncs = 0;
 };
 
 }  // namespace sublet::train

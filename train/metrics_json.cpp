@@ -19,7 +19,8 @@ json epoch_json(const EpochMetrics& m) {
               {"peak_allocated_bytes", m.peak_allocated_bytes},
               {"peak_reserved_bytes", m.peak_reserved_bytes},
               {"seconds", m.seconds},
-              {"batch_size", m.batch_size}};
+              {"batch_size", m.batch_size},
+              {"num_sync_all_streams", m.device_syncs}};
 }
 
 json epochs_array(const std::vector<EpochMetrics>& history) {
@@ -60,6 +61,7 @@ std::vector<EpochMetrics> parse_epochs_json(const std::string& text, const std::
       m.peak_reserved_bytes = e.at("peak_reserved_bytes").get<std::size_t>();
       m.seconds = e.value("seconds", 0.0);
       m.batch_size = e.value("batch_size", std::int64_t{0});
+      m.device_syncs = e.value("num_sync_all_streams", std::int64_t{0});  // absent in older checkpoints
       out.push_back(m);
     }
   } catch (const json::exception& e) {

@@ -109,15 +109,16 @@ std::int64_t Trainer::images_in_shard() const {
   return parallel_ ? parallel_->sampler().num_samples() : data_.train->size();
 }
 
-void Trainer::sum_epoch_totals_over_ranks() {
+void Trainer::sum_epoch_totals_over_ranks(std::int64_t& device_syncs) {
   if (!parallel_) return;
   double totals[] = {epoch_loss_sum_, static_cast<double>(epoch_correct_), static_cast<double>(epoch_images_),
-                     static_cast<double>(epoch_timed_images_)};
+                     static_cast<double>(epoch_timed_images_), static_cast<double>(device_syncs)};
   parallel_->sum_over_ranks(totals);
   epoch_loss_sum_ = totals[0];
   epoch_correct_ = static_cast<std::int64_t>(totals[1]);
   epoch_images_ = static_cast<std::int64_t>(totals[2]);
   epoch_timed_images_ = static_cast<std::int64_t>(totals[3]);  // all ranks' images over this rank's time
+  device_syncs = static_cast<std::int64_t>(totals[4]);
 }
 
 Trainer::~Trainer() {
@@ -410,9 +411,11 @@ EpochMetrics Trainer::finish_epoch() {
                                  "it returns nullopt first",
                                  epoch_ + 1, samples_in_epoch_, images_per_epoch()));
   }
-  sum_epoch_totals_over_ranks();
+  std::int64_t device_syncs = memory_stats(device_).at("num_sync_all_streams");
+  sum_epoch_totals_over_ranks(device_syncs);
   EpochMetrics m;
   m.epoch = epoch_ + 1;
+  m.device_syncs = device_syncs;
   m.train_loss = epoch_images_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_images_) : 0.0;
   m.train_acc = epoch_images_ > 0 ? static_cast<double>(epoch_correct_) / static_cast<double>(epoch_images_) : 0.0;
   m.img_per_s = epoch_step_seconds_ > 0 ? static_cast<double>(epoch_timed_images_) / epoch_step_seconds_ : 0.0;

@@ -141,8 +141,8 @@ class Trainer {
   bool memory_budget_fitted_ = false;
   // Training images one epoch serves this process: the dataset, or this rank's shard of it.
   std::int64_t images_in_shard() const;
-  // Epoch totals summed over ranks (data parallel) for the epoch's metrics.
-  void sum_epoch_totals_over_ranks();
+  // Epoch totals (and `device_syncs`) summed over ranks (data parallel) for the epoch's metrics.
+  void sum_epoch_totals_over_ranks(std::int64_t& device_syncs);
 
   TrainOptions options_;
   Device device_;
