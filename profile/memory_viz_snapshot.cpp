@@ -4,56 +4,25 @@
 
 #include "memory/annotation.h"
 #include "memory/config.h"
+#include "profile/memory_viz_layout.h"
 #include "profile/output_file.h"
 
 namespace sublet::profile {
 namespace {
-
-std::int64_t stream_id(StreamHandle stream) {
-  return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(stream));
-}
 
 PickleValue frames(std::uint32_t annotation, Category category) {
   const std::string where = annotation == 0 ? std::string("(no scope)") : memory::annotation_name(annotation);
   return PickleValue::List{PickleValue::Dict{{"filename", where}, {"line", 0}, {"name", category_label(category)}}};
 }
 
-const char* block_state(memory::BlockInfo::State state) {
-  switch (state) {
-    case memory::BlockInfo::State::ActiveAllocated: return "active_allocated";
-    case memory::BlockInfo::State::ActivePending: return "active_awaiting_free";
-    case memory::BlockInfo::State::Inactive: return "inactive";
-  }
-  return "inactive";
-}
-
 PickleValue segments(const ProfileRun& run) {
   const std::int64_t device = run.options.device.is_cpu() ? 0 : run.options.device.index;
   PickleValue::List list;
   for (const memory::SegmentInfo& s : run.final_segments) {
-    PickleValue::List blocks;
-    for (const memory::BlockInfo& b : s.blocks) {
+    list.push_back(memory_viz_segment(s, device, [](const memory::BlockInfo& b) {
       const bool active = b.state != memory::BlockInfo::State::Inactive;
-      blocks.push_back(PickleValue::Dict{
-          {"address", static_cast<std::uint64_t>(b.address)},
-          {"size", static_cast<std::uint64_t>(b.size)},
-          {"requested_size", static_cast<std::uint64_t>(b.requested_size)},
-          {"state", block_state(b.state)},
-          {"frames", active ? frames(b.annotation, report_category(b.category)) : PickleValue(PickleValue::List{})}});
-    }
-    list.push_back(PickleValue::Dict{
-        {"device", device},
-        {"address", static_cast<std::uint64_t>(s.address)},
-        {"total_size", static_cast<std::uint64_t>(s.total_size)},
-        {"allocated_size", static_cast<std::uint64_t>(s.allocated_size)},
-        {"active_size", static_cast<std::uint64_t>(s.active_size)},
-        {"requested_size", static_cast<std::uint64_t>(s.requested_size)},
-        {"stream", stream_id(s.stream)},
-        {"segment_type", s.is_small_pool ? "small" : "large"},
-        {"segment_pool_id", PickleValue::Tuple{{0, static_cast<std::uint64_t>(s.private_pool_id)}}},
-        {"is_expandable", s.is_expandable},
-        {"frames", PickleValue::List{}},
-        {"blocks", std::move(blocks)}});
+      return active ? frames(b.annotation, report_category(b.category)) : PickleValue(PickleValue::List{});
+    }));
   }
   return list;
 }
@@ -69,7 +38,7 @@ PickleValue device_trace(const ProfileRun& run) {
     PickleValue::Dict entry{{"action", memory::event_kind_name(e.kind)},
                             {"addr", static_cast<std::uint64_t>(e.address)},
                             {"size", static_cast<std::uint64_t>(e.size)},
-                            {"stream", stream_id(e.stream)},
+                            {"stream", memory_viz_stream_id(e.stream)},
                             {"time_us", e.time_ns / 1000},
                             {"frames", block_event ? frames(e.annotation, run.accounting.category[i]) : PickleValue(PickleValue::List{})}};
     if (e.kind == memory::AllocatorEventKind::Oom) {

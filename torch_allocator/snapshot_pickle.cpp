@@ -7,6 +7,7 @@
 
 #include "core/atomic_write.h"
 #include "memory/history.h"
+#include "profile/memory_viz_layout.h"
 #include "profile/pickle_writer.h"
 
 namespace sublet::torch_allocator {
@@ -14,39 +15,11 @@ namespace {
 
 using profile::PickleValue;
 
-// cudaStream_t values as PyTorch writes them: the handle's bits as an integer.
-std::uint64_t stream_id(StreamHandle stream) { return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(stream)); }
-
-const char* block_state(memory::BlockInfo::State state) {
-  switch (state) {
-    case memory::BlockInfo::State::ActiveAllocated: return "active_allocated";
-    case memory::BlockInfo::State::ActivePending: return "active_awaiting_free";
-    case memory::BlockInfo::State::Inactive: return "inactive";
-  }
-  return "inactive";
-}
+using profile::memory_viz_stream_id;
 
 PickleValue segment(const memory::SegmentInfo& s, int device) {
-  PickleValue::List blocks;
-  for (const memory::BlockInfo& b : s.blocks) {
-    blocks.push_back(PickleValue::Dict{{"address", static_cast<std::uint64_t>(b.address)},
-                                       {"size", static_cast<std::uint64_t>(b.size)},
-                                       {"requested_size", static_cast<std::uint64_t>(b.requested_size)},
-                                       {"state", block_state(b.state)},
-                                       {"frames", PickleValue::List{}}});
-  }
-  return PickleValue::Dict{{"device", device},
-                           {"address", static_cast<std::uint64_t>(s.address)},
-                           {"total_size", static_cast<std::uint64_t>(s.total_size)},
-                           {"allocated_size", static_cast<std::uint64_t>(s.allocated_size)},
-                           {"active_size", static_cast<std::uint64_t>(s.active_size)},
-                           {"requested_size", static_cast<std::uint64_t>(s.requested_size)},
-                           {"stream", stream_id(s.stream)},
-                           {"segment_type", s.is_small_pool ? "small" : "large"},
-                           {"segment_pool_id", PickleValue::Tuple{{0, static_cast<std::uint64_t>(s.private_pool_id)}}},
-                           {"is_expandable", s.is_expandable},
-                           {"frames", PickleValue::List{}},
-                           {"blocks", std::move(blocks)}};
+  // sublet_torch has no scopes to show: every block's frames are empty.
+  return profile::memory_viz_segment(s, device, [](const memory::BlockInfo&) { return PickleValue(PickleValue::List{}); });
 }
 
 PickleValue trace(const std::vector<memory::HistoryEvent>& events, std::size_t capacity_bytes) {
@@ -86,7 +59,7 @@ PickleValue trace(const std::vector<memory::HistoryEvent>& events, std::size_t c
       entry.emplace_back("addr", static_cast<std::uint64_t>(e.address));
     }
     entry.emplace_back("size", static_cast<std::uint64_t>(size));
-    entry.emplace_back("stream", stream_id(e.stream));
+    entry.emplace_back("stream", memory_viz_stream_id(e.stream));
     entry.emplace_back("time_us", static_cast<std::int64_t>(e.time_ns / 1000));
     entry.emplace_back("frames", PickleValue::List{});
     list.push_back(std::move(entry));
