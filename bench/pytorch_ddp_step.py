@@ -3,7 +3,7 @@
 
     torchrun --nproc-per-node N bench/pytorch_ddp_step.py --model M [--input CxHxW] [--batch-size B]
         [--classes K] [--steps N] [--warmup W] [--small-input-stem] [--seed S] [--bucket-cap-mb MB]
-        [--json PATH]
+        [--precision fp32|bf16|fp16] [--channels-last] [--json PATH]
 
 Each rank times the step of bench/pytorch_step.py (forward, cross-entropy, backward, SGD lr 0.1
 momentum 0.9, zero_grad(set_to_none)) with the model wrapped in DDP (NCCL, bucket_cap_mb as
@@ -23,12 +23,12 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_step import MODEL_NAMES, create_model, format_bytes, parse_input, training_step  # noqa: E402
+from pytorch_step import MODEL_NAMES, Recipe, create_model, format_bytes, parse_input, training_step  # noqa: E402
 
 
-def time_steps(model, optimizer, images, labels, warmup, steps):
+def time_steps(model, optimizer, images, labels, warmup, steps, recipe):
     def step():
-        return training_step(model, optimizer, images, labels)
+        return training_step(model, optimizer, images, labels, recipe)
 
     for _ in range(warmup):
         step()
@@ -43,11 +43,12 @@ def time_steps(model, optimizer, images, labels, warmup, steps):
     return statistics.median(step_ms)
 
 
-def build(args, shape, device):
+def build(args, shape, device, recipe):
     torch.manual_seed(args.seed)
     model = create_model(args.model, shape[0], args.classes, args.small_input_stem).to(device)
+    model = model.to(memory_format=recipe.memory_format)
     model.train()
-    images = torch.randn(args.batch_size, *shape, device=device)
+    images = torch.randn(args.batch_size, *shape, device=device).contiguous(memory_format=recipe.memory_format)
     labels = torch.randint(0, args.classes, (args.batch_size,), device=device)
     return model, images, labels
 
@@ -63,6 +64,9 @@ def main():
     parser.add_argument("--small-input-stem", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bucket-cap-mb", type=int, default=25)
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                        help="autocast dtype of the step (fp16 with GradScaler)")
+    parser.add_argument("--channels-last", action="store_true", help="model and batch in torch.channels_last")
     parser.add_argument("--json", help="rank 0 writes the result here")
     args = parser.parse_args()
     if "RANK" not in os.environ:
@@ -79,18 +83,20 @@ def main():
 
     single_ms = None
     if rank == 0:
-        model, images, labels = build(args, shape, device)
+        recipe = Recipe(args.precision, args.channels_last, "cuda")
+        model, images, labels = build(args, shape, device, recipe)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        single_ms = time_steps(model, optimizer, images, labels, args.warmup, args.steps)
+        single_ms = time_steps(model, optimizer, images, labels, args.warmup, args.steps, recipe)
         del model, optimizer, images, labels
         torch.cuda.empty_cache()
     dist.barrier()
 
-    model, images, labels = build(args, shape, device)
+    recipe = Recipe(args.precision, args.channels_last, "cuda")  # a fresh GradScaler for the DDP run
+    model, images, labels = build(args, shape, device, recipe)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank], bucket_cap_mb=args.bucket_cap_mb,
                                                     gradient_as_bucket_view=True)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
-    ms = time_steps(ddp, optimizer, images, labels, args.warmup, args.steps)
+    ms = time_steps(ddp, optimizer, images, labels, args.warmup, args.steps, recipe)
     per_rank = torch.zeros(world, dtype=torch.float64, device=device)
     per_rank[rank] = args.batch_size * 1000.0 / ms
     dist.all_reduce(per_rank)
@@ -103,6 +109,7 @@ def main():
             "framework": f"pytorch {torch.__version__} DDP",
             "model": args.model, "input": args.input, "batch_size_per_rank": args.batch_size,
             "world_size": world, "bucket_cap_mb": args.bucket_cap_mb, "steps": args.steps, "warmup": args.warmup,
+            "precision": args.precision, "memory_format": "channels_last" if args.channels_last else "contiguous",
             "ms_per_step_rank0": ms, "per_rank_img_per_s": per_rank_img, "total_img_per_s": total,
             "single_gpu_img_per_s": single, "scaling_efficiency": total / (world * single),
             "peak_allocated_bytes_rank0": peak_allocated, "peak_reserved_bytes_rank0": peak_reserved,

@@ -3,7 +3,7 @@
 
     python3 bench/pytorch_step.py [--device cpu|cuda|auto] --model M[,M...] [--input CxHxW]
         [--batch-size B] [--classes K] [--steps N] [--warmup W] [--small-input-stem] [--seed S]
-        [--threads T] [--cuda-graph] [--json PATH]
+        [--threads T] [--cuda-graph] [--precision fp32|bf16|fp16] [--channels-last] [--json PATH]
 
 Step: forward, cross-entropy, backward, SGD(lr 0.1, momentum 0.9) step, zero_grad(set_to_none).
 --cuda-graph (CUDA): the warm-up runs on a side stream, then one whole step is captured with
@@ -13,12 +13,17 @@ then counted from the capture on, as sublet's --cuda-graph counts them.
 resnet18/34/50 are torchvision's; resnet20/32/56 are defined here exactly as sublet's
 models/resnet.h builds them (3x3 stem with 16 channels, basic blocks of 16/32/64 planes, 1x1
 conv + BN projections where the shape changes, global average pool, fc; torchvision's init).
+--precision bf16|fp16: the step runs under torch.autocast with that dtype (parameters and optimizer
+state stay float32); fp16 adds torch.cuda.amp.GradScaler (PyTorch's defaults). --channels-last:
+model and batch in torch.channels_last. fp16 needs CUDA (CPU autocast is bfloat16 only), and a
+CUDA graph cannot capture GradScaler's host-side inf check, so --cuda-graph takes fp32 and bf16.
 CUDA: cudnn.benchmark on, peaks from torch.cuda.max_memory_allocated/reserved after warm-up.
 CPU: PyTorch has no allocator statistics there, so the peaks are null; the thread count is set
 with torch.set_num_threads (default: OMP_NUM_THREADS, else every core, like sublet's OpenMP).
 Works with PyTorch 1.13 (Debian 12) and 2.x.
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -116,11 +121,49 @@ def format_bytes(n):
     return f"{n} B"
 
 
-def training_step(model, optimizer, images, labels):
+class Recipe:
+    """How a step runs: precision (autocast dtype, GradScaler for fp16) and memory format."""
+
+    AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+    def __init__(self, precision="fp32", channels_last=False, device_type="cpu"):
+        if precision not in self.AUTOCAST:
+            raise SystemExit(f"error: --precision {precision!r}: expected fp32, bf16 or fp16")
+        if precision == "fp16" and device_type != "cuda":
+            raise SystemExit("error: --precision fp16 needs --device cuda (PyTorch's CPU autocast is bfloat16 only)")
+        self.precision = precision
+        self.channels_last = channels_last
+        self.device_type = device_type
+        self.scaler = torch.cuda.amp.GradScaler() if precision == "fp16" else None
+
+    @property
+    def memory_format(self):
+        return torch.channels_last if self.channels_last else torch.contiguous_format
+
+    def autocast(self, cache_enabled=True):
+        dtype = self.AUTOCAST[self.precision]
+        if dtype is None:  # fp32: no autocast at all (PyTorch 1.13's CPU autocast refuses float32 even disabled)
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=dtype, cache_enabled=cache_enabled)
+
+
+def forward_backward(model, optimizer, images, labels, recipe, cache_enabled=True):
+    """Forward under the recipe's autocast, backward, optimizer step (through GradScaler for fp16)."""
+    with recipe.autocast(cache_enabled):
+        loss = F.cross_entropy(model(images), labels)
+    if recipe.scaler is not None:
+        recipe.scaler.scale(loss).backward()
+        recipe.scaler.step(optimizer)
+        recipe.scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+    return loss
+
+
+def training_step(model, optimizer, images, labels, recipe=None):
     """One step as sublet's bench step times it; returns the loss (a host float: waits for the GPU)."""
-    loss = F.cross_entropy(model(images), labels)
-    loss.backward()
-    optimizer.step()
+    loss = forward_backward(model, optimizer, images, labels, recipe or Recipe(device_type=images.device.type))
     value = loss.item()
     optimizer.zero_grad(set_to_none=True)
     return value
@@ -128,20 +171,22 @@ def training_step(model, optimizer, images, labels):
 
 def run(args, model_name, device, shape):
     torch.manual_seed(args.seed)
+    recipe = Recipe(args.precision, args.channels_last, device.type)
     model = create_model(model_name, shape[0], args.classes, args.small_input_stem).to(device)
+    model = model.to(memory_format=recipe.memory_format)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    images = torch.randn(args.batch_size, *shape).to(device)
+    images = torch.randn(args.batch_size, *shape).to(device).contiguous(memory_format=recipe.memory_format)
     labels = torch.randint(0, args.classes, (args.batch_size,)).to(device)
     cuda = device.type == "cuda"
 
     def step():
-        return training_step(model, optimizer, images, labels)
+        return training_step(model, optimizer, images, labels, recipe)
 
     print(f"pytorch step: {model_name} on {device}, {args.warmup} warm-up + {args.steps} timed steps"
           + (" (CUDA graph replays)" if args.cuda_graph else ""), file=sys.stderr)
     if args.cuda_graph:
-        step = capture_step(args, model, optimizer, images, labels)
+        step = capture_step(args, model, optimizer, images, labels, recipe)
     else:
         for _ in range(args.warmup):
             step()
@@ -165,6 +210,8 @@ def run(args, model_name, device, shape):
     return {
         "framework": f"pytorch {torch.__version__}",
         "cuda_graph": bool(args.cuda_graph),
+        "precision": args.precision,
+        "memory_format": "channels_last" if args.channels_last else "contiguous",
         "model": model_name,
         "device": "cuda:0" if cuda else "cpu",
         "batch_size": args.batch_size,
@@ -182,14 +229,12 @@ def run(args, model_name, device, shape):
     }
 
 
-def capture_step(args, model, optimizer, images, labels):
+def capture_step(args, model, optimizer, images, labels, recipe):
     """Warm-up on a side stream, then one training step captured as a CUDA graph; returns a
     function that replays it (PyTorch's documented whole-network capture)."""
     def train_step():
-        loss = F.cross_entropy(model(images), labels)
-        loss.backward()
-        optimizer.step()
-        return loss
+        # Autocast's cast cache must be off inside a graph (its cached casts would be freed).
+        return forward_backward(model, optimizer, images, labels, recipe, cache_enabled=False)
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -241,6 +286,9 @@ def main():
                         help="mark the timed steps for `ncu --profile-from-start off` (cudaProfilerStart/Stop)")
     parser.add_argument("--cuda-graph", action="store_true",
                         help="capture the step into a CUDA graph after the warm-up and time its replays (CUDA)")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                        help="autocast dtype of the step (fp16 with GradScaler; CUDA only)")
+    parser.add_argument("--channels-last", action="store_true", help="model and batch in torch.channels_last")
     parser.add_argument("--json", help="write the result(s) here: one object, or a list for several models")
     args = parser.parse_args()
 
@@ -256,6 +304,9 @@ def main():
                           else "cpu")
     if args.cuda_graph and device.type != "cuda":
         raise SystemExit("error: --cuda-graph needs --device cuda (CUDA graphs are a GPU feature)")
+    if args.cuda_graph and args.precision == "fp16":
+        raise SystemExit("error: --cuda-graph with --precision fp16: GradScaler checks for inf on the host, which a "
+                         "CUDA graph cannot capture; use bf16 or drop --cuda-graph")
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
     else:
