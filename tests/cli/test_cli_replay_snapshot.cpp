@@ -147,8 +147,9 @@ TEST_F(ReplaySnapshotCli, RulesPytorchReproducesAnExpandableSegmentsRun) {
   const Outcome sublet_rules = run({"replay", snapshot, "--alloc-conf", "", "--json", "report.json"});
   ASSERT_TRUE(sublet_rules.exited && sublet_rules.exit_code == 0) << sublet_rules.out << sublet_rules.err;
   EXPECT_NE(sublet_rules.out.find("under sublet's allocator rules"), std::string::npos) << sublet_rules.out;
-  for (const auto& row : report()["rows"]) EXPECT_EQ(row["rules"], "sublet");
-  EXPECT_NE(report()["rows"][0]["device_allocations"], stats["num_device_alloc"]);  // 59 vs 39: why --rules pytorch exists
+  const nlohmann::json sublet_report = report();  // a named copy: a range-for over a temporary's member dangles
+  for (const auto& row : sublet_report["rows"]) EXPECT_EQ(row["rules"], "sublet");
+  EXPECT_NE(sublet_report["rows"][0]["device_allocations"], stats["num_device_alloc"]);  // 59 vs 39: why --rules pytorch exists
 
   const Outcome bad = run({"replay", snapshot, "--rules", "tensorflow"});
   ASSERT_TRUE(bad.exited);
