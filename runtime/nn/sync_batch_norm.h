@@ -2,9 +2,10 @@
 // Batch statistics over every data-parallel rank, as PyTorch's SyncBatchNorm
 // (`sublet train --sync-batch-norm`). By default each rank normalises with its own batch's mean
 // and variance (as DDP does); while a SyncBatchNormScope is alive, every BatchNorm2d in training
-// computes them over the batches of all ranks instead: the per-channel sum, then the sum of
-// squared deviations from the global mean, each summed over ranks (two all-reduces per layer
-// and pass; the two-pass variance avoids E[x^2] - E[x]^2's cancellation). The all-reduce is an
+// computes them over the batches of all ranks instead: the element count, the per-channel sum,
+// then the sum of squared deviations from the global mean, each summed over ranks (three
+// all-reduces per layer in forward, two in backward; the two-pass variance avoids
+// E[x^2] - E[x]^2's cancellation). The all-reduce is an
 // autograd op whose backward all-reduces the gradient, so backward, too, sees every rank's batch.
 // Running statistics get the global mean and the unbiased global variance, the same on every
 // rank. Composed of Tensor ops: slower than the fused single-GPU kernels.
