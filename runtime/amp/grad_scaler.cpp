@@ -1,0 +1,86 @@
+#include "runtime/amp/grad_scaler.h"
+
+#include <string>
+
+#include "core/errors.h"
+#include "runtime/autograd/grad_mode.h"
+#include "runtime/factories.h"
+
+namespace sublet::amp {
+namespace {
+
+Tensor device_scalar(double value, Device device) {
+  return full({1}, value, TensorOptions().dtype(DType::Float32).device(device));
+}
+
+// 1 where `flag` is NaN (a non-finite gradient was seen), else 0: NaN is the one value unequal
+// to itself.
+Tensor seen_non_finite(const Tensor& flag) { return 1.0 - flag.eq(flag); }
+
+}  // namespace
+
+GradScaler::GradScaler(Device device, GradScalerOptions options) : options_(options), device_(device) {
+  if (!(options.init_scale > 0.0))
+    throw ValueError("GradScaler: init_scale must be positive, got " + std::to_string(options.init_scale));
+  if (!(options.growth_factor > 1.0))
+    throw ValueError("GradScaler: growth_factor must be > 1, got " + std::to_string(options.growth_factor));
+  if (!(options.backoff_factor > 0.0 && options.backoff_factor < 1.0))
+    throw ValueError("GradScaler: backoff_factor must be in (0, 1), got " + std::to_string(options.backoff_factor));
+  if (options.growth_interval < 1)
+    throw ValueError("GradScaler: growth_interval must be >= 1, got " + std::to_string(options.growth_interval));
+  scale_ = device_scalar(options.enabled ? options.init_scale : 1.0, device);
+  growth_tracker_ = device_scalar(0.0, device);
+  found_inf_ = device_scalar(0.0, device);
+}
+
+Tensor GradScaler::scale(const Tensor& loss) const {
+  if (!options_.enabled) return loss;
+  return loss * scale_.to(loss.dtype());
+}
+
+void GradScaler::unscale_(optim::Optimizer& optimizer) {
+  if (!options_.enabled) return;
+  if (unscaled_)
+    throw Error("GradScaler::unscale_ was already called for this step; call update() after step() first");
+  NoGradGuard no_grad;
+  found_inf_.zero_();
+  const Tensor inverse = 1.0 / scale_;
+  for (const Tensor& p : optimizer.params()) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    found_inf_.add_((g * 0.0).sum().to(DType::Float32).view({1}));
+    g.mul_(inverse.to(g.dtype()));
+  }
+  unscaled_ = true;
+}
+
+bool GradScaler::step(optim::Optimizer& optimizer) {
+  if (!options_.enabled) {
+    optimizer.step();
+    return true;
+  }
+  if (!unscaled_) unscale_(optimizer);
+  const bool finite = seen_non_finite(found_inf_).item<float>() == 0.0f;  // the one host read
+  if (finite) optimizer.step();
+  return finite;
+}
+
+void GradScaler::update() {
+  if (!options_.enabled) return;
+  NoGradGuard no_grad;
+  const Tensor bad = seen_non_finite(found_inf_);
+  const Tensor good = 1.0 - bad;
+  Tensor tracker = (growth_tracker_ + 1.0) * good;  // a bad step restarts the count
+  const Tensor grow = tracker.eq(full({1}, static_cast<double>(options_.growth_interval), scale_.options()));
+  const Tensor factor = bad * options_.backoff_factor + good * (grow * (options_.growth_factor - 1.0) + 1.0);
+  scale_.mul_(factor);
+  growth_tracker_.copy_(tracker * (1.0 - grow));
+  found_inf_.zero_();
+  unscaled_ = false;
+}
+
+double GradScaler::current_scale() const { return scale_.item<float>(); }
+
+std::int64_t GradScaler::growth_tracker() const { return static_cast<std::int64_t>(growth_tracker_.item<float>()); }
+
+}  // namespace sublet::amp
