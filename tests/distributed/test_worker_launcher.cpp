@@ -35,7 +35,9 @@ TEST(WorkerLauncher, EachWorkerSeesItsRank) {
 
 TEST(WorkerLauncher, AFailingWorkerStopsTheOthersAtOnce) {
   const auto started = std::chrono::steady_clock::now();
-  const auto result = run_workers(two_workers(), {"/bin/sh", "-c", "[ \"$RANK\" = 1 ] && exit 3; sleep 60"},
+  // `exec`: the sleeper is the worker process itself. A shell's child would outlive the shell's
+  // SIGTERM and hold ctest's output pipe open for its 60 s (sublet's workers have no children).
+  const auto result = run_workers(two_workers(), {"/bin/sh", "-c", "[ \"$RANK\" = 1 ] && exit 3; exec sleep 60"},
                                   std::chrono::milliseconds(2000));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_LT(seconds, 10.0) << "the sleeping worker was not stopped";
