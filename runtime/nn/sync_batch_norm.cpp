@@ -47,18 +47,24 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& residual, bool relu, c
   if (!sync_batch_norm_active()) throw Error("sync_batch_norm: no SyncBatchNormScope is active");
   const std::int64_t c = input.size(1);
   const Shape per_channel{1, c, 1, 1};
-  // The element count over all ranks (ranks may hold batches of different sizes).
-  Tensor count = full({1}, static_cast<double>(input.numel() / c), TensorOptions().dtype(DType::Float64).device(input.device()));
+  // The element count over all ranks (ranks may hold batches of different sizes), kept on the
+  // device: reading it on the host would wait for the device in every layer of every step.
+  const std::int64_t local_count = input.numel() / c;
+  Tensor count = full({1}, static_cast<double>(local_count), TensorOptions().dtype(input.dtype()).device(input.device()));
   {
     NoGradGuard no_grad;
     active_sum()(count);
   }
-  const double n = count.item<double>();
-  if (n < 2.0) throw ValueError("sync_batch_norm: expected more than one value per channel over all ranks, got " +
-                                std::to_string(static_cast<std::int64_t>(n)));
-  const Tensor mean = rank_sum(input.sum({0, 2, 3})) / n;
+  // Only a rank with fewer than two values per channel can make the total too small: only it
+  // reads the total (the check PyTorch's SyncBatchNorm makes).
+  if (local_count < 2) {
+    const double n = count.item<double>();
+    if (n < 2.0) throw ValueError("sync_batch_norm: expected more than one value per channel over all ranks, got " +
+                                  std::to_string(static_cast<std::int64_t>(n)));
+  }
+  const Tensor mean = rank_sum(input.sum({0, 2, 3})) / count;
   const Tensor centered = input - mean.view(per_channel);
-  const Tensor var = rank_sum((centered * centered).sum({0, 2, 3})) / n;
+  const Tensor var = rank_sum((centered * centered).sum({0, 2, 3})) / count;
   Tensor out = centered * (var + eps).pow(-0.5).view(per_channel);
   if (weight.defined()) out = out * weight.view(per_channel);
   if (bias.defined()) out = out + bias.view(per_channel);
@@ -66,7 +72,7 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& residual, bool relu, c
     NoGradGuard no_grad;
     Tensor running_mean_ = running_mean, running_var_ = running_var;  // handles to the module's buffers
     running_mean_.mul_(1.0 - momentum).add_(mean.detach() * momentum);
-    running_var_.mul_(1.0 - momentum).add_(var.detach() * (momentum * n / (n - 1.0)));
+    running_var_.mul_(1.0 - momentum).add_(var.detach() * (count / (count - 1.0)) * momentum);  // unbiased
   }
   if (residual.defined()) out = out + residual;
   return relu ? out.relu() : out;
