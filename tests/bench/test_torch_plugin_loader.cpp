@@ -13,24 +13,12 @@
 #include "bench/alloc/torch_plugin_loader.h"
 #include "core/errors.h"
 #include "scratch_file.h"
+#include "tests/throw_message.h"
 
 namespace sublet::bench {
 namespace {
 
-// Runs f, which must throw E; returns the message.
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw another type than expected: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "did not throw";
-  return {};
-}
+using sublet::testing::message_of;
 
 void expect_contains(const std::string& text, const std::vector<std::string>& parts) {
   for (const std::string& part : parts) EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;

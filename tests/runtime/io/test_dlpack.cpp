@@ -13,6 +13,7 @@
 #include "memory/registry.h"
 #include "runtime/io/dlpack.h"
 #include "runtime/tensor.h"
+#include "tests/throw_message.h"
 #include "tests/runtime/io/dlpack_test_producer.h"
 
 namespace sublet {
@@ -51,15 +52,7 @@ dlpack::DLDataType expected_dl_dtype(DType dtype) {
   return {};
 }
 
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no exception of the expected type)";
-}
+using sublet::testing::message_of;
 
 TEST(DLPack, ExportDescribesTheTensorForEveryDtype) {
   for (DType dtype : kDTypes) {
