@@ -41,7 +41,7 @@ void batch_norm_forward_training(const Context& ctx, const BatchNormShape& shape
   shape.validate(true);
   detail::check_eps("batch_norm", eps);
   detail::check_momentum("batch_norm", momentum);
-  batch_norm_forward_training_kernels().get("batch_norm", ctx.device, dtype)(
+  batch_norm_forward_training_kernels().get("batch_norm", ctx.device, dtype, shape.format)(
       ctx, shape, dtype, input, weight, bias, running_mean, running_var, momentum, eps, output, save_mean,
       save_invstd);
 }
@@ -52,7 +52,7 @@ void batch_norm_forward_eval(const Context& ctx, const BatchNormShape& shape, DT
                              void* output) {
   shape.validate(false);
   detail::check_eps("batch_norm", eps);
-  batch_norm_forward_eval_kernels().get("batch_norm", ctx.device, dtype)(ctx, shape, dtype, input, weight, bias,
+  batch_norm_forward_eval_kernels().get("batch_norm", ctx.device, dtype, shape.format)(ctx, shape, dtype, input, weight, bias,
                                                                          running_mean, running_var, eps, output);
 }
 
@@ -61,7 +61,7 @@ void batch_norm_backward_training(const Context& ctx, const BatchNormShape& shap
                                   const void* save_mean, const void* save_invstd,
                                   void* grad_input, void* grad_weight, void* grad_bias) {
   shape.validate(true);
-  batch_norm_backward_training_kernels().get("batch_norm", ctx.device, dtype)(
+  batch_norm_backward_training_kernels().get("batch_norm", ctx.device, dtype, shape.format)(
       ctx, shape, dtype, grad_output, input, weight, save_mean, save_invstd, grad_input, grad_weight, grad_bias);
 }
 
@@ -71,7 +71,7 @@ void batch_norm_backward_eval(const Context& ctx, const BatchNormShape& shape, D
                               void* grad_input, void* grad_weight, void* grad_bias) {
   shape.validate(false);
   detail::check_eps("batch_norm", eps);
-  batch_norm_backward_eval_kernels().get("batch_norm", ctx.device, dtype)(
+  batch_norm_backward_eval_kernels().get("batch_norm", ctx.device, dtype, shape.format)(
       ctx, shape, dtype, grad_output, input, weight, running_mean, running_var, eps, grad_input, grad_weight,
       grad_bias);
 }

@@ -14,6 +14,10 @@ namespace sublet::ops {
 
 struct BatchNormShape {
   std::int64_t batch = 0, channels = 0, height = 1, width = 1;
+  // Contiguous: every buffer is NCHW-dense. ChannelsLast: activations are NHWC-dense (C fastest)
+  // and the per-channel
+  // vectors are unchanged. Picks the kernel table's entry (ops/kernel_table.h), as dtype does.
+  MemoryFormat format = MemoryFormat::Contiguous;
 
   std::int64_t spatial() const { return height * width; }
   std::int64_t numel() const { return batch * channels * height * width; }

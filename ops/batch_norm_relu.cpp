@@ -26,8 +26,8 @@ void require_fused(const Context& ctx, const BatchNormShape& shape, DType dtype)
 // the channels fit the one-block-per-channel kernels.
 bool batch_norm_relu_fused(const Context& ctx, const BatchNormShape& shape, DType dtype) {
   return shape.batch * shape.spatial() <= kFusedBatchNormMaxPerChannel &&
-         batch_norm_relu_forward_kernels().find(ctx.device.type, dtype) != nullptr &&
-         batch_norm_relu_backward_kernels().find(ctx.device.type, dtype) != nullptr;
+         batch_norm_relu_forward_kernels().find(ctx.device.type, dtype, shape.format) != nullptr &&
+         batch_norm_relu_backward_kernels().find(ctx.device.type, dtype, shape.format) != nullptr;
 }
 
 void batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& shape, DType dtype, const void* input,
@@ -38,7 +38,7 @@ void batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& 
   require_fused(ctx, shape, dtype);
   detail::check_eps("batch_norm_relu", eps);
   detail::check_momentum("batch_norm_relu", momentum);
-  batch_norm_relu_forward_kernels().get("batch_norm_relu", ctx.device, dtype)(
+  batch_norm_relu_forward_kernels().get("batch_norm_relu", ctx.device, dtype, shape.format)(
       ctx, shape, dtype, input, residual, weight, bias, running_mean, running_var, momentum, eps, output, save_mean,
       save_invstd);
 }
@@ -49,7 +49,7 @@ void batch_norm_relu_backward_training(const Context& ctx, const BatchNormShape&
                                        void* grad_input, void* grad_weight, void* grad_bias, void* grad_residual) {
   shape.validate(true);
   require_fused(ctx, shape, dtype);
-  batch_norm_relu_backward_kernels().get("batch_norm_relu", ctx.device, dtype)(
+  batch_norm_relu_backward_kernels().get("batch_norm_relu", ctx.device, dtype, shape.format)(
       ctx, shape, dtype, grad_output, output, input, weight, save_mean, save_invstd, grad_input, grad_weight,
       grad_bias, grad_residual);
 }

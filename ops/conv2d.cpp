@@ -61,13 +61,13 @@ void Conv2dShape::validate() const {
 void conv2d_forward(const Context& ctx, const Conv2dShape& shape, DType dtype, const void* input,
                     const void* weight, const void* bias, void* output) {
   shape.validate();
-  conv2d_forward_kernels().get("conv2d", ctx.device, dtype)(ctx, shape, dtype, input, weight, bias, output);
+  conv2d_forward_kernels().get("conv2d", ctx.device, dtype, shape.format)(ctx, shape, dtype, input, weight, bias, output);
 }
 
 void conv2d_backward_input(const Context& ctx, const Conv2dShape& shape, DType dtype,
                            const void* grad_output, const void* weight, void* grad_input) {
   shape.validate();
-  conv2d_backward_input_kernels().get("conv2d", ctx.device, dtype)(ctx, shape, dtype, grad_output, weight,
+  conv2d_backward_input_kernels().get("conv2d", ctx.device, dtype, shape.format)(ctx, shape, dtype, grad_output, weight,
                                                                    grad_input);
 }
 
@@ -75,7 +75,7 @@ void conv2d_backward_weight(const Context& ctx, const Conv2dShape& shape, DType 
                             const void* grad_output, const void* input, void* grad_weight,
                             void* grad_bias) {
   shape.validate();
-  conv2d_backward_weight_kernels().get("conv2d", ctx.device, dtype)(ctx, shape, dtype, grad_output, input,
+  conv2d_backward_weight_kernels().get("conv2d", ctx.device, dtype, shape.format)(ctx, shape, dtype, grad_output, input,
                                                                     grad_weight, grad_bias);
 }
 

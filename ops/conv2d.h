@@ -15,6 +15,10 @@ struct Conv2dShape {
   std::int64_t out_channels = 0, kernel_h = 0, kernel_w = 0;
   std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
   std::int64_t dilation_h = 1, dilation_w = 1, groups = 1;
+  // Contiguous: every buffer is NCHW-dense. ChannelsLast: activations are NHWC-dense (C fastest)
+  // and, for convolution, the weight is [OC, KH, KW, C/groups]-dense; per-channel vectors are
+  // unchanged. Picks the kernel table's entry (ops/kernel_table.h), as dtype does.
+  MemoryFormat format = MemoryFormat::Contiguous;
 
   std::int64_t out_height() const;
   std::int64_t out_width() const;

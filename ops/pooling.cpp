@@ -73,13 +73,13 @@ void require_no_dilation(const Pool2dShape& shape) {
 void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype,
                         const void* input, void* output, std::int64_t* indices) {
   shape.validate("max_pool2d");
-  max_pool2d_forward_kernels().get("max_pool2d", ctx.device, dtype)(ctx, shape, dtype, input, output, indices);
+  max_pool2d_forward_kernels().get("max_pool2d", ctx.device, dtype, shape.format)(ctx, shape, dtype, input, output, indices);
 }
 
 void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype,
                          const void* grad_output, const std::int64_t* indices, void* grad_input) {
   shape.validate("max_pool2d");
-  max_pool2d_backward_kernels().get("max_pool2d", ctx.device, dtype)(ctx, shape, dtype, grad_output, indices,
+  max_pool2d_backward_kernels().get("max_pool2d", ctx.device, dtype, shape.format)(ctx, shape, dtype, grad_output, indices,
                                                                      grad_input);
 }
 
@@ -87,7 +87,7 @@ void avg_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtyp
                         const void* input, void* output, bool count_include_pad) {
   shape.validate("avg_pool2d");
   require_no_dilation(shape);
-  avg_pool2d_forward_kernels().get("avg_pool2d", ctx.device, dtype)(ctx, shape, dtype, input, output,
+  avg_pool2d_forward_kernels().get("avg_pool2d", ctx.device, dtype, shape.format)(ctx, shape, dtype, input, output,
                                                                     count_include_pad);
 }
 
@@ -95,21 +95,21 @@ void avg_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dty
                          const void* grad_output, void* grad_input, bool count_include_pad) {
   shape.validate("avg_pool2d");
   require_no_dilation(shape);
-  avg_pool2d_backward_kernels().get("avg_pool2d", ctx.device, dtype)(ctx, shape, dtype, grad_output, grad_input,
+  avg_pool2d_backward_kernels().get("avg_pool2d", ctx.device, dtype, shape.format)(ctx, shape, dtype, grad_output, grad_input,
                                                                      count_include_pad);
 }
 
 void adaptive_avg_pool2d_forward(const Context& ctx, const AdaptivePool2dShape& shape,
                                  DType dtype, const void* input, void* output) {
   shape.validate();
-  adaptive_avg_pool2d_forward_kernels().get("adaptive_avg_pool2d", ctx.device, dtype)(ctx, shape, dtype, input,
+  adaptive_avg_pool2d_forward_kernels().get("adaptive_avg_pool2d", ctx.device, dtype, shape.format)(ctx, shape, dtype, input,
                                                                                       output);
 }
 
 void adaptive_avg_pool2d_backward(const Context& ctx, const AdaptivePool2dShape& shape,
                                   DType dtype, const void* grad_output, void* grad_input) {
   shape.validate();
-  adaptive_avg_pool2d_backward_kernels().get("adaptive_avg_pool2d", ctx.device, dtype)(ctx, shape, dtype,
+  adaptive_avg_pool2d_backward_kernels().get("adaptive_avg_pool2d", ctx.device, dtype, shape.format)(ctx, shape, dtype,
                                                                                        grad_output, grad_input);
 }
 

@@ -15,6 +15,9 @@ struct Pool2dShape {
   // PyTorch's default stride is the kernel size; here it is spelled out by the caller.
   std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
   std::int64_t dilation_h = 1, dilation_w = 1;  // max pooling only; avg pooling needs 1
+  // Contiguous: every buffer is NCHW-dense. ChannelsLast: activations are NHWC-dense (C fastest)
+  //. Picks the kernel table's entry (ops/kernel_table.h), as dtype does.
+  MemoryFormat format = MemoryFormat::Contiguous;
 
   std::int64_t out_height() const;
   std::int64_t out_width() const;
@@ -43,6 +46,7 @@ void avg_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dty
 struct AdaptivePool2dShape {
   std::int64_t batch = 0, channels = 0, in_height = 0, in_width = 0;
   std::int64_t out_height = 0, out_width = 0;
+  MemoryFormat format = MemoryFormat::Contiguous;  // as Pool2dShape::format
 
   std::int64_t input_numel() const { return batch * channels * in_height * in_width; }
   std::int64_t output_numel() const { return batch * channels * out_height * out_width; }
