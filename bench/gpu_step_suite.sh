@@ -6,8 +6,11 @@
 #   cudnn.benchmark on) eager and with its step captured in a CUDA graph, and `--allocator all`
 #   (caching | raw | async side by side) for ResNet-18 batch 128 and ResNet-50 batch 64.
 # Every run writes JSON into OUT_DIR; bench/gpu_step_table.py then prints one table with ratios.
+# SUITE=amp runs issue 15's rows instead (the same four runs each): ResNet-50 224x224 batch 64 and
+# 256 in bf16 and fp16 with channels-last, and ResNet-18 32x32 batch 128 fp32 channels-last;
+# bench/gpu_amp_table.py prints their table and goals. SUITE=all runs both.
 #
-#   bench/gpu_step_suite.sh OUT_DIR
+#   [SUITE=fp32|amp|all] bench/gpu_step_suite.sh OUT_DIR
 #
 # SUBLET: the sublet binary (default: build-gpu/sublet, else build/sublet). PYTHON: a Python with
 # torch (default: the first of python3, /usr/bin/python3 that imports it). STEPS/WARMUP override
@@ -44,16 +47,15 @@ run() {  # run NAME COMMAND...
   fi
 }
 
-configs=(
-  "r18_b128 resnet18 3x32x32 128 10"
-  "r18_b512 resnet18 3x32x32 512 10"
-  "r50_b64 resnet50 3x224x224 64 1000"
-)
+suite="${SUITE:-fp32}"
+case "$suite" in fp32|amp|all) ;; *) echo "error: SUITE='$suite': expected fp32, amp or all" >&2; exit 2 ;; esac
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>/dev/null || true
-for config in "${configs[@]}"; do
-  read -r tag model input batch classes <<< "$config"
-  common=(--device cuda --model "$model" --input "$input" --batch-size "$batch" --classes "$classes"
-          --steps "$steps" --warmup "$warmup")
+
+# run_four TAG MODEL INPUT BATCH CLASSES [EXTRA FLAGS...]: sublet eager and graph, PyTorch eager and graph.
+run_four() {
+  local tag="$1" model="$2" input="$3" batch="$4" classes="$5"; shift 5
+  local common=(--device cuda --model "$model" --input "$input" --batch-size "$batch" --classes "$classes"
+                --steps "$steps" --warmup "$warmup" "$@")
   run "${tag}_sublet_eager" "$sublet" bench step "${common[@]}" --json "$out/${tag}_sublet_eager.json"
   run "${tag}_sublet_graph" "$sublet" bench step "${common[@]}" --cuda-graph --json "$out/${tag}_sublet_graph.json"
   if [[ -n "$python" ]]; then
@@ -63,11 +65,38 @@ for config in "${configs[@]}"; do
   else
     echo "!!! no python3 with torch: PyTorch runs skipped (set PYTHON=...)" >&2
   fi
-  if [[ "$tag" != r18_b512 ]]; then
-    run "${tag}_sublet_allocators" "$sublet" bench step "${common[@]}" --allocator all \
-        --json "$out/${tag}_sublet_allocators.json"
-  fi
-done
-python3 "$here/gpu_step_table.py" "$out" | tee "$out/table.txt"
+}
+
+if [[ "$suite" != amp ]]; then
+  configs=(
+    "r18_b128 resnet18 3x32x32 128 10"
+    "r18_b512 resnet18 3x32x32 512 10"
+    "r50_b64 resnet50 3x224x224 64 1000"
+  )
+  for config in "${configs[@]}"; do
+    read -r tag model input batch classes <<< "$config"
+    run_four "$tag" "$model" "$input" "$batch" "$classes"
+    if [[ "$tag" != r18_b512 ]]; then
+      run "${tag}_sublet_allocators" "$sublet" bench step --device cuda --model "$model" --input "$input" \
+          --batch-size "$batch" --classes "$classes" --steps "$steps" --warmup "$warmup" --allocator all \
+          --json "$out/${tag}_sublet_allocators.json"
+    fi
+  done
+  python3 "$here/gpu_step_table.py" "$out" | tee "$out/table.txt"
+fi
+if [[ "$suite" != fp32 ]]; then
+  amp_configs=(
+    "r50_b64_bf16_cl resnet50 3x224x224 64 1000 bf16"
+    "r50_b256_bf16_cl resnet50 3x224x224 256 1000 bf16"
+    "r50_b64_fp16_cl resnet50 3x224x224 64 1000 fp16"
+    "r50_b256_fp16_cl resnet50 3x224x224 256 1000 fp16"
+    "r18_b128_fp32_cl resnet18 3x32x32 128 10 fp32"
+  )
+  for config in "${amp_configs[@]}"; do
+    read -r tag model input batch classes precision <<< "$config"
+    run_four "$tag" "$model" "$input" "$batch" "$classes" --precision "$precision" --channels-last
+  done
+  python3 "$here/gpu_amp_table.py" "$out" | tee "$out/amp_table.txt"
+fi
 echo "JSON, logs and table.txt in $out; $failures run(s) failed" >&2
 exit $((failures > 0))
