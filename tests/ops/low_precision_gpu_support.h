@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -233,6 +234,17 @@ inline std::vector<Conv2dShape> low_precision_conv_shapes() {
       conv_shape(4, 64, 14, 14, 64, 3, 3, 1, 1),       // ResNet-like
       conv_shape(8, 8, 32, 32, 8, 3, 3, 1, 1),         // weight gradient sums 8 * 32 * 32 = 8192 terms
   };
+}
+
+// Runs one case; an exception (e.g. cuDNN refusing a shape) becomes a failure naming the case,
+// and the remaining cases still run, so one GPU run reports every shape that fails.
+template <typename F>
+void run_case(const std::string& what, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << " threw: " << e.what();
+  }
 }
 
 // Checks every result of a GPU run against the reference; `scale` widens the tolerance (2 when

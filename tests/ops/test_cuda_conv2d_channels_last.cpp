@@ -41,7 +41,9 @@ void check(const Conv2dShape& s, bool with_bias) {
 
 template <typename T>
 void check_all_shapes() {
-  for (const Conv2dShape& s : low_precision_conv_shapes()) check<T>(s, true);
+  for (const Conv2dShape& s : low_precision_conv_shapes()) {
+    run_case("conv2d " + describe(s, DTypeOf<T>::value, MemoryFormat::ChannelsLast), [&] { check<T>(s, true); });
+  }
   check<T>(low_precision_conv_shapes()[1], false);
 }
 
@@ -78,8 +80,10 @@ TEST(CudaConv2dChannelsLast, BenchmarkedEnginesMatch) {
   const ConvAlgorithmSettings saved = conv_algorithm_settings();
   set_conv_algorithm_settings({.benchmark = true, .allow_tf32 = false});
   const Conv2dShape resnet_like = low_precision_conv_shapes()[7];
-  check<float>(resnet_like, true);
-  check<BFloat16>(resnet_like, true);
-  check<Float16>(resnet_like, true);
+  run_case("benchmarked channels-last conv2d", [&] {
+    check<float>(resnet_like, true);
+    check<BFloat16>(resnet_like, true);
+    check<Float16>(resnet_like, true);
+  });
   set_conv_algorithm_settings(saved);
 }

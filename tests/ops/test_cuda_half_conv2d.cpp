@@ -33,7 +33,9 @@ void check(const Conv2dShape& s, bool with_bias) {
 
 template <typename T>
 void check_all_shapes() {
-  for (const Conv2dShape& s : low_precision_conv_shapes()) check<T>(s, true);
+  for (const Conv2dShape& s : low_precision_conv_shapes()) {
+    run_case("conv2d " + describe(s, DTypeOf<T>::value, MemoryFormat::Contiguous), [&] { check<T>(s, true); });
+  }
   check<T>(low_precision_conv_shapes()[1], false);  // no bias: the plain convolution, grad_bias omitted
 }
 
@@ -56,9 +58,11 @@ TEST(CudaHalfConv2d, BenchmarkedEnginesMatchFloat32Cpu) {
   const ConvAlgorithmSettings saved = conv_algorithm_settings();
   set_conv_algorithm_settings({.benchmark = true, .allow_tf32 = false});
   const Conv2dShape resnet_like = low_precision_conv_shapes()[7], long_sum = low_precision_conv_shapes()[8];
-  check<BFloat16>(resnet_like, true);
-  check<BFloat16>(long_sum, true);
-  check<Float16>(resnet_like, true);
-  check<Float16>(long_sum, true);
+  run_case("benchmarked conv2d", [&] {
+    check<BFloat16>(resnet_like, true);
+    check<BFloat16>(long_sum, true);
+    check<Float16>(resnet_like, true);
+    check<Float16>(long_sum, true);
+  });
   set_conv_algorithm_settings(saved);
 }

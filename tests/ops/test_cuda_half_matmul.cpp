@@ -27,15 +27,17 @@ std::string describe(DType dtype, const MatmulGeometry& g, const std::string& la
 
 template <typename T>
 void check(const MatmulGeometry& g, std::size_t a_elements, std::size_t b_elements, const std::string& layout) {
-  const auto a = rounded_values<T>(static_cast<std::int64_t>(a_elements), 51);
-  const auto b = rounded_values<T>(static_cast<std::int64_t>(b_elements), 52);
-  const std::size_t out_elements = static_cast<std::size_t>(g.batch * g.m * g.n);
-  std::vector<float> reference(out_elements);
-  matmul(Context::for_device(Device::cpu()), DType::Float32, g, reference.data(), a.exact.data(), b.exact.data());
-  DeviceBuffer<T> d_a(a.typed), d_b(b.typed), d_out(out_elements);
-  matmul(gpu_context(), DTypeOf<T>::value, g, d_out.get(), d_a.get(), d_b.get());
-  expect_near_reference(d_out.download(), reference, tolerance_for<T>(reference, static_cast<double>(g.k)),
-                        describe(DTypeOf<T>::value, g, layout));
+  run_case(describe(DTypeOf<T>::value, g, layout), [&] {
+    const auto a = rounded_values<T>(static_cast<std::int64_t>(a_elements), 51);
+    const auto b = rounded_values<T>(static_cast<std::int64_t>(b_elements), 52);
+    const std::size_t out_elements = static_cast<std::size_t>(g.batch * g.m * g.n);
+    std::vector<float> reference(out_elements);
+    matmul(Context::for_device(Device::cpu()), DType::Float32, g, reference.data(), a.exact.data(), b.exact.data());
+    DeviceBuffer<T> d_a(a.typed), d_b(b.typed), d_out(out_elements);
+    matmul(gpu_context(), DTypeOf<T>::value, g, d_out.get(), d_a.get(), d_b.get());
+    expect_near_reference(d_out.download(), reference, tolerance_for<T>(reference, static_cast<double>(g.k)),
+                          describe(DTypeOf<T>::value, g, layout));
+  });
 }
 
 template <typename T>
