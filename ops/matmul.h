@@ -17,7 +17,7 @@ struct MatmulGeometry {
 
 bool matmul_operand_ok(std::int64_t rows, std::int64_t cols, std::int64_t row_stride, std::int64_t col_stride);
 
-// Float32 and float64 only (DTypeError otherwise).
+// Float32 and float64; on CUDA also bfloat16 and float16 (float32 accumulation). DTypeError otherwise.
 void matmul(const Context& ctx, DType dtype, const MatmulGeometry& geometry, void* out, const void* a,
             const void* b);
 

@@ -11,8 +11,15 @@
 //   same bits. With settings.benchmark, every algorithm is timed once per shape (cudnnFind*Ex)
 //   and the fastest is used, as PyTorch's cudnn.benchmark.
 // - Workspaces come from ctx.workspace() and go back right after the call (stream-ordered).
+// - bfloat16 / float16: 16-bit operands, float32 accumulation (ops/cuda/conv2d_layout.h), any
+//   math cuDNN proposes (tensor cores); the bias terms in ops/cuda/conv2d_bias.h (float32 sums).
+// - Channels-last (shape.format): the same calls with NHWC / KRSC descriptors, so cuDNN runs its
+//   NHWC kernels on the buffers as they are; bias terms again in ops/cuda/conv2d_bias.h.
+//   float32/float64 NCHW keep cuDNN's own bias calls (cudnnAddTensor, BackwardBias).
 #include "ops/cuda/conv2d_cuda.h"
+#include "ops/cuda/conv2d_bias.h"
 #include "ops/cuda/conv2d_graph.h"
+#include "ops/cuda/conv2d_layout.h"
 
 #include <algorithm>
 #include <array>
@@ -31,18 +38,17 @@ namespace sublet::ops::cuda {
 namespace {
 
 struct ConvDescriptors {
-  TensorDescriptor input, output, bias;
-  FilterDescriptor weight;
+  ConvTensorDescriptor input, output;
+  ConvFilterDescriptor weight;
   ConvolutionDescriptor conv;
 
   ConvDescriptors(const Conv2dShape& s, DType dtype)
-      : input(dtype, cudnn_int(s.batch, "conv2d", "batch"), cudnn_int(s.in_channels, "conv2d", "in_channels"),
+      : input(dtype, s.format, cudnn_int(s.batch, "conv2d", "batch"), cudnn_int(s.in_channels, "conv2d", "in_channels"),
               cudnn_int(s.in_height, "conv2d", "height"), cudnn_int(s.in_width, "conv2d", "width")),
-        output(dtype, cudnn_int(s.batch, "conv2d", "batch"), cudnn_int(s.out_channels, "conv2d", "out_channels"),
-               cudnn_int(s.out_height(), "conv2d", "output height"),
+        output(dtype, s.format, cudnn_int(s.batch, "conv2d", "batch"),
+               cudnn_int(s.out_channels, "conv2d", "out_channels"), cudnn_int(s.out_height(), "conv2d", "output height"),
                cudnn_int(s.out_width(), "conv2d", "output width")),
-        bias(dtype, 1, cudnn_int(s.out_channels, "conv2d", "out_channels"), 1, 1),
-        weight(dtype, cudnn_int(s.out_channels, "conv2d", "out_channels"),
+        weight(dtype, s.format, cudnn_int(s.out_channels, "conv2d", "out_channels"),
                cudnn_int(s.in_channels / s.groups, "conv2d", "in_channels per group"),
                cudnn_int(s.kernel_h, "conv2d", "kernel height"), cudnn_int(s.kernel_w, "conv2d", "kernel width")) {
     for (std::int64_t numel : {s.input_numel(), s.output_numel(), s.weight_numel()}) {
@@ -52,10 +58,12 @@ struct ConvDescriptors {
         conv.get(), cudnn_int(s.pad_h, "conv2d", "padding"), cudnn_int(s.pad_w, "conv2d", "padding"),
         cudnn_int(s.stride_h, "conv2d", "stride"), cudnn_int(s.stride_w, "conv2d", "stride"),
         cudnn_int(s.dilation_h, "conv2d", "dilation"), cudnn_int(s.dilation_w, "conv2d", "dilation"),
-        CUDNN_CROSS_CORRELATION, cudnn_type(dtype)));
+        CUDNN_CROSS_CORRELATION, conv_compute_type(dtype)));
     SUBLET_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv.get(), cudnn_int(s.groups, "conv2d", "groups")));
     const bool exact_float32 = dtype == DType::Float32 && !conv_algorithm_settings().allow_tf32;
-    SUBLET_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.get(), exact_float32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+    const cudnnMathType_t math =
+        exact_float32 ? CUDNN_FMA_MATH : conv_is_half(dtype) ? CUDNN_TENSOR_OP_MATH : CUDNN_DEFAULT_MATH;
+    SUBLET_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.get(), math));
     // cuDNN and ops/conv2d.h must agree on the output size, or the buffers do not fit.
     int n = 0, c = 0, h = 0, w = 0;
     SUBLET_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv.get(), input.get(), weight.get(), &n, &c, &h, &w));
@@ -66,6 +74,33 @@ struct ConvDescriptors {
                        std::to_string(s.out_height()) + ", " + std::to_string(s.out_width()) + "]");
     }
   }
+};
+
+// cuDNN's scaling factors alpha = 1, beta = 0: double for float64 data, float for every other
+// type (16-bit included).
+struct Scaling {
+  explicit Scaling(DType dtype) : is_double(dtype == DType::Float64) {}
+  const void* one() const { return is_double ? static_cast<const void*>(&d_one) : &f_one; }
+  const void* zero() const { return is_double ? static_cast<const void*>(&d_zero) : &f_zero; }
+
+  bool is_double;
+  float f_one = 1.0f, f_zero = 0.0f;
+  double d_one = 1.0, d_zero = 0.0;
+};
+
+// float32/float64 NCHW keep cuDNN's bias calls; 16-bit and channels-last use ops/cuda/conv2d_bias.h.
+bool cudnn_bias(const Conv2dShape& s, DType dtype) {
+  return !conv_is_half(dtype) && s.format == MemoryFormat::Contiguous;
+}
+
+// The NCHW output and [1, OC, 1, 1] bias descriptors of cuDNN's bias calls.
+struct BiasDescriptors {
+  ConvTensorDescriptor output, bias;
+  BiasDescriptors(const Conv2dShape& s, DType dtype)
+      : output(dtype, MemoryFormat::Contiguous, cudnn_int(s.batch, "conv2d", "batch"),
+               cudnn_int(s.out_channels, "conv2d", "out_channels"), cudnn_int(s.out_height(), "conv2d", "output height"),
+               cudnn_int(s.out_width(), "conv2d", "output width")),
+        bias(dtype, MemoryFormat::Contiguous, 1, cudnn_int(s.out_channels, "conv2d", "out_channels"), 1, 1) {}
 };
 
 // One algorithm of any pass (the three cuDNN enums fit in an int) and the math mode it wants.
@@ -287,83 +322,87 @@ void with_algorithm(const Context& ctx, cudnnHandle_t handle, const ConvDescript
   }
 }
 
-template <typename T>
-void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const T* input, const T* weight, const T* bias,
-             T* output) {
+void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* input, const void* weight,
+             const void* bias, void* output) {
   memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
+  const Scaling scale(dtype);
   const bool done = conv2d_graph_run(ctx, handle, s, dtype, ConvPass::Forward,
-                                     {const_cast<T*>(input), const_cast<T*>(weight), output});
-  if (done && bias == nullptr) return;
-  ConvDescriptors d(s, dtype);
-  const T one = 1, zero = 0;
+                                     {const_cast<void*>(input), const_cast<void*>(weight), output});
   if (!done) {
+    ConvDescriptors d(s, dtype);
     with_algorithm(ctx, handle, d, s, dtype, ConvPass::Forward, ConvOperands{input, weight, nullptr, output},
                    [&](int algorithm, void* workspace, std::size_t bytes) {
-      SUBLET_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, d.input.get(), input, d.weight.get(), weight,
+      SUBLET_CUDNN_CHECK(cudnnConvolutionForward(handle, scale.one(), d.input.get(), input, d.weight.get(), weight,
                                                  d.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algorithm),
-                                                 workspace, bytes, &zero, d.output.get(), output));
+                                                 workspace, bytes, scale.zero(), d.output.get(), output));
     });
   }
-  if (bias != nullptr) {
-    SUBLET_CUDNN_CHECK(cudnnAddTensor(handle, &one, d.bias.get(), bias, &one, d.output.get(), output));
+  if (bias == nullptr) return;
+  if (cudnn_bias(s, dtype)) {
+    const BiasDescriptors b(s, dtype);
+    SUBLET_CUDNN_CHECK(cudnnAddTensor(handle, scale.one(), b.bias.get(), bias, scale.one(), b.output.get(), output));
+  } else {
+    conv2d_bias_add(ctx, s, dtype, bias, output);
   }
 }
 
-template <typename T>
-void backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const T* grad_output, const T* weight,
-                    T* grad_input) {
+void backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output, const void* weight,
+                    void* grad_input) {
   memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
   if (conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardData,
-                       {grad_input, const_cast<T*>(weight), const_cast<T*>(grad_output)})) {
+                       {grad_input, const_cast<void*>(weight), const_cast<void*>(grad_output)})) {
     return;
   }
   ConvDescriptors d(s, dtype);
-  const T one = 1, zero = 0;
+  const Scaling scale(dtype);
   with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardData,
                  ConvOperands{nullptr, weight, grad_output, grad_input}, [&](int algorithm, void* workspace, std::size_t bytes) {
                    SUBLET_CUDNN_CHECK(cudnnConvolutionBackwardData(
-                       handle, &one, d.weight.get(), weight, d.output.get(), grad_output, d.conv.get(),
-                       static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), workspace, bytes, &zero, d.input.get(),
-                       grad_input));
+                       handle, scale.one(), d.weight.get(), weight, d.output.get(), grad_output, d.conv.get(),
+                       static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), workspace, bytes, scale.zero(),
+                       d.input.get(), grad_input));
                  });
 }
 
-template <typename T>
-void backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, const T* grad_output, const T* input,
-                     T* grad_weight, T* grad_bias) {
+void backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output, const void* input,
+                     void* grad_weight, void* grad_bias) {
   memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
+  const Scaling scale(dtype);
   const bool done = conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardFilter,
-                                     {const_cast<T*>(input), grad_weight, const_cast<T*>(grad_output)});
-  if (done && grad_bias == nullptr) return;
-  ConvDescriptors d(s, dtype);
-  const T one = 1, zero = 0;
+                                     {const_cast<void*>(input), grad_weight, const_cast<void*>(grad_output)});
   if (!done) {
+    ConvDescriptors d(s, dtype);
     with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardFilter,
                    ConvOperands{input, nullptr, grad_output, grad_weight},
                    [&](int algorithm, void* workspace, std::size_t bytes) {
                      SUBLET_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-                         handle, &one, d.input.get(), input, d.output.get(), grad_output, d.conv.get(),
-                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), workspace, bytes, &zero,
+                         handle, scale.one(), d.input.get(), input, d.output.get(), grad_output, d.conv.get(),
+                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), workspace, bytes, scale.zero(),
                          d.weight.get(), grad_weight));
                    });
   }
-  if (grad_bias != nullptr) {
+  if (grad_bias == nullptr) return;
+  if (cudnn_bias(s, dtype)) {
+    const BiasDescriptors b(s, dtype);
     SUBLET_CUDNN_CHECK(
-        cudnnConvolutionBackwardBias(handle, &one, d.output.get(), grad_output, &zero, d.bias.get(), grad_bias));
+        cudnnConvolutionBackwardBias(handle, scale.one(), b.output.get(), grad_output, scale.zero(), b.bias.get(), grad_bias));
+  } else {
+    conv2d_bias_grad(ctx, s, dtype, grad_output, grad_bias);
   }
 }
 
-template <typename F>
-void dispatch(DType dtype, F&& f) {
-  if (dtype == DType::Float32) {
-    f(float{});
-  } else if (dtype == DType::Float64) {
-    f(double{});
-  } else {
-    throw DTypeError(std::string("conv2d: expected float32 or float64, got ") + dtype_name(dtype));
+// Runs one pass; a cuDNN or CUDA failure is rethrown with the pass, dtype, layout and shape in
+// front of the library's message (other errors already name conv2d and what they found).
+template <typename Run>
+void with_context(const char* pass, const Conv2dShape& s, DType dtype, Run&& run) {
+  conv_check_dtype(dtype, s.format);
+  try {
+    run();
+  } catch (const CudaError& e) {
+    throw CudaError(conv_call_text(pass, s, dtype) + ": " + e.what());
   }
 }
 
@@ -371,29 +410,19 @@ void dispatch(DType dtype, F&& f) {
 
 void conv2d_forward(const Context& ctx, const Conv2dShape& shape, DType dtype, const void* input, const void* weight,
                     const void* bias, void* output) {
-  dispatch(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    forward<T>(ctx, shape, dtype, static_cast<const T*>(input), static_cast<const T*>(weight),
-               static_cast<const T*>(bias), static_cast<T*>(output));
-  });
+  with_context("forward", shape, dtype, [&] { forward(ctx, shape, dtype, input, weight, bias, output); });
 }
 
 void conv2d_backward_input(const Context& ctx, const Conv2dShape& shape, DType dtype, const void* grad_output,
                            const void* weight, void* grad_input) {
-  dispatch(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    backward_input<T>(ctx, shape, dtype, static_cast<const T*>(grad_output), static_cast<const T*>(weight),
-                      static_cast<T*>(grad_input));
-  });
+  with_context("backward-input", shape, dtype,
+               [&] { backward_input(ctx, shape, dtype, grad_output, weight, grad_input); });
 }
 
 void conv2d_backward_weight(const Context& ctx, const Conv2dShape& shape, DType dtype, const void* grad_output,
                             const void* input, void* grad_weight, void* grad_bias) {
-  dispatch(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    backward_weight<T>(ctx, shape, dtype, static_cast<const T*>(grad_output), static_cast<const T*>(input),
-                       static_cast<T*>(grad_weight), static_cast<T*>(grad_bias));
-  });
+  with_context("backward-weight", shape, dtype,
+               [&] { backward_weight(ctx, shape, dtype, grad_output, input, grad_weight, grad_bias); });
 }
 
 }  // namespace sublet::ops::cuda

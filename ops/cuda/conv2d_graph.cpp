@@ -19,7 +19,7 @@
 #include "core/errors.h"
 #include "ops/conv_settings.h"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/cudnn_descriptors.h"
+#include "ops/cuda/conv2d_layout.h"
 
 // The handle attributes of the operation graph and the execution plan are marked deprecated in
 // cuDNN 9.x headers (a device-property descriptor is the newer way) but remain the documented
@@ -67,10 +67,11 @@ class BackendDescriptor {
 // The unique ids the variant pack binds pointers to.
 constexpr std::int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
 
-BackendDescriptor packed_tensor(std::int64_t uid, DType dtype, std::array<std::int64_t, 4> dims,
+// A dense 4-d operand: logical (N, C, H, W) / (K, C, R, S) dims, NCHW or NHWC strides.
+BackendDescriptor packed_tensor(std::int64_t uid, DType dtype, MemoryFormat format, std::array<std::int64_t, 4> dims,
                                 std::int64_t alignment) {
-  const std::array<std::int64_t, 4> strides{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
-  const cudnnDataType_t type = cudnn_type(dtype);
+  const std::array<std::int64_t, 4> strides = conv_strides(dims, format);
+  const cudnnDataType_t type = conv_data_type(dtype);
   BackendDescriptor tensor(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   tensor.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type, 1);
   tensor.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), 4);
@@ -82,7 +83,7 @@ BackendDescriptor packed_tensor(std::int64_t uid, DType dtype, std::array<std::i
 }
 
 BackendDescriptor convolution(const Conv2dShape& s, DType dtype) {
-  const cudnnDataType_t compute = cudnn_type(dtype);
+  const cudnnDataType_t compute = conv_compute_type(dtype);  // float32 accumulation for 16-bit
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   const std::int64_t spatial_dims = 2;
   const std::array<std::int64_t, 2> dilation{s.dilation_h, s.dilation_w}, stride{s.stride_h, s.stride_w},
@@ -102,11 +103,12 @@ BackendDescriptor convolution(const Conv2dShape& s, DType dtype) {
 // One operation of the pass, y = conv(x, w) or its gradients; groups follow from the weight's
 // channel count (in_channels / groups), as in cuDNN's graph API.
 BackendDescriptor conv_operation(const Conv2dShape& s, DType dtype, ConvPass pass, std::int64_t alignment) {
-  const BackendDescriptor x = packed_tensor(kUidX, dtype, {s.batch, s.in_channels, s.in_height, s.in_width}, alignment);
-  const BackendDescriptor w =
-      packed_tensor(kUidW, dtype, {s.out_channels, s.in_channels / s.groups, s.kernel_h, s.kernel_w}, alignment);
+  const BackendDescriptor x =
+      packed_tensor(kUidX, dtype, s.format, {s.batch, s.in_channels, s.in_height, s.in_width}, alignment);
+  const BackendDescriptor w = packed_tensor(kUidW, dtype, s.format,
+                                            {s.out_channels, s.in_channels / s.groups, s.kernel_h, s.kernel_w}, alignment);
   const BackendDescriptor y =
-      packed_tensor(kUidY, dtype, {s.batch, s.out_channels, s.out_height(), s.out_width()}, alignment);
+      packed_tensor(kUidY, dtype, s.format, {s.batch, s.out_channels, s.out_height(), s.out_width()}, alignment);
   const BackendDescriptor conv = convolution(s, dtype);
   struct Names {
     cudnnBackendDescriptorType_t type;
@@ -137,7 +139,7 @@ BackendDescriptor conv_operation(const Conv2dShape& s, DType dtype, ConvPass pas
   op.set_descriptor(names.w, w);
   op.set_descriptor(names.y, y);
   op.set_descriptor(names.conv, conv);
-  // The pass overwrites its output: alpha 1, beta 0, in the compute type.
+  // The pass overwrites its output: alpha 1, beta 0, in the compute type (float for 16-bit).
   if (dtype == DType::Float64) {
     const double alpha = 1.0, beta = 0.0;
     op.set(names.alpha, CUDNN_TYPE_DOUBLE, &alpha, 1);
@@ -187,6 +189,10 @@ bool acceptable(const BackendDescriptor& engine, DType dtype, const ConvAlgorith
         return false;
       case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
         if (dtype == DType::Float32 && !settings.allow_tf32) return false;
+        break;
+      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
+        // Sums in the 16-bit storage type: the 16-bit convolutions promise float32 accumulation.
+        if (conv_is_half(dtype)) return false;
         break;
       case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
         if (!settings.benchmark) return false;  // heuristics only: two runs give the same bits
@@ -307,10 +313,11 @@ float time_plan(const Context& ctx, cudnnHandle_t handle, const ExecutionPlan& p
 using RankedPlans = std::vector<ExecutionPlan>;
 
 // SUBLET_LOG_CONV_PLANS=1: which engines a new shape considered, and (benchmarking) their times.
-void log_plans(const Conv2dShape& s, ConvPass pass, const RankedPlans& plans,
+void log_plans(const Conv2dShape& s, DType dtype, ConvPass pass, const RankedPlans& plans,
                const std::vector<std::pair<float, std::size_t>>& timed) {
   static const char* const kPassNames[] = {"forward", "backward-data", "backward-filter"};
-  std::string line = fmt::format("conv2d {} N{} C{} {}x{} -> K{} k{}x{} s{} p{} g{}:", kPassNames[static_cast<int>(pass)],
+  std::string line = fmt::format("conv2d {} {} {} N{} C{} {}x{} -> K{} k{}x{} s{} p{} g{}:",
+                                 kPassNames[static_cast<int>(pass)], dtype_name(dtype), memory_format_name(s.format),
                                  s.batch, s.in_channels, s.in_height, s.in_width, s.out_channels, s.kernel_h,
                                  s.kernel_w, s.stride_h, s.pad_h, s.groups);
   if (plans.empty()) line += " no engine (legacy API)";
@@ -332,13 +339,13 @@ RankedPlans rank_plans(const Context& ctx, cudnnHandle_t handle, const Conv2dSha
   RankedPlans plans = candidate_plans(handle, s, dtype, pass, alignment, limit);
   const bool log = std::getenv("SUBLET_LOG_CONV_PLANS") != nullptr;
   if (!settings.benchmark || plans.size() < 2) {
-    if (log) log_plans(s, pass, plans, {});
+    if (log) log_plans(s, dtype, pass, plans, {});
     return plans;
   }
   std::vector<std::pair<float, std::size_t>> timed;
   for (std::size_t i = 0; i < plans.size(); ++i) timed.emplace_back(time_plan(ctx, handle, plans[i], io), i);
   std::stable_sort(timed.begin(), timed.end());
-  if (log) log_plans(s, pass, plans, timed);
+  if (log) log_plans(s, dtype, pass, plans, timed);
   RankedPlans ranked;
   for (const auto& [ms, index] : timed) {
     if (ms != std::numeric_limits<float>::infinity()) ranked.push_back(std::move(plans[index]));
@@ -367,7 +374,8 @@ ConvChoiceKey conv_choice_key(const Context& ctx, const Conv2dShape& s, DType dt
   return {ctx.device.index, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(pass), s.batch,
           s.in_channels, s.in_height, s.in_width, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w,
           s.pad_h, s.pad_w, s.dilation_h, s.dilation_w, s.groups,
-          (settings.benchmark ? 1 : 0) + (settings.allow_tf32 ? 2 : 0), settings.benchmark_limit};
+          (settings.benchmark ? 1 : 0) + (settings.allow_tf32 ? 2 : 0), settings.benchmark_limit,
+          static_cast<std::int64_t>(s.format)};
 }
 
 bool conv2d_graph_run(const Context& ctx, cudnnHandle_t handle, const Conv2dShape& s, DType dtype, ConvPass pass,

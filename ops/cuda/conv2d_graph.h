@@ -28,11 +28,14 @@ namespace sublet::ops::cuda {
 
 enum class ConvPass : int { Forward, BackwardData, BackwardFilter };
 
-// What a cached algorithm or plan choice depends on: device, dtype, pass, every shape field and
-// the algorithm settings. Shared by this file's plan cache and the legacy API's algorithm cache.
-using ConvChoiceKey = std::array<std::int64_t, 19>;
+// What a cached algorithm or plan choice depends on: device, dtype, pass, every shape field (the
+// memory format included) and the algorithm settings. Shared by this file's plan cache and the
+// legacy API's algorithm cache.
+using ConvChoiceKey = std::array<std::int64_t, 20>;
 ConvChoiceKey conv_choice_key(const Context& ctx, const Conv2dShape& s, DType dtype, ConvPass pass);
 
+// Operand types and layouts: ops/cuda/conv2d_layout.h (16-bit operands accumulate in float32;
+// channels-last operands are described by their NHWC / KRSC strides).
 // The three operands of a pass, in cuDNN's naming: x (input), w (weight), y (output). The pass
 // writes one of them: y for Forward, x (dx) for BackwardData, w (dw) for BackwardFilter.
 struct ConvGraphOperands {

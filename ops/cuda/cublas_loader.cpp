@@ -1,6 +1,6 @@
 // cuBLAS, loaded when the first GPU matmul needs it rather than when the program starts: linked
 // normally, libcublas pulls in libcublasLt, whose ~96 MB of relocated data made `sublet --help`
-// and every CPU-only command take over 200 MB resident. The nine cuBLAS functions sublet calls
+// and every CPU-only command take over 200 MB resident. The eleven cuBLAS functions sublet calls
 // are defined here under their own names (the executable is not linked against cuBLAS) and
 // forward to the library, opened with dlopen on first use. A missing library is a CudaError
 // naming it, raised where cuBLAS is first needed.
@@ -68,3 +68,23 @@ SUBLET_CUBLAS_FORWARD(cublasStatus_t, cublasDgemmStridedBatched,
                        long long int strideB, const double* beta, double* C, int ldc, long long int strideC, int batchCount),
                       (handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC,
                        batchCount))
+SUBLET_CUBLAS_FORWARD(cublasStatus_t, cublasGetMathMode, (cublasHandle_t handle, cublasMath_t* mode), (handle, mode))
+
+// The 16-bit GEMM (ops/cuda/matmul_cuda.cpp). Spelled out rather than through the macro: in C++
+// the header adds an inline overload of the same name (taking a cudaDataType compute type), so
+// decltype(cublasGemmStridedBatchedEx) would be ambiguous.
+using GemmStridedBatchedExFn = cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                              const void*, const void*, cudaDataType, int, long long int, const void*,
+                                              cudaDataType, int, long long int, const void*, void*, cudaDataType, int,
+                                              long long int, int, cublasComputeType_t, cublasGemmAlgo_t);
+extern "C" cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                                     cublasOperation_t transb, int m, int n, int k, const void* alpha,
+                                                     const void* A, cudaDataType Atype, int lda, long long int strideA,
+                                                     const void* B, cudaDataType Btype, int ldb, long long int strideB,
+                                                     const void* beta, void* C, cudaDataType Ctype, int ldc,
+                                                     long long int strideC, int batchCount,
+                                                     cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  static auto* const real = ::sublet::ops::cuda::cublas_symbol<GemmStridedBatchedExFn>("cublasGemmStridedBatchedEx");
+  return real(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype,
+              ldc, strideC, batchCount, computeType, algo);
+}

@@ -3,6 +3,10 @@
 // A row-major operand is, read column-major, already its transpose (op N); a column-major one
 // (a transposed view) is read with op T. Batch strides pass straight through, 0 included
 // (one matrix broadcast over the batch).
+// bfloat16 and float16: cublasGemmStridedBatchedEx with 16-bit A, B and C, float32 accumulation
+// (CUBLAS_COMPUTE_32F) and float alpha/beta, as PyTorch's bf16/fp16 GEMMs; the same operand
+// layouts and batch slicing as float32. The handle's workspace is the lease's, from
+// ctx.workspace() (ops/cuda/handles.h), so it shows in the allocator statistics.
 #include "ops/cuda/matmul_cuda.h"
 
 #include <algorithm>
@@ -80,9 +84,74 @@ void matmul_typed(const Context& ctx, const MatmulGeometry& g, T* out, const T* 
   }
 }
 
+// Sets a handle's math mode for one call and puts the handle's own back afterwards (also when
+// the call throws): the handle is shared by every matmul of this thread and device.
+class MathModeScope {
+ public:
+  MathModeScope(cublasHandle_t handle, cublasMath_t mode) : handle_(handle) {
+    SUBLET_CUBLAS_CHECK(cublasGetMathMode(handle_, &saved_));
+    SUBLET_CUBLAS_CHECK(cublasSetMathMode(handle_, mode));
+  }
+  ~MathModeScope() { cublasSetMathMode(handle_, saved_); }  // a destructor must not throw
+  MathModeScope(const MathModeScope&) = delete;
+  MathModeScope& operator=(const MathModeScope&) = delete;
+
+ private:
+  cublasHandle_t handle_;
+  cublasMath_t saved_ = CUBLAS_DEFAULT_MATH;
+};
+
+std::string geometry_text(DType dtype, const MatmulGeometry& g) {
+  return std::string("matmul (") + dtype_name(dtype) + ", batch " + std::to_string(g.batch) + ", m " +
+         std::to_string(g.m) + ", k " + std::to_string(g.k) + ", n " + std::to_string(g.n) + ", a strides [" +
+         std::to_string(g.a_batch_stride) + ", " + std::to_string(g.a_row_stride) + ", " +
+         std::to_string(g.a_col_stride) + "], b strides [" + std::to_string(g.b_batch_stride) + ", " +
+         std::to_string(g.b_row_stride) + ", " + std::to_string(g.b_col_stride) + "])";
+}
+
+void matmul_half(const Context& ctx, DType dtype, const MatmulGeometry& g, void* out, const void* a, const void* b) {
+  if (g.batch == 0 || g.m == 0 || g.n == 0) return;
+  constexpr std::int64_t kBytes = 2;  // both 16-bit types
+  memory::CudaDeviceGuard device(ctx.device);
+  if (g.k == 0) {  // an empty sum: zeros (all-zero bits are +0 in both types)
+    SUBLET_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(g.batch * g.m * g.n * kBytes),
+                                      stream_of(ctx.stream)));
+    return;
+  }
+  const cudaDataType type = dtype == DType::BFloat16 ? CUDA_R_16BF : CUDA_R_16F;
+  const int m = to_int(g.m, "m"), n = to_int(g.n, "n"), k = to_int(g.k, "k");
+  const CublasOperand op_a = operand(g.m, g.k, g.a_row_stride, g.a_col_stride);
+  const CublasOperand op_b = operand(g.k, g.n, g.b_row_stride, g.b_col_stride);
+  const float alpha = 1.0f, beta = 0.0f;  // CUBLAS_COMPUTE_32F takes float scalars
+  CublasLease cublas = cublas_for(ctx);
+  // Without this flag cuBLAS may add split-K partial sums in the 16-bit output type (PyTorch's
+  // default "reduced precision reduction"); with it every sum stays in float32, which is what
+  // these kernels promise (and what the K = 4096 test checks).
+  MathModeScope math(cublas.handle,
+                     static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+  const auto* a_bytes = static_cast<const char*>(a);
+  const auto* b_bytes = static_cast<const char*>(b);
+  auto* out_bytes = static_cast<char*>(out);
+  for (std::int64_t first = 0; first < g.batch; first += INT_MAX) {
+    const int count = static_cast<int>(std::min<std::int64_t>(g.batch - first, INT_MAX));
+    const cublasStatus_t status = cublasGemmStridedBatchedEx(
+        cublas.handle, op_b.op, op_a.op, n, m, k, &alpha, b_bytes + first * g.b_batch_stride * kBytes, type, op_b.ld,
+        g.b_batch_stride, a_bytes + first * g.a_batch_stride * kBytes, type, op_a.ld, g.a_batch_stride, &beta,
+        out_bytes + first * g.m * g.n * kBytes, type, n, g.m * g.n, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      throw CudaError("cublasGemmStridedBatchedEx failed for " + geometry_text(dtype, g) + ": " +
+                      cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
+    }
+  }
+}
+
 }  // namespace
 
 void matmul(const Context& ctx, DType dtype, const MatmulGeometry& geometry, void* out, const void* a, const void* b) {
+  if (dtype == DType::BFloat16 || dtype == DType::Float16) {
+    matmul_half(ctx, dtype, geometry, out, a, b);
+    return;
+  }
   cpu::dispatch_floating(dtype, "matmul", [&](auto tag) {
     using T = decltype(tag);
     matmul_typed<T>(ctx, geometry, static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b));

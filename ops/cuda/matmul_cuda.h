@@ -1,5 +1,6 @@
 #pragma once
-// cuBLAS behind ops/matmul.h (same arguments, device pointers). Float32 and float64.
+// cuBLAS behind ops/matmul.h (same arguments, device pointers). Float32 and float64; bfloat16 and
+// float16 with float32 accumulation.
 #include "ops/matmul.h"
 
 namespace sublet::ops::cuda {

@@ -63,6 +63,15 @@ void register_nn_kernels() {
   set_for(conv2d_forward_kernels(), kFloating, &cuda::conv2d_forward);
   set_for(conv2d_backward_input_kernels(), kFloating, &cuda::conv2d_backward_input);
   set_for(conv2d_backward_weight_kernels(), kFloating, &cuda::conv2d_backward_weight);
+  // cuDNN with float32 accumulation for 16-bit; channels-last runs cuDNN's NHWC kernels.
+  set_for(conv2d_forward_kernels(), kHalfDTypes, &cuda::conv2d_forward);
+  set_for(conv2d_backward_input_kernels(), kHalfDTypes, &cuda::conv2d_backward_input);
+  set_for(conv2d_backward_weight_kernels(), kHalfDTypes, &cuda::conv2d_backward_weight);
+  for (const DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
+    conv2d_forward_kernels().set(kCuda, dtype, MemoryFormat::ChannelsLast, &cuda::conv2d_forward);
+    conv2d_backward_input_kernels().set(kCuda, dtype, MemoryFormat::ChannelsLast, &cuda::conv2d_backward_input);
+    conv2d_backward_weight_kernels().set(kCuda, dtype, MemoryFormat::ChannelsLast, &cuda::conv2d_backward_weight);
+  }
   set_for(batch_norm_forward_training_kernels(), kFloating, &cuda::batch_norm_forward_training);
   set_for(batch_norm_forward_eval_kernels(), kFloating, &cuda::batch_norm_forward_eval);
   set_for(batch_norm_backward_training_kernels(), kFloating, &cuda::batch_norm_backward_training);
@@ -105,6 +114,7 @@ void register_tensor_kernels() {
   set_for(copy_kernels(), kHalfDTypes, &cuda::copy);
   set_for(fill_kernels(), kHalfDTypes, &cuda::fill);
   set_for(matmul_kernels(), kFloating, &cuda::matmul);
+  set_for(matmul_kernels(), kHalfDTypes, &cuda::matmul);  // cuBLAS, float32 accumulation
   set_for(fill_uniform_kernels(), kFloating, &cuda::fill_uniform);
   set_for(fill_normal_kernels(), kFloating, &cuda::fill_normal);
   set_for(sgd_update_kernels(), kFloating, &cuda::sgd_update);

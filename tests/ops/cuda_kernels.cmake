@@ -7,6 +7,12 @@ if(SUBLET_HAVE_CUDA)
           test_cuda_half_elementwise test_cuda_half_reduce)
     sublet_add_test(${cuda_test} LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/${cuda_test}.cpp LIBS ops)
   endforeach()
+  # 16-bit matmul/conv2d and channels-last conv2d against the float32 CPU kernels.
+  foreach(cuda_test test_cuda_half_matmul test_cuda_half_conv2d test_cuda_conv2d_channels_last)
+    sublet_add_test(${cuda_test} LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/${cuda_test}.cpp LIBS ops)
+  endforeach()
+  # Their descriptors' strides and types (ops/cuda/conv2d_layout.h), checked on the CPU.
+  sublet_add_test(test_conv2d_layout LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_conv2d_layout.cpp LIBS ops)
   # The 16-bit conversions of the GPU kernels (ops/cuda/half_types.cuh) compiled for the host and
   # checked against core/half.h on the CPU (CUDA's intrinsics emulate their rounding on the host).
   sublet_add_test(test_half_types_host LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_half_types_host.cpp LIBS ops)

@@ -158,17 +158,24 @@ TEST(KernelTable, CudaEntriesExistExactlyInCudaBuilds) {
 }
 
 // On the GPU the 16-bit types have casts, fills, element-wise ops and reductions (load 16 bits,
-// compute in float32, store 16 bits); every other table must refuse them until its kernel
+// compute in float32, store 16 bits), matmul and conv2d (float32 accumulation); every other table must refuse them until its kernel
 // handles them, or the lookup would hand a 16-bit tensor to a float32/float64-only kernel.
 TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
   const std::set<std::string> half_ops = {"copy", "fill", "unary", "binary", "ternary", "dropout",
-                                          "reduce_sum", "reduce_extremum", "scatter_add", "gather"};
+                                          "reduce_sum", "reduce_extremum", "scatter_add", "gather",
+                                          "matmul", "conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight"};
+  // Channels-last CUDA kernels (float32, bfloat16, float16): cuDNN's NHWC convolution.
+  const std::set<std::string> channels_last_ops = {"conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight"};
   for (const NamedKernelTable& entry : all_kernel_tables()) {
     const bool expected = memory::cuda_built() && half_ops.count(entry.name) == 1;
+    const bool channels_last = memory::cuda_built() && channels_last_ops.count(entry.name) == 1;
     for (DType half : {DType::BFloat16, DType::Float16}) {
       EXPECT_EQ(entry.table->has(DeviceType::CUDA, half), expected) << entry.name << " " << dtype_name(half);
-      EXPECT_FALSE(entry.table->has(DeviceType::CUDA, half, MemoryFormat::ChannelsLast)) << entry.name;
+      EXPECT_EQ(entry.table->has(DeviceType::CUDA, half, MemoryFormat::ChannelsLast), channels_last) << entry.name;
     }
+    EXPECT_EQ(entry.table->has(DeviceType::CUDA, DType::Float32, MemoryFormat::ChannelsLast), channels_last)
+        << entry.name;
+    EXPECT_FALSE(entry.table->has(DeviceType::CUDA, DType::Float64, MemoryFormat::ChannelsLast)) << entry.name;
     EXPECT_FALSE(entry.table->has(DeviceType::CUDA, DType::UInt8)) << entry.name;
   }
 }
