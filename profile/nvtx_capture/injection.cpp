@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <system_error>
 
@@ -103,13 +104,18 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(N
     std::fprintf(stderr, "sublet nvtx capture: the program's NVTX has no core callback table; recording nothing\n");
     return 0;
   }
-  output_path() = expand_pid(path);
+  // Every NVTX instance in the process (sublet's, and any a CUDA library compiled in) loads the
+  // library and calls this with its own table: one log, one file, one exit handler for them all.
+  static std::once_flag once;
+  std::call_once(once, [path] {
+    output_path() = expand_pid(path);
+    std::atexit(write_capture);
+  });
   install(table, size, NVTX_CBID_CORE_RangeStartA, &range_start_a);
   install(table, size, NVTX_CBID_CORE_RangeStartEx, &range_start_ex);
   install(table, size, NVTX_CBID_CORE_RangeEnd, &range_end);
   install(table, size, NVTX_CBID_CORE_RangePushA, &range_push_a);
   install(table, size, NVTX_CBID_CORE_RangePushEx, &range_push_ex);
   install(table, size, NVTX_CBID_CORE_RangePop, &range_pop);
-  std::atexit(write_capture);
   return 1;
 }
