@@ -9,9 +9,10 @@
 //   build/sublet bench step --model resnet20 --nvtx
 //   python3 profile/nvtx_capture/nvtx_sum.py ranges.json      # like `nsys stats --report nvtx_sum`
 //
-// Only the core module's ASCII ranges are taken (RangeStartA/Ex, RangeEnd, RangePushA/Ex,
-// RangePop): what sublet's --nvtx emits (runtime/nn/module_ranges.h). Every other NVTX call stays a
-// no-op, as NVTX makes it when a tool leaves the slot empty.
+// Only the core module's ranges are taken (RangeStartA/Ex, RangeEnd, RangePushA/Ex, RangePop; an
+// Ex range without an ASCII message is named "(unnamed)"): what sublet's --nvtx emits
+// (runtime/nn/module_ranges.h). Every other NVTX call stays a no-op, as NVTX makes it when a tool
+// leaves the slot empty. The file is written by an exit handler: a crash or _exit writes nothing.
 #define NVTX_NO_IMPL  // a tool: the types and ids only, not a second copy of NVTX's implementation
 #include <nvtx3/nvToolsExt.h>
 #include <unistd.h>
