@@ -14,6 +14,10 @@ grep -qxF "/$out/" .git/info/exclude 2>/dev/null || echo "/$out/" >> .git/info/e
 rm -rf "$out"
 mkdir -p "$out/tests"
 strip -o "$out/sublet" "$build/sublet"
+# The NVTX capture library (profile/nvtx_capture) where the build made it: scripts/nvtx_ranges.sh.
+if [ -f "$build/libsublet_nvtx_capture.so" ]; then
+  strip --strip-unneeded -o "$out/libsublet_nvtx_capture.so" "$build/libsublet_nvtx_capture.so"
+fi
 shift 2 || true
 for name in "${@:-test_cuda_allocator}"; do
   t=$(find "$build/tests" -maxdepth 3 -type f -perm -u+x -name "$name" | head -1)

@@ -2,13 +2,17 @@
 // Names every module's forward and backward as a range on a profiler's timeline. With the NVTX
 // sink (`--nvtx` on `sublet train` and `sublet bench step`), Nsight Systems shows
 // "model.layer1.0.conv1 forward" above that layer's kernels, and "... backward" above its
-// backward kernels.
+// backward kernels. Where Nsight Systems is absent, libsublet_nvtx_capture.so
+// (profile/nvtx_capture/, run by scripts/nvtx_ranges.sh) receives the same ranges through NVTX's
+// injection variable and writes them as JSON, with an nvtx_sum-like table.
 //
 //   nn::ModuleRanges ranges(model, nn::nvtx_range_sink());   // until `ranges` is destroyed
 //
 // Built on the module hooks (forward pre/post, backward pre/post) of every module, so a
 // module's backward range spans from its output's gradient arriving to its input's gradient
-// leaving, as PyTorch's profiler shows module backward. Ranges are start/end pairs, not a stack:
+// leaving, as PyTorch's profiler shows module backward; a module whose input needs no gradient
+// (the stem's conv1, the root) has an empty backward range, since nothing marks where its backward
+// ends (its weight-gradient kernels fall outside it). Ranges are start/end pairs, not a stack:
 // the branches of a residual block may run their backward interleaved.
 #include <cstdint>
 #include <map>
