@@ -152,9 +152,28 @@ void register_services() {
 
 }  // namespace
 
+// Pooling of 16-bit NCHW and of channels-last float32/bfloat16/float16 (ops/cuda/pooling.cu).
+void register_pooling_kernels() {
+  set_for(max_pool2d_forward_kernels(), kHalfDTypes, &max_pool2d_forward_auto);
+  set_for(max_pool2d_backward_kernels(), kHalfDTypes, &max_pool2d_backward_auto);
+  set_for(avg_pool2d_forward_kernels(), kHalfDTypes, &cuda::avg_pool2d_forward);
+  set_for(avg_pool2d_backward_kernels(), kHalfDTypes, &cuda::avg_pool2d_backward);
+  set_for(adaptive_avg_pool2d_forward_kernels(), kHalfDTypes, &cuda::adaptive_avg_pool2d_forward);
+  set_for(adaptive_avg_pool2d_backward_kernels(), kHalfDTypes, &cuda::adaptive_avg_pool2d_backward);
+  set_channels_last_for(max_pool2d_forward_kernels(), kChannelsLastDTypes, &max_pool2d_forward_auto);
+  set_channels_last_for(max_pool2d_backward_kernels(), kChannelsLastDTypes, &max_pool2d_backward_auto);
+  set_channels_last_for(avg_pool2d_forward_kernels(), kChannelsLastDTypes, &cuda::avg_pool2d_forward);
+  set_channels_last_for(avg_pool2d_backward_kernels(), kChannelsLastDTypes, &cuda::avg_pool2d_backward);
+  set_channels_last_for(adaptive_avg_pool2d_forward_kernels(), kChannelsLastDTypes,
+                        &cuda::adaptive_avg_pool2d_forward);
+  set_channels_last_for(adaptive_avg_pool2d_backward_kernels(), kChannelsLastDTypes,
+                        &cuda::adaptive_avg_pool2d_backward);
+}
+
 void register_cuda_kernels() {
   register_nn_kernels();
   register_split_batch_norm_kernels();
+  register_pooling_kernels();
   register_tensor_kernels();
   register_services();
 }
