@@ -163,11 +163,23 @@ TEST(KernelTable, CudaEntriesExistExactlyInCudaBuilds) {
 TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
   const std::set<std::string> half_ops = {"copy", "fill", "unary", "binary", "ternary", "dropout",
                                           "reduce_sum", "reduce_extremum", "scatter_add", "gather"};
+  // Batch norm (+ReLU, float32 parameters) and pooling: 16-bit NCHW, and channels-last for
+  // float32/bfloat16/float16 (ops/cuda/batch_norm_split.cu, ops/cuda/pooling.cu).
+  const std::set<std::string> norm_pool_ops = {
+      "batch_norm_forward_training", "batch_norm_forward_eval", "batch_norm_backward_training",
+      "batch_norm_backward_eval",    "batch_norm_relu_forward", "batch_norm_relu_backward",
+      "max_pool2d_forward",          "max_pool2d_backward",     "avg_pool2d_forward",
+      "avg_pool2d_backward",         "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_backward"};
   for (const NamedKernelTable& entry : all_kernel_tables()) {
-    const bool expected = memory::cuda_built() && half_ops.count(entry.name) == 1;
+    const bool norm_pool = memory::cuda_built() && norm_pool_ops.count(entry.name) == 1;
+    const bool expected = (memory::cuda_built() && half_ops.count(entry.name) == 1) || norm_pool;
     for (DType half : {DType::BFloat16, DType::Float16}) {
       EXPECT_EQ(entry.table->has(DeviceType::CUDA, half), expected) << entry.name << " " << dtype_name(half);
-      EXPECT_FALSE(entry.table->has(DeviceType::CUDA, half, MemoryFormat::ChannelsLast)) << entry.name;
+      EXPECT_EQ(entry.table->has(DeviceType::CUDA, half, MemoryFormat::ChannelsLast), norm_pool) << entry.name;
+    }
+    if (norm_pool) {
+      EXPECT_TRUE(entry.table->has(DeviceType::CUDA, DType::Float32, MemoryFormat::ChannelsLast)) << entry.name;
+      EXPECT_FALSE(entry.table->has(DeviceType::CUDA, DType::Float64, MemoryFormat::ChannelsLast)) << entry.name;
     }
     EXPECT_FALSE(entry.table->has(DeviceType::CUDA, DType::UInt8)) << entry.name;
   }
@@ -186,7 +198,10 @@ TEST(KernelTable, FusedBatchNormReluSaysWhereItsKernelsAre) {
                                      0.1, 1e-5, y.data(), mean.data(), invstd.data());
     FAIL() << "the fused batch norm ran on the CPU";
   } catch (const ValueError& e) {
-    EXPECT_TRUE(contains(e.what(), memory::cuda_built() ? "(cuda float32/float64 contiguous)" : "(none in this build)"));
+    EXPECT_TRUE(contains(e.what(), memory::cuda_built() ? "(cuda float32/float64/bfloat16/float16 contiguous, "
+                                                          "cuda float32/bfloat16/float16 channels_last)"
+                                                        : "(none in this build)"))
+        << e.what();
     EXPECT_TRUE(contains(e.what(), "got cpu, float32, 2 values per channel"));
   }
 }
