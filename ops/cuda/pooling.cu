@@ -158,6 +158,8 @@ struct PoolGeometry32 {
   int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
   unsigned input_numel, output_numel;
   IntDivider by_in_w, by_in_h, by_out_w, by_out_h, by_stride_h, by_stride_w;
+  unsigned channels;
+  IntDivider by_channels;  // channels-last: the channel is the fastest index
 };
 
 bool fits_int32(const Pool2dShape& s) {
@@ -177,6 +179,7 @@ PoolGeometry32 geometry32_of(const Pool2dShape& s) {
   g.by_in_w = IntDivider(s.in_width), g.by_in_h = IntDivider(s.in_height);
   g.by_out_w = IntDivider(s.out_width()), g.by_out_h = IntDivider(s.out_height());
   g.by_stride_h = IntDivider(s.stride_h), g.by_stride_w = IntDivider(s.stride_w);
+  g.channels = static_cast<unsigned>(s.channels), g.by_channels = IntDivider(s.channels);
   return g;
 }
 
@@ -194,36 +197,53 @@ __device__ void covering_outputs32(unsigned i, int pad, int extent, const IntDiv
   last = min(static_cast<int>(stride.div(shifted)), out_size - 1);
 }
 
-template <typename T>
-__global__ void max_pool_forward32(const __grid_constant__ PoolGeometry32 g, const T* input, T* output,
-                                   std::int64_t* indices) {
-  for (unsigned o = first_index32(); o < g.output_numel; o += grid_threads32()) {
-    unsigned row, ow, p, oh;
-    g.by_out_w.divmod(o, row, ow);
-    g.by_out_h.divmod(row, p, oh);
-    const T* in = input + p * static_cast<unsigned>(g.in_h * g.in_w);
-    window_max<int>(g, in, static_cast<int>(oh), static_cast<int>(ow), output[o], indices[o]);
+// Channels-last: flat index = pixel * C + c, pixel = (n * H + h) * W + w, so the "plane" p
+// below is the sample n. NCHW: pixel = the flat index, c = 0, and p is the plane n * C + c.
+template <bool kLast>
+__device__ inline void split_channel32(const PoolGeometry32& g, unsigned i, unsigned& pixel, unsigned& c) {
+  if constexpr (kLast) {
+    g.by_channels.divmod(i, pixel, c);
+  } else {
+    pixel = i;
+    c = 0;
   }
 }
 
-template <typename T>
+template <typename T, bool kLast>
+__global__ void max_pool_forward32(const __grid_constant__ PoolGeometry32 g, const T* input, T* output,
+                                   std::int64_t* indices) {
+  const unsigned plane_size = static_cast<unsigned>(g.in_h * g.in_w);
+  for (unsigned o = first_index32(); o < g.output_numel; o += grid_threads32()) {
+    unsigned pixel, c, row, ow, p, oh;
+    split_channel32<kLast>(g, o, pixel, c);
+    g.by_out_w.divmod(pixel, row, ow);
+    g.by_out_h.divmod(row, p, oh);
+    const T* in = kLast ? input + p * plane_size * g.channels + c : input + p * plane_size;
+    window_max<int>(g, in, static_cast<int>(oh), static_cast<int>(ow), output[o], indices[o],
+                    kLast ? static_cast<std::int64_t>(g.channels) : std::int64_t{1});
+  }
+}
+
+template <typename T, bool kLast>
 __global__ void max_pool_backward32(const __grid_constant__ PoolGeometry32 g, const T* grad_output,
                                     const std::int64_t* indices, T* grad_input) {
   const int extent_h = g.dilation_h * (g.kernel_h - 1) + 1, extent_w = g.dilation_w * (g.kernel_w - 1) + 1;
   const unsigned plane_outputs = static_cast<unsigned>(g.out_h * g.out_w);
+  const unsigned step = kLast ? g.channels : 1u;  // between horizontal neighbours of a plane
   for (unsigned e = first_index32(); e < g.input_numel; e += grid_threads32()) {
-    unsigned row, iw, p, ih;
-    g.by_in_w.divmod(e, row, iw);
+    unsigned pixel, c, row, iw, p, ih;
+    split_channel32<kLast>(g, e, pixel, c);
+    g.by_in_w.divmod(pixel, row, iw);
     g.by_in_h.divmod(row, p, ih);
     const std::int64_t here = static_cast<std::int64_t>(ih) * g.in_w + iw;
     int oh0, oh1, ow0, ow1;
     covering_outputs32(ih, g.pad_h, extent_h, g.by_stride_h, g.out_h, oh0, oh1);
     covering_outputs32(iw, g.pad_w, extent_w, g.by_stride_w, g.out_w, ow0, ow1);
-    const unsigned plane = p * plane_outputs;
+    const unsigned plane = kLast ? p * plane_outputs * g.channels + c : p * plane_outputs;
     ComputeType<T> sum = 0;
     for (int oh = oh0; oh <= oh1; ++oh) {
       for (int ow = ow0; ow <= ow1; ++ow) {
-        const unsigned o = plane + static_cast<unsigned>(oh * g.out_w + ow);
+        const unsigned o = plane + static_cast<unsigned>(oh * g.out_w + ow) * step;
         if (indices[o] == here) sum += load_compute(grad_output[o]);
       }
     }
@@ -372,13 +392,12 @@ void dispatch(const char* op, DType dtype, MemoryFormat format, F&& f) {
 
 void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* input, void* output,
                         std::int64_t* indices, PoolIndexing indexing) {
-  // The 32-bit kernels are NCHW's; channels-last runs the 64-bit ones.
-  const bool narrow = indexing == PoolIndexing::Auto && fits_int32(shape) && shape.format == MemoryFormat::Contiguous;
+  const bool narrow = indexing == PoolIndexing::Auto && fits_int32(shape);
   memory::CudaDeviceGuard device(ctx.device);
   dispatch("max_pool2d", dtype, shape.format, [&](auto tag, auto last) {
     using T = decltype(tag);
     if (narrow) {
-      max_pool_forward32<T><<<grid_for(shape.output_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
+      max_pool_forward32<T, decltype(last)::value><<<grid_for(shape.output_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
           geometry32_of(shape), static_cast<const T*>(input), static_cast<T*>(output), indices);
       SUBLET_CUDA_LAUNCH_CHECK(max_pool_forward32);
       return;
@@ -392,12 +411,12 @@ void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtyp
 
 void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* grad_output,
                          const std::int64_t* indices, void* grad_input, PoolIndexing indexing) {
-  const bool narrow = indexing == PoolIndexing::Auto && fits_int32(shape) && shape.format == MemoryFormat::Contiguous;
+  const bool narrow = indexing == PoolIndexing::Auto && fits_int32(shape);
   memory::CudaDeviceGuard device(ctx.device);
   dispatch("max_pool2d", dtype, shape.format, [&](auto tag, auto last) {
     using T = decltype(tag);
     if (narrow) {
-      max_pool_backward32<T><<<grid_for(shape.input_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
+      max_pool_backward32<T, decltype(last)::value><<<grid_for(shape.input_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
           geometry32_of(shape), static_cast<const T*>(grad_output), indices, static_cast<T*>(grad_input));
       SUBLET_CUDA_LAUNCH_CHECK(max_pool_backward32);
       return;

@@ -192,6 +192,13 @@ void all_layouts_agree() {
                        max_pool2d_forward(gpu, s, dtype, in, out, indices);
                        max_pool2d_backward(gpu, s, dtype, grad_out, indices, grad_in);
                      });
+    // The same through the 64-bit kernels (tensors of 2^31 elements and more), both layouts.
+    layouts_agree<H>(shape, shape.in_height, shape.in_width, shape.out_height(), shape.out_width(), true,
+                     "max_pool2d (64-bit kernels) " + describe(shape),
+                     [&](const Pool2dShape& s, H* in, H* out, std::int64_t* indices, H* grad_out, H* grad_in) {
+                       cuda::max_pool2d_forward(gpu, s, dtype, in, out, indices, cuda::PoolIndexing::Wide);
+                       cuda::max_pool2d_backward(gpu, s, dtype, grad_out, indices, grad_in, cuda::PoolIndexing::Wide);
+                     });
   }
   for (const Pool2dShape& shape : avg_shapes()) {
     for (const bool include_pad : {true, false}) {
