@@ -3,8 +3,10 @@
 // PyTorch's semantics: training normalises with the batch mean and biased variance and moves
 // the running statistics towards the batch mean and the *unbiased* variance by `momentum`;
 // evaluation normalises with the running statistics. A [N, C] input is H = W = 1.
-// All pointers are device memory of ctx.device, caller-allocated; per-channel buffers ([C])
-// are of the same dtype as the input.
+// All pointers are device memory of ctx.device, caller-allocated; per-channel buffers ([C]:
+// weight, bias, running and saved statistics, grad_weight, grad_bias) are of the input's dtype,
+// except for a bfloat16/float16 input, whose per-channel buffers are float32 (as PyTorch and
+// cuDNN: the statistics and parameters stay float32). `dtype` is always the input's.
 #include <cstdint>
 
 #include "ops/context.h"

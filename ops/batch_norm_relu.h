@@ -4,8 +4,10 @@
 // Same semantics as ops/batch_norm.h (batch statistics, biased variance for normalising, running
 // statistics moved towards the unbiased variance); one kernel per pass on the GPU.
 //
-// Only where batch_norm_relu_fused() says so: CUDA devices, float32/float64, and channels of at
-// most kFusedBatchNormMaxPerChannel values (one block per channel, its values in registers).
+// Only where batch_norm_relu_fused() says so: CUDA devices; float32/float64 NCHW with channels of
+// at most kFusedBatchNormMaxPerChannel values (one block per channel, its values in registers);
+// bfloat16/float16 NCHW and float32/bfloat16/float16 channels-last of any size (float32
+// parameters, ops/cuda/batch_norm_split.cu: each channel split over many blocks).
 // Callers compose batch_norm, add and relu otherwise (runtime/nn/functional.h:
 // batch_norm_relu does).
 #include <cstdint>

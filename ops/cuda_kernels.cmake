@@ -15,6 +15,7 @@ set(SUBLET_CUDA_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/reduce.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_eval_backward.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_relu.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_split.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/pooling.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/loss.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/dropout.cu

@@ -1,7 +1,8 @@
 #pragma once
-// 2-D max, average and adaptive average pooling on NCHW-contiguous buffers, PyTorch semantics
-// (floor output sizes: ceil_mode is not supported). Input [N, C, H, W] -> output
-// [N, C, OH, OW]. All pointers are device memory of ctx.device, caller-allocated.
+// 2-D max, average and adaptive average pooling on NCHW-contiguous buffers (or NHWC-dense ones
+// where shape.format is ChannelsLast), PyTorch semantics (floor output sizes: ceil_mode is not
+// supported). Input [N, C, H, W] -> output [N, C, OH, OW], input and output of one dtype (16-bit
+// ones accumulate in float32). All pointers are device memory of ctx.device, caller-allocated.
 #include <cstdint>
 
 #include "ops/context.h"
@@ -29,7 +30,8 @@ struct Pool2dShape {
 };
 
 // output = max over each window; indices[i] = h * W + w of the maximum inside its input
-// plane (PyTorch's layout), int64. A NaN in a window is its maximum, as in PyTorch.
+// plane (PyTorch's layout, for either memory format; indices are laid out as the output), int64.
+// A NaN in a window is its maximum, as in PyTorch.
 void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype,
                         const void* input, void* output, std::int64_t* indices);
 // grad_input (overwritten) receives each grad_output element at its index.

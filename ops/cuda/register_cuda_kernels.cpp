@@ -10,6 +10,7 @@
 #include "ops/copy_kernels.h"
 #include "ops/cuda/batch_norm_cuda.h"
 #include "ops/cuda/batch_norm_relu_cuda.h"
+#include "ops/cuda/batch_norm_split_cuda.h"
 #include "ops/cuda/conv2d_cuda.h"
 #include "ops/cuda/copy_cuda.h"
 #include "ops/cuda/device_services_cuda.h"
@@ -47,6 +48,35 @@ constexpr std::initializer_list<DType> kHalfDTypes = {DType::BFloat16, DType::Fl
 template <class Fn>
 void set_for(KernelTable<Fn>& table, std::initializer_list<DType> dtypes, Fn* kernel) {
   for (const DType dtype : dtypes) table.set(kCuda, dtype, kernel);
+}
+
+// Channels-last entries (issue-15 contract 1): the kernel receives NHWC-dense activations.
+constexpr std::initializer_list<DType> kChannelsLastDTypes = {DType::Float32, DType::BFloat16, DType::Float16};
+template <class Fn>
+void set_channels_last_for(KernelTable<Fn>& table, std::initializer_list<DType> dtypes, Fn* kernel) {
+  for (const DType dtype : dtypes) table.set(kCuda, dtype, MemoryFormat::ChannelsLast, kernel);
+}
+
+// Batch norm (+ ReLU) of 16-bit NCHW and of channels-last inputs, float32 parameters
+// (ops/cuda/batch_norm_split_cuda.h).
+void register_split_batch_norm_kernels() {
+  set_for(batch_norm_forward_training_kernels(), kHalfDTypes, &cuda::split_batch_norm_forward_training);
+  set_for(batch_norm_forward_eval_kernels(), kHalfDTypes, &cuda::split_batch_norm_forward_eval);
+  set_for(batch_norm_backward_training_kernels(), kHalfDTypes, &cuda::split_batch_norm_backward_training);
+  set_for(batch_norm_backward_eval_kernels(), kHalfDTypes, &cuda::split_batch_norm_backward_eval);
+  set_for(batch_norm_relu_forward_kernels(), kHalfDTypes, &cuda::split_batch_norm_relu_forward_training);
+  set_for(batch_norm_relu_backward_kernels(), kHalfDTypes, &cuda::split_batch_norm_relu_backward_training);
+  set_channels_last_for(batch_norm_forward_training_kernels(), kChannelsLastDTypes,
+                        &cuda::split_batch_norm_forward_training);
+  set_channels_last_for(batch_norm_forward_eval_kernels(), kChannelsLastDTypes, &cuda::split_batch_norm_forward_eval);
+  set_channels_last_for(batch_norm_backward_training_kernels(), kChannelsLastDTypes,
+                        &cuda::split_batch_norm_backward_training);
+  set_channels_last_for(batch_norm_backward_eval_kernels(), kChannelsLastDTypes,
+                        &cuda::split_batch_norm_backward_eval);
+  set_channels_last_for(batch_norm_relu_forward_kernels(), kChannelsLastDTypes,
+                        &cuda::split_batch_norm_relu_forward_training);
+  set_channels_last_for(batch_norm_relu_backward_kernels(), kChannelsLastDTypes,
+                        &cuda::split_batch_norm_relu_backward_training);
 }
 
 // Max pooling's CUDA functions take one more (defaulted) argument, the index width.
@@ -132,8 +162,28 @@ void register_services() {
 
 }  // namespace
 
+// Pooling of 16-bit NCHW and of channels-last float32/bfloat16/float16 (ops/cuda/pooling.cu).
+void register_pooling_kernels() {
+  set_for(max_pool2d_forward_kernels(), kHalfDTypes, &max_pool2d_forward_auto);
+  set_for(max_pool2d_backward_kernels(), kHalfDTypes, &max_pool2d_backward_auto);
+  set_for(avg_pool2d_forward_kernels(), kHalfDTypes, &cuda::avg_pool2d_forward);
+  set_for(avg_pool2d_backward_kernels(), kHalfDTypes, &cuda::avg_pool2d_backward);
+  set_for(adaptive_avg_pool2d_forward_kernels(), kHalfDTypes, &cuda::adaptive_avg_pool2d_forward);
+  set_for(adaptive_avg_pool2d_backward_kernels(), kHalfDTypes, &cuda::adaptive_avg_pool2d_backward);
+  set_channels_last_for(max_pool2d_forward_kernels(), kChannelsLastDTypes, &max_pool2d_forward_auto);
+  set_channels_last_for(max_pool2d_backward_kernels(), kChannelsLastDTypes, &max_pool2d_backward_auto);
+  set_channels_last_for(avg_pool2d_forward_kernels(), kChannelsLastDTypes, &cuda::avg_pool2d_forward);
+  set_channels_last_for(avg_pool2d_backward_kernels(), kChannelsLastDTypes, &cuda::avg_pool2d_backward);
+  set_channels_last_for(adaptive_avg_pool2d_forward_kernels(), kChannelsLastDTypes,
+                        &cuda::adaptive_avg_pool2d_forward);
+  set_channels_last_for(adaptive_avg_pool2d_backward_kernels(), kChannelsLastDTypes,
+                        &cuda::adaptive_avg_pool2d_backward);
+}
+
 void register_cuda_kernels() {
   register_nn_kernels();
+  register_split_batch_norm_kernels();
+  register_pooling_kernels();
   register_tensor_kernels();
   register_services();
 }

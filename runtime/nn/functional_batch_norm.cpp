@@ -28,9 +28,37 @@ ops::BatchNormShape norm_shape(const Tensor& input) {
   return s;
 }
 
+// The dtype of the per-channel tensors (weight, bias, running and saved statistics and their
+// gradients): the input's, except that a bfloat16/float16 input keeps them float32 (issue 15's
+// contract, as PyTorch's autocast and cuDNN: statistics and parameters stay float32).
+DType parameter_dtype(DType input) {
+  return input == DType::BFloat16 || input == DType::Float16 ? DType::Float32 : input;
+}
+
+TensorOptions parameter_options(const Tensor& like) { return like.options().dtype(parameter_dtype(like.dtype())); }
+
+// An optional per-channel tensor: check_per_channel, with float32 expected for a 16-bit input.
+void check_parameter(const char* what, const Tensor& input, const Tensor& t, std::int64_t channels) {
+  const DType expected = parameter_dtype(input.dtype());
+  if (!t.defined() || expected == input.dtype()) {
+    nn::detail::check_per_channel("batch_norm", what, input, t, channels);
+    return;
+  }
+  sublet::detail::check_same_device("batch_norm", input, t);
+  if (t.dtype() != expected) {
+    throw DTypeError(std::string("batch_norm: ") + what + " must be " + dtype_name(expected) + " for a " +
+                     dtype_name(input.dtype()) + " input (parameters and statistics stay float32), got " +
+                     dtype_name(t.dtype()));
+  }
+  if (t.dim() != 1 || t.size(0) != channels) {
+    throw ShapeError(std::string("batch_norm: ") + what + " must be [" + std::to_string(channels) +
+                     "] (one per channel), got " + shape_str(t.sizes()));
+  }
+}
+
 // Running statistics are written by the kernel in place: they must be plain contiguous buffers.
 void check_running_stat(const Tensor& input, const Tensor& stat, const char* what, std::int64_t channels) {
-  nn::detail::check_per_channel("batch_norm", what, input, stat, channels);
+  check_parameter(what, input, stat, channels);
   if (!stat.defined()) return;
   if (!stat.is_contiguous()) {
     throw ValueError(std::string("batch_norm: ") + what + " must be contiguous (it is updated in place)");
@@ -50,8 +78,8 @@ ops::BatchNormShape checked_shape(const Tensor& input, const Tensor& running_mea
   s.validate(training);
   check_running_stat(input, running_mean, "running_mean", s.channels);
   check_running_stat(input, running_var, "running_var", s.channels);
-  nn::detail::check_per_channel(op, "weight", input, weight, s.channels);
-  nn::detail::check_per_channel(op, "bias", input, bias, s.channels);
+  check_parameter("weight", input, weight, s.channels);
+  check_parameter("bias", input, bias, s.channels);
   if (!training && (!running_mean.defined() || !running_var.defined())) {
     throw ValueError("batch_norm: evaluation needs running_mean and running_var");
   }
@@ -70,8 +98,8 @@ Tensor fused_batch_norm_relu(const ops::BatchNormShape& s, const Tensor& input, 
     w = nn::detail::contiguous_or_undefined(weight);
     const Tensor b = nn::detail::contiguous_or_undefined(bias);
     out = Tensor::empty(input.sizes(), input.options());
-    mean = Tensor::empty({s.channels}, input.options());
-    invstd = Tensor::empty({s.channels}, input.options());
+    mean = Tensor::empty({s.channels}, parameter_options(input));
+    invstd = Tensor::empty({s.channels}, parameter_options(input));
     ops::batch_norm_relu_forward_training(sublet::detail::context_for(input), s, input.dtype(), x.data_ptr(),
                                           nn::detail::data_or_null(r), nn::detail::data_or_null(w),
                                           nn::detail::data_or_null(b), nn::detail::data_or_null(running_mean),
@@ -91,8 +119,8 @@ Tensor fused_batch_norm_relu(const ops::BatchNormShape& s, const Tensor& input, 
           const Tensor grad_out = grads[0].contiguous();
           const Shape sizes = grads[0].sizes();
           Tensor grad_input = need_input ? Tensor::empty(sizes, grad_out.options()) : Tensor();
-          Tensor grad_weight = need_weight ? Tensor::empty({s.channels}, grad_out.options()) : Tensor();
-          Tensor grad_bias = need_bias ? Tensor::empty({s.channels}, grad_out.options()) : Tensor();
+          Tensor grad_weight = need_weight ? Tensor::empty({s.channels}, parameter_options(grad_out)) : Tensor();
+          Tensor grad_bias = need_bias ? Tensor::empty({s.channels}, parameter_options(grad_out)) : Tensor();
           Tensor grad_residual = need_residual ? Tensor::empty(sizes, grad_out.options()) : Tensor();
           ops::batch_norm_relu_backward_training(
               sublet::detail::context_for(grad_out), s, grad_out.dtype(), grad_out.data_ptr(), out.data_ptr(),
@@ -125,8 +153,8 @@ NormForward norm_forward(const ops::BatchNormShape& s, const Tensor& input, cons
   const auto ctx = sublet::detail::context_for(input);
   f.out = Tensor::empty(input.sizes(), input.options());
   if (training) {
-    f.mean = Tensor::empty({s.channels}, input.options());
-    f.invstd = Tensor::empty({s.channels}, input.options());
+    f.mean = Tensor::empty({s.channels}, parameter_options(input));
+    f.invstd = Tensor::empty({s.channels}, parameter_options(input));
     ops::batch_norm_forward_training(ctx, s, input.dtype(), f.x.data_ptr(), nn::detail::data_or_null(f.w),
                                      nn::detail::data_or_null(b), nn::detail::data_or_null(running_mean),
                                      nn::detail::data_or_null(running_var), momentum, eps, f.out.data_ptr(),
@@ -162,8 +190,8 @@ struct NormBackward {
     const Tensor grad_out = gradient.contiguous();
     const Shape sizes = gradient.sizes();
     Tensor grad_input = need_input ? Tensor::empty(sizes, grad_out.options()) : Tensor();
-    Tensor grad_weight = need_weight ? Tensor::empty({s.channels}, grad_out.options()) : Tensor();
-    Tensor grad_bias = need_bias ? Tensor::empty({s.channels}, grad_out.options()) : Tensor();
+    Tensor grad_weight = need_weight ? Tensor::empty({s.channels}, parameter_options(grad_out)) : Tensor();
+    Tensor grad_bias = need_bias ? Tensor::empty({s.channels}, parameter_options(grad_out)) : Tensor();
     const auto ctx = sublet::detail::context_for(grad_out);
     if (training) {
       ops::batch_norm_backward_training(ctx, s, grad_out.dtype(), grad_out.data_ptr(), x.data_ptr(),

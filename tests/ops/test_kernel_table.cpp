@@ -158,16 +158,27 @@ TEST(KernelTable, CudaEntriesExistExactlyInCudaBuilds) {
 }
 
 // On the GPU the 16-bit types have casts, fills, element-wise ops and reductions (load 16 bits,
-// compute in float32, store 16 bits), matmul and conv2d (float32 accumulation); every other table must refuse them until its kernel
-// handles them, or the lookup would hand a 16-bit tensor to a float32/float64-only kernel.
+// compute in float32, store 16 bits), matmul, conv2d, batch norm and pooling (float32
+// accumulation); every other table must refuse them until its kernel handles them, or the lookup
+// would hand a 16-bit tensor to a float32/float64-only kernel.
 TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
   const std::set<std::string> half_ops = {"copy", "fill", "unary", "binary", "ternary", "dropout",
                                           "reduce_sum", "reduce_extremum", "scatter_add", "gather",
                                           "matmul", "conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight"};
-  // Channels-last CUDA kernels (float32, bfloat16, float16): cuDNN's NHWC convolution.
-  const std::set<std::string> channels_last_ops = {"conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight"};
+  // Batch norm (+ReLU, float32 parameters) and pooling: 16-bit NCHW (ops/cuda/batch_norm_split.cu,
+  // ops/cuda/pooling.cu).
+  const std::set<std::string> norm_pool_ops = {
+      "batch_norm_forward_training", "batch_norm_forward_eval", "batch_norm_backward_training",
+      "batch_norm_backward_eval",    "batch_norm_relu_forward", "batch_norm_relu_backward",
+      "max_pool2d_forward",          "max_pool2d_backward",     "avg_pool2d_forward",
+      "avg_pool2d_backward",         "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_backward"};
+  // Channels-last CUDA kernels (float32, bfloat16, float16): cuDNN's NHWC convolution, sublet's
+  // NHWC batch norm and pooling.
+  std::set<std::string> channels_last_ops = {"conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight"};
+  channels_last_ops.insert(norm_pool_ops.begin(), norm_pool_ops.end());
   for (const NamedKernelTable& entry : all_kernel_tables()) {
-    const bool expected = memory::cuda_built() && half_ops.count(entry.name) == 1;
+    const bool expected =
+        memory::cuda_built() && (half_ops.count(entry.name) == 1 || norm_pool_ops.count(entry.name) == 1);
     const bool channels_last = memory::cuda_built() && channels_last_ops.count(entry.name) == 1;
     for (DType half : {DType::BFloat16, DType::Float16}) {
       EXPECT_EQ(entry.table->has(DeviceType::CUDA, half), expected) << entry.name << " " << dtype_name(half);
@@ -193,7 +204,10 @@ TEST(KernelTable, FusedBatchNormReluSaysWhereItsKernelsAre) {
                                      0.1, 1e-5, y.data(), mean.data(), invstd.data());
     FAIL() << "the fused batch norm ran on the CPU";
   } catch (const ValueError& e) {
-    EXPECT_TRUE(contains(e.what(), memory::cuda_built() ? "(cuda float32/float64 contiguous)" : "(none in this build)"));
+    EXPECT_TRUE(contains(e.what(), memory::cuda_built() ? "(cuda float32/float64/bfloat16/float16 contiguous, "
+                                                          "cuda float32/bfloat16/float16 channels_last)"
+                                                        : "(none in this build)"))
+        << e.what();
     EXPECT_TRUE(contains(e.what(), "got cpu, float32, 2 values per channel"));
   }
 }

@@ -3,3 +3,7 @@ sublet_add_test(test_functional LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test
 sublet_add_test(test_nn_checkpoint LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_checkpoint.cpp LIBS runtime)
 sublet_add_test(test_sync_batch_norm LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sync_batch_norm.cpp LIBS runtime)
 sublet_add_test(test_module_ranges LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_module_ranges.cpp LIBS runtime models)
+sublet_add_test(test_batch_norm_dtypes LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_norm_dtypes.cpp LIBS runtime)
+if(SUBLET_HAVE_CUDA)
+  sublet_add_test(test_batch_norm_half_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_norm_half_cuda.cpp LIBS runtime)
+endif()

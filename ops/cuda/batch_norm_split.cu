@@ -1,0 +1,545 @@
+// Batch norm with the per-channel reductions split over many blocks: 16-bit NCHW inputs and
+// channels-last (NHWC) inputs of float32/bfloat16/float16, float32 parameters and statistics
+// (ops/cuda/batch_norm_split_cuda.h). Three launches each way:
+//   1. partial reductions: each block reduces a slice of each of its channels' values and writes
+//      one partial per (slice, channel) to a workspace;
+//   2. a per-channel combine, one warp per channel, over the slices in a fixed order, which
+//      also writes the statistics, the running statistics and the parameter gradients, and the
+//      per-channel coefficients of step 3;
+//   3. an element-wise pass (normalise, + residual, ReLU / the input gradient).
+// Why own kernels: cuDNN's legacy batch norm has no bfloat16 and no NHWC path without layout
+// transposes in its spatial mode, and the fused ReLU kernels (batch_norm_relu.cu) hold a channel
+// in one block, which neither scales to large channels nor reads NHWC rows coalesced.
+//
+// Layout: value (r, c, i) lives at (r * C + c) * inner + i: NCHW is rows = N, inner = H*W; NHWC
+// is rows = N*H*W, inner = 1. NHWC slices are tiles of [rows x 32 channels] whose warps read 32
+// consecutive channels of a row; NCHW slices are runs of one channel's N*H*W values.
+//
+// Numerics: the statistics are Welford's running mean and sum of squared deviations in float32
+// per thread, merged pairwise (Chan et al.) in float32 in the block and in double over the slices;
+// the backward's two sums are float32 per thread and block, double over the slices. Every
+// order is fixed by the launch geometry, which depends only on the shape: repeated runs give
+// identical bits.
+#include "ops/cuda/batch_norm_split_cuda.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/errors.h"
+#include "memory/cuda_device_guard.h"
+#include "ops/cuda/cuda_checks.h"
+#include "ops/cuda/half_types.cuh"
+#include "ops/cuda/int_divider.h"
+#include "ops/cuda/launch.cuh"
+#include "ops/cuda/stream.h"
+
+namespace sublet::ops::cuda {
+namespace {
+
+constexpr int kTileChannels = 32;   // NHWC block: 32 channels (one warp's row) ...
+constexpr int kTileRows = 8;        // ... by 8 rows
+constexpr int kPlaneThreads = 256;  // NCHW block
+constexpr std::int64_t kTargetBlocks = 1024;      // about 8 resident 256-thread blocks on each of 132 SMs
+constexpr std::int64_t kMinValuesPerThread = 16;  // a slice gives each thread at least this many values
+constexpr std::int64_t kMaxSlices = 65535;        // gridDim.y
+
+// ---- accumulators -----------------------------------------------------------------------------
+
+struct Welford {  // count, mean and sum of squared deviations of the values pushed
+  float n, mean, m2;
+};
+
+__device__ inline void push_value(Welford& w, float x) {
+  w.n += 1.0f;
+  const float d = x - w.mean;
+  w.mean += d / w.n;
+  w.m2 += d * (x - w.mean);
+}
+
+__device__ inline Welford merge(const Welford& a, const Welford& b) {
+  if (b.n == 0.0f) return a;
+  if (a.n == 0.0f) return b;
+  const float n = a.n + b.n, d = b.mean - a.mean, fb = b.n / n;
+  return {n, a.mean + d * fb, a.m2 + b.m2 + d * d * a.n * fb};
+}
+
+struct GradSums {  // sum(g) and sum(g * (x - centre))
+  float g, g_centred;
+};
+
+__device__ inline GradSums merge(const GradSums& a, const GradSums& b) { return {a.g + b.g, a.g_centred + b.g_centred}; }
+
+// Combines the values of a group of `count` threads (a power of two) whose flat ids are
+// base + k * stride; `pos` is this thread's k, `me` its flat id. A fixed tree: deterministic.
+// Every thread of the block calls it; the group's result is returned to all its members.
+template <typename Acc>
+__device__ Acc merge_group(Acc value, Acc* shared, unsigned me, unsigned pos, unsigned count, unsigned stride) {
+  shared[me] = value;
+  __syncthreads();
+  for (unsigned half = count / 2; half > 0; half /= 2) {
+    if (pos < half) shared[me] = merge(shared[me], shared[me + half * stride]);
+    __syncthreads();
+  }
+  const Acc result = shared[me - pos * stride];
+  __syncthreads();
+  return result;
+}
+
+// ---- what the reductions read -----------------------------------------------------------------
+
+template <typename T>
+struct StatsSource {  // forward: the input's values
+  const T* input;
+  __device__ float centre(std::int64_t) const { return 0.0f; }
+  __device__ void push(Welford& acc, std::int64_t offset, float) const { push_value(acc, load_compute(input[offset])); }
+};
+
+template <typename T>
+struct GradSource {  // backward: g (masked where the fused ReLU's output is not > 0) and g * (x - centre)
+  const T* grad_output;
+  const T* input;
+  const T* relu_output;  // nullptr without the ReLU
+  const float* centres;  // save_mean (training) or running_mean (eval)
+  __device__ float centre(std::int64_t c) const { return centres[c]; }
+  __device__ void push(GradSums& acc, std::int64_t offset, float centre) const {
+    float g = load_compute(grad_output[offset]);
+    if (relu_output != nullptr && !(load_compute(relu_output[offset]) > 0.0f)) g = 0.0f;
+    acc.g += g;
+    acc.g_centred += g * (load_compute(input[offset]) - centre);
+  }
+};
+
+// ---- partial reductions -----------------------------------------------------------------------
+
+// NHWC: block (32, 8) over channels [blockIdx.x * 32, +32) and rows blockIdx.y * 8 + k * 8 * gridDim.y.
+template <typename Acc, typename Source>
+__global__ void __launch_bounds__(kTileChannels* kTileRows)
+    reduce_channels_last(std::int64_t rows, std::int64_t channels, Source source, Acc* partials) {
+  __shared__ Acc shared[kTileChannels * kTileRows];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kTileChannels + threadIdx.x;
+  Acc acc{};
+  if (c < channels) {
+    const float centre = source.centre(c);
+    const std::int64_t step = static_cast<std::int64_t>(gridDim.y) * kTileRows;
+    for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * kTileRows + threadIdx.y; r < rows; r += step) {
+      source.push(acc, r * channels + c, centre);
+    }
+  }
+  acc = merge_group(acc, shared, threadIdx.y * kTileChannels + threadIdx.x, threadIdx.y, kTileRows, kTileChannels);
+  if (threadIdx.y == 0 && c < channels) partials[static_cast<std::int64_t>(blockIdx.y) * channels + c] = acc;
+}
+
+// Value j of one channel of an NCHW tensor: sample j / inner, position j % inner.
+struct PlaneIndexer {
+  std::int64_t channels, inner;
+  IntDivider by_inner;  // when every j fits in 32 bits (narrow), else 64-bit division
+  bool narrow;
+  __device__ std::int64_t operator()(std::int64_t c, std::int64_t j) const {
+    std::int64_t n, i;
+    if (narrow) {
+      std::uint32_t q, r;
+      by_inner.divmod(static_cast<std::uint32_t>(j), q, r);
+      n = q;
+      i = r;
+    } else {
+      n = j / inner;
+      i = j % inner;
+    }
+    return (n * channels + c) * inner + i;
+  }
+};
+
+// NCHW: block of 256 over channel blockIdx.x, values blockIdx.y * 256 + k * 256 * gridDim.y.
+template <typename Acc, typename Source>
+__global__ void __launch_bounds__(kPlaneThreads)
+    reduce_planes(std::int64_t count, PlaneIndexer at, Source source, Acc* partials) {
+  __shared__ Acc shared[kPlaneThreads];
+  const std::int64_t c = blockIdx.x;
+  const float centre = source.centre(c);
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.y) * kPlaneThreads;
+  Acc acc{};
+  for (std::int64_t j = static_cast<std::int64_t>(blockIdx.y) * kPlaneThreads + threadIdx.x; j < count; j += step) {
+    source.push(acc, at(c, j), centre);
+  }
+  acc = merge_group(acc, shared, threadIdx.x, threadIdx.x, kPlaneThreads, 1);
+  if (threadIdx.x == 0) partials[static_cast<std::int64_t>(blockIdx.y) * at.channels + c] = acc;
+}
+
+struct Layout {
+  std::int64_t rows, channels, inner, count;  // count = values per channel = N*H*W
+  bool channels_last;
+  std::int64_t numel() const { return rows * channels * inner; }
+};
+
+Layout layout_of(const BatchNormShape& s) {
+  const bool last = s.format == MemoryFormat::ChannelsLast;
+  return {last ? s.batch * s.spatial() : s.batch, s.channels, last ? 1 : s.spatial(), s.batch * s.spatial(), last};
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// How many slices each channel's values are split into (gridDim.y of the reduction).
+std::int64_t slices_for(const Layout& l) {
+  const std::int64_t across = l.channels_last ? ceil_div(l.channels, kTileChannels) : l.channels;
+  const std::int64_t per_block = l.channels_last ? kTileRows : kPlaneThreads;
+  const std::int64_t by_work = ceil_div(l.count, per_block * kMinValuesPerThread);
+  return std::clamp<std::int64_t>(std::min(ceil_div(kTargetBlocks, across), by_work), 1, kMaxSlices);
+}
+
+// Launches the partial reduction of `source` into partials[slices * C] (slices = slices_for).
+template <typename Acc, typename Source>
+void launch_reduce(const Layout& l, std::int64_t slices, const Source& source, Acc* partials, cudaStream_t stream) {
+  if (l.channels_last) {
+    const dim3 grid(static_cast<unsigned>(ceil_div(l.channels, kTileChannels)), static_cast<unsigned>(slices));
+    reduce_channels_last<Acc, Source><<<grid, dim3(kTileChannels, kTileRows), 0, stream>>>(l.rows, l.channels, source,
+                                                                                           partials);
+    SUBLET_CUDA_LAUNCH_CHECK(batch_norm_reduce_channels_last);
+    return;
+  }
+  const bool narrow = l.count < kIntDividerLimit;
+  const PlaneIndexer at{l.channels, l.inner, narrow ? IntDivider(l.inner) : IntDivider(), narrow};
+  const dim3 grid(static_cast<unsigned>(l.channels), static_cast<unsigned>(slices));
+  reduce_planes<Acc, Source><<<grid, kPlaneThreads, 0, stream>>>(l.count, at, source, partials);
+  SUBLET_CUDA_LAUNCH_CHECK(batch_norm_reduce_planes);
+}
+
+// ---- per-channel combines ---------------------------------------------------------------------
+// One warp per channel: lane l merges slices l, l + 32, ... in order, then the lanes merge by a
+// fixed shuffle tree (deterministic), in double. A thread per channel looping over all slices
+// took ~15 us for 64 channels of 512 slices (the NHWC stem shape), more than the data's read.
+
+constexpr int kCombineWarps = 8;  // channels per 256-thread block
+
+struct Moments {  // count, mean, sum of squared deviations, in double
+  double n, mean, m2;
+};
+
+__device__ inline Moments merge(const Moments& a, const Moments& b) {
+  if (b.n == 0) return a;
+  if (a.n == 0) return b;
+  const double n = a.n + b.n, d = b.mean - a.mean;
+  return {n, a.mean + d * b.n / n, a.m2 + b.m2 + d * d * a.n * b.n / n};
+}
+
+__device__ inline Moments shuffle_down(const Moments& m, int offset) {
+  return {__shfl_down_sync(0xffffffffu, m.n, offset), __shfl_down_sync(0xffffffffu, m.mean, offset),
+          __shfl_down_sync(0xffffffffu, m.m2, offset)};
+}
+
+struct Sums2 {  // the backward's two sums, in double
+  double g, g_centred;
+};
+
+__device__ inline Sums2 merge(const Sums2& a, const Sums2& b) { return {a.g + b.g, a.g_centred + b.g_centred}; }
+
+__device__ inline Sums2 shuffle_down(const Sums2& m, int offset) {
+  return {__shfl_down_sync(0xffffffffu, m.g, offset), __shfl_down_sync(0xffffffffu, m.g_centred, offset)};
+}
+
+// Lane 0 gets the warp's total; every lane must call it.
+template <typename V>
+__device__ V warp_merge(V value) {
+  for (int offset = 16; offset > 0; offset /= 2) value = merge(value, shuffle_down(value, offset));
+  return value;
+}
+
+unsigned combine_blocks(std::int64_t channels) {
+  return static_cast<unsigned>((channels + kCombineWarps - 1) / kCombineWarps);
+}
+
+// Forward: y = (x - centre) * scale + shift. Backward: dx = scale * (g - grad_mean - (x - centre) * xhat_factor).
+struct Coefficients {
+  float centre, scale, shift, grad_mean, xhat_factor;
+};
+
+__global__ void combine_statistics(std::int64_t channels, std::int64_t slices, const Welford* partials, double count,
+                                   double momentum, double eps, const float* weight, const float* bias,
+                                   float* running_mean, float* running_var, float* save_mean, float* save_invstd,
+                                   Coefficients* coefficients) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kCombineWarps + threadIdx.x / 32;
+  if (c >= channels) return;  // the whole warp: c is the warp's
+  const int lane = threadIdx.x % 32;
+  Moments m{0, 0, 0};
+  for (std::int64_t s = lane; s < slices; s += 32) {
+    const Welford p = partials[s * channels + c];
+    m = merge(m, Moments{p.n, p.mean, p.m2});
+  }
+  m = warp_merge(m);
+  if (lane != 0) return;
+  const double mean = m.mean, m2 = m.m2;
+  const double var = m2 / count;  // biased, for normalising
+  const double invstd = 1.0 / sqrt(var + eps);
+  save_mean[c] = static_cast<float>(mean);
+  save_invstd[c] = static_cast<float>(invstd);
+  if (running_mean != nullptr) running_mean[c] = static_cast<float>((1 - momentum) * running_mean[c] + momentum * mean);
+  if (running_var != nullptr) {
+    running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * (m2 / (count - 1)));
+  }
+  const double scale = invstd * (weight != nullptr ? static_cast<double>(weight[c]) : 1.0);
+  coefficients[c] = {static_cast<float>(mean), static_cast<float>(scale),
+                     bias != nullptr ? bias[c] : 0.0f, 0.0f, 0.0f};
+}
+
+__global__ void eval_coefficients(std::int64_t channels, const float* weight, const float* bias,
+                                  const float* running_mean, const float* running_var, double eps,
+                                  Coefficients* coefficients) {
+  const std::int64_t c = global_thread_index();
+  if (c >= channels) return;
+  const double scale =
+      (weight != nullptr ? static_cast<double>(weight[c]) : 1.0) / sqrt(static_cast<double>(running_var[c]) + eps);
+  coefficients[c] = {running_mean[c], static_cast<float>(scale), bias != nullptr ? bias[c] : 0.0f, 0.0f, 0.0f};
+}
+
+// invstd: save_invstd (training) or from running_var + eps (eval); centres as in GradSource.
+// Without partials (slices = 0) only the input gradient's scale is wanted (eval).
+__global__ void combine_gradients(std::int64_t channels, std::int64_t slices, const GradSums* partials, double count,
+                                  bool training, const float* weight, const float* centres, const float* save_invstd,
+                                  const float* running_var, double eps, float* grad_weight, float* grad_bias,
+                                  Coefficients* coefficients) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kCombineWarps + threadIdx.x / 32;
+  if (c >= channels) return;  // the whole warp: c is the warp's
+  const int lane = threadIdx.x % 32;
+  Sums2 sums{0, 0};
+  for (std::int64_t s = lane; s < slices; s += 32) {
+    const GradSums p = partials[s * channels + c];
+    sums = merge(sums, Sums2{p.g, p.g_centred});
+  }
+  sums = warp_merge(sums);
+  if (lane != 0) return;
+  const double g = sums.g, g_centred = sums.g_centred;
+  const double invstd = training ? static_cast<double>(save_invstd[c])
+                                 : 1.0 / sqrt(static_cast<double>(running_var[c]) + eps);
+  if (grad_weight != nullptr) grad_weight[c] = static_cast<float>(g_centred * invstd);
+  if (grad_bias != nullptr) grad_bias[c] = static_cast<float>(g);
+  const double scale = invstd * (weight != nullptr ? static_cast<double>(weight[c]) : 1.0);
+  if (training) {
+    coefficients[c] = {centres[c], static_cast<float>(scale), 0.0f, static_cast<float>(g / count),
+                       static_cast<float>(g_centred * invstd * invstd / count)};
+  } else {
+    coefficients[c] = {0.0f, static_cast<float>(scale), 0.0f, 0.0f, 0.0f};
+  }
+}
+
+// ---- element-wise passes ----------------------------------------------------------------------
+
+// The channel of flat element i: (i / inner) % C, with 32-bit dividers when every i fits.
+struct ChannelOf {
+  std::int64_t inner, channels;
+  IntDivider by_inner, by_channels;
+  bool narrow;
+  __device__ std::int64_t operator()(std::int64_t i) const {
+    if (narrow) {
+      std::uint32_t q, c;
+      by_channels.divmod(by_inner.div(static_cast<std::uint32_t>(i)), q, c);
+      return c;
+    }
+    return (i / inner) % channels;
+  }
+};
+
+ChannelOf channel_of(const Layout& l) {
+  const bool narrow = l.numel() < kIntDividerLimit;
+  return {l.inner, l.channels, narrow ? IntDivider(l.inner) : IntDivider(),
+          narrow ? IntDivider(l.channels) : IntDivider(), narrow};
+}
+
+template <typename T>
+__global__ void normalize(std::int64_t numel, ChannelOf channel, const Coefficients* coefficients, const T* input,
+                          const T* residual, bool relu, T* output) {
+  for (std::int64_t i = global_thread_index(); i < numel; i += grid_threads()) {
+    const Coefficients k = coefficients[channel(i)];
+    float y = (load_compute(input[i]) - k.centre) * k.scale + k.shift;
+    if (residual != nullptr) y += load_compute(residual[i]);
+    if (relu) y = y > 0.0f ? y : 0.0f;  // as UnaryOp::Relu (NaN -> 0)
+    output[i] = store_compute<T>(y);
+  }
+}
+
+// training: the batch-statistics gradient; else dx = scale * g (input not read).
+template <typename T>
+__global__ void input_gradient(std::int64_t numel, ChannelOf channel, const Coefficients* coefficients,
+                               const T* grad_output, const T* input, const T* relu_output, bool training,
+                               T* grad_input, T* grad_residual) {
+  for (std::int64_t i = global_thread_index(); i < numel; i += grid_threads()) {
+    const Coefficients k = coefficients[channel(i)];
+    float g = load_compute(grad_output[i]);
+    if (relu_output != nullptr && !(load_compute(relu_output[i]) > 0.0f)) g = 0.0f;
+    if (grad_residual != nullptr) grad_residual[i] = store_compute<T>(g);
+    if (grad_input == nullptr) continue;
+    const float dx = training ? k.scale * (g - k.grad_mean - (load_compute(input[i]) - k.centre) * k.xhat_factor)
+                              : k.scale * g;
+    grad_input[i] = store_compute<T>(dx);
+  }
+}
+
+// ---- host side --------------------------------------------------------------------------------
+
+unsigned channel_blocks(std::int64_t channels) { return grid_for(channels); }
+
+template <typename Acc>
+memory::ScopedBlock partial_workspace(const Context& ctx, std::int64_t slices, std::int64_t channels) {
+  return ctx.workspace(static_cast<std::size_t>(slices * channels) * sizeof(Acc));
+}
+
+template <typename T>
+void forward_training(const Context& ctx, const BatchNormShape& s, const T* input, const T* residual, bool relu,
+                      const float* weight, const float* bias, float* running_mean, float* running_var,
+                      double momentum, double eps, T* output, float* save_mean, float* save_invstd) {
+  const Layout l = layout_of(s);
+  const cudaStream_t stream = stream_of(ctx.stream);
+  const std::int64_t slices = slices_for(l);
+  memory::ScopedBlock partials = partial_workspace<Welford>(ctx, slices, l.channels);
+  memory::ScopedBlock coefficients = ctx.workspace(static_cast<std::size_t>(l.channels) * sizeof(Coefficients));
+  auto* k = static_cast<Coefficients*>(coefficients.get());
+  launch_reduce(l, slices, StatsSource<T>{input}, static_cast<Welford*>(partials.get()), stream);
+  combine_statistics<<<combine_blocks(l.channels), kCombineWarps * 32, 0, stream>>>(
+      l.channels, slices, static_cast<const Welford*>(partials.get()), static_cast<double>(l.count), momentum, eps,
+      weight, bias, running_mean, running_var, save_mean, save_invstd, k);
+  SUBLET_CUDA_LAUNCH_CHECK(batch_norm_combine_statistics);
+  normalize<T><<<grid_for(l.numel()), kBlockThreads, 0, stream>>>(l.numel(), channel_of(l), k, input, residual, relu,
+                                                                  output);
+  SUBLET_CUDA_LAUNCH_CHECK(batch_norm_normalize);
+}
+
+template <typename T>
+void forward_eval(const Context& ctx, const BatchNormShape& s, const T* input, const float* weight, const float* bias,
+                  const float* running_mean, const float* running_var, double eps, T* output) {
+  const Layout l = layout_of(s);
+  const cudaStream_t stream = stream_of(ctx.stream);
+  memory::ScopedBlock coefficients = ctx.workspace(static_cast<std::size_t>(l.channels) * sizeof(Coefficients));
+  auto* k = static_cast<Coefficients*>(coefficients.get());
+  eval_coefficients<<<channel_blocks(l.channels), kBlockThreads, 0, stream>>>(l.channels, weight, bias, running_mean,
+                                                                              running_var, eps, k);
+  SUBLET_CUDA_LAUNCH_CHECK(batch_norm_eval_coefficients);
+  normalize<T><<<grid_for(l.numel()), kBlockThreads, 0, stream>>>(l.numel(), channel_of(l), k, input, nullptr, false,
+                                                                  output);
+  SUBLET_CUDA_LAUNCH_CHECK(batch_norm_normalize);
+}
+
+// Training: centres = save_mean, invstd = save_invstd. Eval: centres = running_mean, and
+// running_var + eps give invstd. relu_output: the fused forward's output (nullptr: no ReLU).
+template <typename T>
+void backward(const Context& ctx, const BatchNormShape& s, bool training, const T* grad_output, const T* input,
+              const T* relu_output, const float* weight, const float* centres, const float* save_invstd,
+              const float* running_var, double eps, T* grad_input, float* grad_weight, float* grad_bias,
+              T* grad_residual) {
+  if (grad_input == nullptr && grad_weight == nullptr && grad_bias == nullptr && grad_residual == nullptr) return;
+  const Layout l = layout_of(s);
+  const cudaStream_t stream = stream_of(ctx.stream);
+  // The sums feed grad_weight, grad_bias and (training only) grad_input.
+  const bool need_sums = grad_weight != nullptr || grad_bias != nullptr || (training && grad_input != nullptr);
+  const std::int64_t slices = need_sums ? slices_for(l) : 0;
+  memory::ScopedBlock partials;
+  if (need_sums) {
+    partials = partial_workspace<GradSums>(ctx, slices, l.channels);
+    launch_reduce(l, slices, GradSource<T>{grad_output, input, relu_output, centres},
+                  static_cast<GradSums*>(partials.get()), stream);
+  }
+  memory::ScopedBlock coefficients = ctx.workspace(static_cast<std::size_t>(l.channels) * sizeof(Coefficients));
+  auto* k = static_cast<Coefficients*>(coefficients.get());
+  combine_gradients<<<combine_blocks(l.channels), kCombineWarps * 32, 0, stream>>>(
+      l.channels, slices, static_cast<const GradSums*>(partials.get()), static_cast<double>(l.count), training,
+      weight, centres, save_invstd, running_var, eps, grad_weight, grad_bias, k);
+  SUBLET_CUDA_LAUNCH_CHECK(batch_norm_combine_gradients);
+  if (grad_input == nullptr && grad_residual == nullptr) return;
+  input_gradient<T><<<grid_for(l.numel()), kBlockThreads, 0, stream>>>(
+      l.numel(), channel_of(l), k, grad_output, input, relu_output, training, grad_input, grad_residual);
+  SUBLET_CUDA_LAUNCH_CHECK(batch_norm_input_gradient);
+}
+
+// The storage types these kernels serve: bfloat16 and float16 in either layout, float32
+// channels-last (float32/float64 NCHW have cuDNN and batch_norm_relu.cu).
+template <typename Run>
+void by_dtype(const char* op, const BatchNormShape& s, DType dtype, Run&& run) {
+  const bool last = s.format == MemoryFormat::ChannelsLast;
+  if (dtype == DType::BFloat16) return run(__nv_bfloat16{});
+  if (dtype == DType::Float16) return run(__half{});
+  if (dtype == DType::Float32 && last) return run(float{});
+  throw DTypeError(std::string(op) + ": the split CUDA kernels take bfloat16 or float16 inputs" +
+                   (last ? ", or float32 channels-last," : "") + " with float32 parameters; got " +
+                   dtype_name(dtype) + (last ? " channels-last" : ""));
+}
+
+const float* f32(const void* p) { return static_cast<const float*>(p); }
+float* f32(void* p) { return static_cast<float*>(p); }
+
+}  // namespace
+
+void split_batch_norm_forward_training(const Context& ctx, const BatchNormShape& s, DType dtype, const void* input,
+                                       const void* weight, const void* bias, void* running_mean, void* running_var,
+                                       double momentum, double eps, void* output, void* save_mean,
+                                       void* save_invstd) {
+  memory::CudaDeviceGuard device(ctx.device);
+  by_dtype("batch_norm", s, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    forward_training<T>(ctx, s, static_cast<const T*>(input), nullptr, false, f32(weight), f32(bias),
+                        f32(running_mean), f32(running_var), momentum, eps, static_cast<T*>(output), f32(save_mean),
+                        f32(save_invstd));
+  });
+}
+
+void split_batch_norm_forward_eval(const Context& ctx, const BatchNormShape& s, DType dtype, const void* input,
+                                   const void* weight, const void* bias, const void* running_mean,
+                                   const void* running_var, double eps, void* output) {
+  memory::CudaDeviceGuard device(ctx.device);
+  by_dtype("batch_norm", s, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    forward_eval<T>(ctx, s, static_cast<const T*>(input), f32(weight), f32(bias), f32(running_mean),
+                    f32(running_var), eps, static_cast<T*>(output));
+  });
+}
+
+void split_batch_norm_backward_training(const Context& ctx, const BatchNormShape& s, DType dtype,
+                                        const void* grad_output, const void* input, const void* weight,
+                                        const void* save_mean, const void* save_invstd, void* grad_input,
+                                        void* grad_weight, void* grad_bias) {
+  memory::CudaDeviceGuard device(ctx.device);
+  by_dtype("batch_norm", s, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    backward<T>(ctx, s, true, static_cast<const T*>(grad_output), static_cast<const T*>(input), nullptr, f32(weight),
+                f32(save_mean), f32(save_invstd), nullptr, 0.0, static_cast<T*>(grad_input), f32(grad_weight),
+                f32(grad_bias), nullptr);
+  });
+}
+
+void split_batch_norm_backward_eval(const Context& ctx, const BatchNormShape& s, DType dtype,
+                                    const void* grad_output, const void* input, const void* weight,
+                                    const void* running_mean, const void* running_var, double eps, void* grad_input,
+                                    void* grad_weight, void* grad_bias) {
+  memory::CudaDeviceGuard device(ctx.device);
+  by_dtype("batch_norm", s, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    backward<T>(ctx, s, false, static_cast<const T*>(grad_output), static_cast<const T*>(input), nullptr,
+                f32(weight), f32(running_mean), nullptr, f32(running_var), eps, static_cast<T*>(grad_input),
+                f32(grad_weight), f32(grad_bias), nullptr);
+  });
+}
+
+void split_batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& s, DType dtype,
+                                            const void* input, const void* residual, const void* weight,
+                                            const void* bias, void* running_mean, void* running_var, double momentum,
+                                            double eps, void* output, void* save_mean, void* save_invstd) {
+  memory::CudaDeviceGuard device(ctx.device);
+  by_dtype("batch_norm_relu", s, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    forward_training<T>(ctx, s, static_cast<const T*>(input), static_cast<const T*>(residual), true, f32(weight),
+                        f32(bias), f32(running_mean), f32(running_var), momentum, eps, static_cast<T*>(output),
+                        f32(save_mean), f32(save_invstd));
+  });
+}
+
+void split_batch_norm_relu_backward_training(const Context& ctx, const BatchNormShape& s, DType dtype,
+                                             const void* grad_output, const void* output, const void* input,
+                                             const void* weight, const void* save_mean, const void* save_invstd,
+                                             void* grad_input, void* grad_weight, void* grad_bias,
+                                             void* grad_residual) {
+  memory::CudaDeviceGuard device(ctx.device);
+  by_dtype("batch_norm_relu", s, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    backward<T>(ctx, s, true, static_cast<const T*>(grad_output), static_cast<const T*>(input),
+                static_cast<const T*>(output), f32(weight), f32(save_mean), f32(save_invstd), nullptr, 0.0,
+                static_cast<T*>(grad_input), f32(grad_weight), f32(grad_bias), static_cast<T*>(grad_residual));
+  });
+}
+
+}  // namespace sublet::ops::cuda

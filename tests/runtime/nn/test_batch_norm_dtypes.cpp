@@ -1,0 +1,104 @@
+// The batch norm front's dtype rule (issue 15, contract 2): a bfloat16/float16 input takes float32
+// weight, bias and running statistics; any other per-channel dtype with a 16-bit input is a
+// DTypeError naming the tensor, what was expected and what was found; float32/float64 inputs
+// keep their rule (per-channel tensors of the input's dtype). On the CPU, which has no 16-bit
+// batch-norm kernel, an accepted call gets as far as the kernel table and fails there, naming
+// the missing kernel: that it fails there and not in the checks is what "accepted" means here
+// (tests/ops/test_cuda_half_batch_norm.cpp runs the kernels on a GPU).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/errors.h"
+#include "runtime/factories.h"
+#include "runtime/nn/functional.h"
+#include "runtime/tensor.h"
+#include "tests/throw_message.h"
+
+namespace sublet {
+namespace {
+
+namespace F = nn::functional;
+using sublet::testing::message_of;
+
+constexpr std::int64_t kChannels = 3;
+
+Tensor input_of(DType dtype) { return ones({2, kChannels, 4, 5}).to(dtype); }
+Tensor per_channel(DType dtype) { return ones({kChannels}).to(dtype); }
+
+void expect_contains(const std::string& message, const std::string& part) {
+  EXPECT_NE(message.find(part), std::string::npos) << "\"" << part << "\" not in: " << message;
+}
+
+TEST(BatchNormDTypes, SixteenBitInputWithFloat64ParametersIsADTypeErrorNamingFloat32) {
+  for (const DType input : {DType::BFloat16, DType::Float16}) {
+    const std::string message = message_of<DTypeError>([&] {
+      F::batch_norm(input_of(input), Tensor(), Tensor(), per_channel(DType::Float64), per_channel(DType::Float32),
+                    /*training=*/true);
+    });
+    expect_contains(message, "batch_norm: weight must be float32");
+    expect_contains(message, std::string("for a ") + dtype_name(input) + " input");
+    expect_contains(message, "got float64");
+  }
+}
+
+TEST(BatchNormDTypes, SixteenBitInputWithSixteenBitParametersOrStatisticsIsRefused) {
+  const Tensor x = input_of(DType::BFloat16);
+  const Tensor w = per_channel(DType::Float32);
+  std::string message = message_of<DTypeError>(
+      [&] { F::batch_norm(x, Tensor(), Tensor(), w, per_channel(DType::BFloat16), /*training=*/true); });
+  expect_contains(message, "batch_norm: bias must be float32 for a bfloat16 input");
+  expect_contains(message, "got bfloat16");
+  message = message_of<DTypeError>([&] {
+    F::batch_norm(x, per_channel(DType::Float16), per_channel(DType::Float32), w, w, /*training=*/true);
+  });
+  expect_contains(message, "batch_norm: running_mean must be float32 for a bfloat16 input");
+  expect_contains(message, "got float16");
+  message = message_of<DTypeError>([&] {
+    F::batch_norm_relu(input_of(DType::Float16), Tensor(), per_channel(DType::Float32), per_channel(DType::Float64),
+                       w, w, /*training=*/true);
+  });
+  expect_contains(message, "batch_norm: running_var must be float32 for a float16 input");
+}
+
+TEST(BatchNormDTypes, SixteenBitInputWithFloat32ParametersPassesTheChecks) {
+  for (const DType input : {DType::BFloat16, DType::Float16}) {
+    const Tensor w = per_channel(DType::Float32), rm = zeros({kChannels}), rv = ones({kChannels});
+    for (const bool training : {true, false}) {
+      const std::string message =
+          message_of<DTypeError>([&] { F::batch_norm(input_of(input), rm, rv, w, w, training); });
+      // The kernel table's error (no CPU kernel for the 16-bit dtype), not the front's.
+      expect_contains(message, std::string("batch_norm: no kernel for ") + dtype_name(input));
+      EXPECT_EQ(message.find("must be float32"), std::string::npos) << message;
+    }
+    const std::string message = message_of<DTypeError>(
+        [&] { F::batch_norm_relu(input_of(input), input_of(input), rm, rv, w, w, /*training=*/true); });
+    expect_contains(message, std::string("no kernel for ") + dtype_name(input));
+  }
+}
+
+TEST(BatchNormDTypes, SixteenBitInputWithAWrongSizedParameterIsAShapeError) {
+  const std::string message = message_of<ShapeError>([&] {
+    F::batch_norm(input_of(DType::BFloat16), Tensor(), Tensor(), ones({kChannels + 1}), Tensor(), /*training=*/true);
+  });
+  expect_contains(message, "batch_norm: weight must be [3] (one per channel)");
+}
+
+TEST(BatchNormDTypes, Float32AndFloat64InputsKeepParametersOfTheirOwnDType) {
+  std::string message = message_of<DTypeError>([&] {
+    F::batch_norm(input_of(DType::Float32), Tensor(), Tensor(), per_channel(DType::Float64), Tensor(), true);
+  });
+  expect_contains(message, "batch_norm");
+  expect_contains(message, "float64");
+  message = message_of<DTypeError>([&] {
+    F::batch_norm(input_of(DType::Float64), Tensor(), Tensor(), per_channel(DType::Float32), Tensor(), true);
+  });
+  expect_contains(message, "float32");
+  // A float32 input with float32 parameters still runs on the CPU: output float32.
+  const Tensor out = F::batch_norm(input_of(DType::Float32), zeros({kChannels}), ones({kChannels}),
+                                   per_channel(DType::Float32), per_channel(DType::Float32), true);
+  EXPECT_EQ(out.dtype(), DType::Float32);
+}
+
+}  // namespace
+}  // namespace sublet
