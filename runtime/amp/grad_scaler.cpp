@@ -43,26 +43,37 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (unscaled_)
     throw Error("GradScaler::unscale_ was already called for this step; call update() after step() first");
   NoGradGuard no_grad;
-  found_inf_.zero_();
+  record_non_finite(optimizer);
   const Tensor inverse = 1.0 / scale_;
   for (const Tensor& p : optimizer.params()) {
     Tensor g = p.grad();
-    if (!g.defined()) continue;
-    found_inf_.add_((g * 0.0).sum().to(DType::Float32).view({1}));
-    g.mul_(inverse.to(g.dtype()));
+    if (g.defined()) g.mul_(inverse.to(g.dtype()));
   }
   unscaled_ = true;
 }
 
-bool GradScaler::step(optim::Optimizer& optimizer) {
+void GradScaler::record_non_finite(optim::Optimizer& optimizer) {
+  found_inf_.zero_();
+  for (const Tensor& p : optimizer.params()) {
+    const Tensor g = p.grad();
+    if (g.defined()) found_inf_.add_((g * 0.0).sum().to(DType::Float32).view({1}));
+  }
+}
+
+std::optional<bool> GradScaler::step(optim::Optimizer& optimizer) {
   if (!options_.enabled) {
     optimizer.step();
     return true;
   }
-  if (!unscaled_) unscale_(optimizer);
-  const bool finite = seen_non_finite(found_inf_).item<float>() == 0.0f;  // the one host read
-  if (finite) optimizer.step();
-  return finite;
+  NoGradGuard no_grad;
+  optim::SkipIfNonFinite skip{found_inf_, Tensor()};
+  if (!unscaled_) {
+    // The check alone: the step unscales (in the fused kernels, saving a pass over the gradients).
+    record_non_finite(optimizer);
+    skip.inv_scale = 1.0 / scale_;
+    unscaled_ = true;
+  }
+  return optimizer.step(skip);
 }
 
 void GradScaler::update() {
