@@ -18,15 +18,15 @@
 // it read the flag on the host and skipped; for optimizers that support amp scaling (fused
 // Adam/AdamW/SGD: _step_supports_amp_scaling) it sets optimizer.found_inf / grad_scale, calls
 // step() without reading the flag and returns step()'s value either way, so it cannot say
-// whether the step ran. sublet's step() returns std::optional<bool>: whether the step ran when
-// the flag was read on the host, std::nullopt when the device decided (found_inf_tensor() or the
-// optimizer's step counts tell, at the cost of a sync). Code that branched on the old bool must
-// handle nullopt, e.g. `scaler.step(opt).value_or(true)`.
+// whether the step ran. sublet's step() returns optim::StepOutcome: Stepped or Skipped when the
+// flag was read on the host, DecidedOnDevice when the device decided (found_inf_tensor() or the
+// optimizer's step counts tell, at the cost of a sync). An enum rather than std::optional<bool>
+// so that code written for the old `bool step()` (`if (scaler.step(opt))`) stops compiling
+// instead of silently testing something else.
 //
 // The inf/NaN check is exact without a dedicated kernel: x * 0 is 0 for every finite x and NaN
 // for inf and NaN, so a gradient's sum of g * 0 is NaN exactly when it holds a non-finite value.
 #include <cstdint>
-#include <optional>
 
 #include "core/device.h"
 #include "runtime/optim/optimizer.h"
@@ -54,9 +54,9 @@ class GradScaler {
   void unscale_(optim::Optimizer& optimizer);
   // The optimizer's step unless a gradient was inf or NaN, gradients unscaled first (unless
   // unscale_ did it): by the fused update kernels, or by device ops for other optimizers.
-  // Returns whether the step ran, or std::nullopt when the device decided (see above).
-  // Disabled: optimizer.step(), true.
-  std::optional<bool> step(optim::Optimizer& optimizer);
+  // Returns Stepped/Skipped, or DecidedOnDevice when the device decided (see above).
+  // Disabled: optimizer.step(), Stepped.
+  optim::StepOutcome step(optim::Optimizer& optimizer);
   // The new scale: x backoff after a non-finite step (and the growth count restarts), x growth
   // after growth_interval finite steps in a row.
   void update();

@@ -24,7 +24,7 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr)
 
 void Optimizer::step() { run_step(nullptr); }
 
-std::optional<bool> Optimizer::step(const SkipIfNonFinite& skip) {
+StepOutcome Optimizer::step(const SkipIfNonFinite& skip) {
   check_skip_tensors(skip);
   return run_step(&skip);
 }
@@ -42,7 +42,7 @@ void Optimizer::check_skip_tensors(const SkipIfNonFinite& skip) const {
   if (skip.inv_scale.defined()) check(skip.inv_scale, "inv_scale");
 }
 
-std::optional<bool> Optimizer::run_step(const SkipIfNonFinite* skip) {
+StepOutcome Optimizer::run_step(const SkipIfNonFinite* skip) {
   NoGradGuard no_grad;
   AllocationCategoryGuard temporaries(memory::BlockCategory::Temporary);
   std::vector<std::size_t> indices;
@@ -65,7 +65,7 @@ std::optional<bool> Optimizer::run_step(const SkipIfNonFinite* skip) {
       captured_on_device_ = true;
     }
     update_params(indices);
-    return std::nullopt;
+    return StepOutcome::DecidedOnDevice;
   }
   if (skip) {
     if (capturing_)
@@ -73,7 +73,7 @@ std::optional<bool> Optimizer::run_step(const SkipIfNonFinite* skip) {
                   "fused(true), float32/float64 parameters and gradients on one device): this step would read the "
                   "found-inf flag on the host");
     const float found_inf = skip->found_inf.item<float>();  // the host read (a sync on the GPU)
-    if (!(found_inf == 0.0f)) return false;
+    if (!(found_inf == 0.0f)) return StepOutcome::Skipped;
     if (skip->inv_scale.defined()) {
       for (std::size_t i : indices) {
         Tensor g = params_[i].grad();
@@ -93,7 +93,7 @@ std::optional<bool> Optimizer::run_step(const SkipIfNonFinite* skip) {
     device_counts_current_ = false;  // until device_scalars() writes them
   }
   update_params(indices);
-  return true;
+  return StepOutcome::Stepped;
 }
 
 std::int64_t Optimizer::step_count() const {

@@ -23,7 +23,6 @@
 // optimizers read the flag on the host (one sync) and skip or step.
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +33,14 @@
 namespace sublet::optim {
 
 // What a loss-scaled step gets from amp::GradScaler: float32 [1] tensors on the parameters' device.
+// What a loss-scaled step did, as far as the host knows. An enum, not a bool or optional<bool>:
+// `if (scaler.step(opt))` would compile with either and silently mean something else.
+enum class StepOutcome {
+  Stepped,          // the flag was read on the host and was clear (or loss scaling is disabled)
+  Skipped,          // the flag was read on the host and was set: nothing changed
+  DecidedOnDevice,  // the fused kernels read the flag: nothing was read on the host
+};
+
 struct SkipIfNonFinite {
   Tensor found_inf;  // non-zero (NaN included): the step changes nothing
   Tensor inv_scale;  // optional: the gradients are still scaled; the step multiplies them by this first
@@ -51,9 +58,9 @@ class Optimizer {
   // Parameters without a gradient are skipped (and their step count does not advance).
   void step();
   // The step unless skip.found_inf is set (see the note at the top), gradients unscaled by
-  // skip.inv_scale first when given (and left unscaled). Returns std::nullopt when the device
-  // decided (no host read: whether it stepped is known only on the device), else whether it ran.
-  std::optional<bool> step(const SkipIfNonFinite& skip);
+  // skip.inv_scale first when given (and left unscaled). DecidedOnDevice when the fused kernels
+  // decided (no host read: whether it stepped is known only on the device), else what happened.
+  StepOutcome step(const SkipIfNonFinite& skip);
   void zero_grad();
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
@@ -123,7 +130,7 @@ class Optimizer {
   mutable bool host_counts_current_ = true;
   bool device_counts_current_ = false;
   Tensor device_scalars_;  // [lr, param_steps_..., step_count_]
-  std::optional<bool> run_step(const SkipIfNonFinite* skip);
+  StepOutcome run_step(const SkipIfNonFinite* skip);
   double* device_scalars(bool for_cpu);
   // Writes lr, and the counts too when `with_counts`.
   void write_device_scalars(bool with_counts);

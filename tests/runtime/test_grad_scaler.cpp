@@ -1,14 +1,13 @@
 // amp::GradScaler on the CPU (the same device ops run on the GPU): PyTorch's defaults, unscaling
 // exactly, the step skipped on inf and on NaN with the scale backed off, growth after
 // growth_interval finite steps, and its errors. Each behaviour through both paths of step(): the
-// fused SGD kernels deciding the skip (step() returns nullopt) and the per-parameter SGD, whose
-// skip is read on the host (step() returns whether it ran). test_grad_scaler_skip.cpp has the
+// fused SGD kernels deciding the skip (step() returns DecidedOnDevice) and the per-parameter
+// SGD, whose flag is read on the host (Stepped or Skipped). test_grad_scaler_skip.cpp has the
 // device-side skip's own checks.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
-#include <optional>
 
 #include "core/errors.h"
 #include "runtime/amp/grad_scaler.h"
@@ -25,14 +24,10 @@ struct OneParameter {
   bool fused;
   // Gradient `values` on w, as a scaled backward would leave it.
   void set_grad(std::vector<float> values) { w.set_grad(Tensor::from_vector(values, {3})); }
-  // What step() says: nothing when the fused kernels decided, else whether the step ran.
-  void expect_result(std::optional<bool> result, bool ran) const {
-    if (fused) {
-      EXPECT_FALSE(result.has_value()) << "the device decides; nothing was read on the host";
-    } else {
-      ASSERT_TRUE(result.has_value());
-      EXPECT_EQ(*result, ran);
-    }
+  // What step() says: DecidedOnDevice with the fused kernels, else whether the step ran.
+  void expect_result(optim::StepOutcome result, bool ran) const {
+    using optim::StepOutcome;
+    EXPECT_EQ(result, fused ? StepOutcome::DecidedOnDevice : ran ? StepOutcome::Stepped : StepOutcome::Skipped);
   }
 };
 
@@ -145,7 +140,7 @@ TEST(GradScaler, DisabledPassesEverythingThrough) {
   const Tensor loss = s.w.sum();
   EXPECT_TRUE(scaler.scale(loss).is_same(loss));
   s.set_grad({std::numeric_limits<float>::infinity(), 0.0f, 0.0f});
-  EXPECT_EQ(scaler.step(s.sgd), std::optional<bool>(true));
+  EXPECT_EQ(scaler.step(s.sgd), optim::StepOutcome::Stepped);
   scaler.update();
   EXPECT_EQ(scaler.current_scale(), 1.0);
 }
