@@ -17,10 +17,12 @@
 // (SGD/Adam fused(true), float32/float64 parameters on one device) the skip is decided on the
 // device: the kernels read the found-inf flag and change nothing when it is set, and the step
 // counts (per parameter, and step_count) advance in the kernels, so a skipped step leaves them
-// unchanged with no host read, and the step can be captured into a CUDA graph. The host copies
-// of the counts are then out of date: param_step(), step_count() and state_dict() read them back
-// from the device when asked (one sync), as does the next step without loss scaling. Other
-// optimizers read the flag on the host (one sync) and skip or step.
+// unchanged with no host read, and the step can be captured into a CUDA graph (prepare_replay()
+// then writes only lr: the replay's kernels advance the counts, or not). The host copies of the
+// counts are then out of date: param_step(), step_count() and state_dict() read them back from
+// the device when asked (one sync), as does the next step without loss scaling. Other optimizers
+// (and the fused ones when their gradients do not fit the kernels) read the flag on the host
+// (one sync) and skip or step; they cannot be captured with loss scaling (Error).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -32,7 +34,6 @@
 
 namespace sublet::optim {
 
-// What a loss-scaled step gets from amp::GradScaler: float32 [1] tensors on the parameters' device.
 // What a loss-scaled step did, as far as the host knows. An enum, not a bool or optional<bool>:
 // `if (scaler.step(opt))` would compile with either and silently mean something else.
 enum class StepOutcome {
@@ -41,6 +42,7 @@ enum class StepOutcome {
   DecidedOnDevice,  // the fused kernels read the flag: nothing was read on the host
 };
 
+// What a loss-scaled step gets from amp::GradScaler: float32 [1] tensors on the parameters' device.
 struct SkipIfNonFinite {
   Tensor found_inf;  // non-zero (NaN included): the step changes nothing
   Tensor inv_scale;  // optional: the gradients are still scaled; the step multiplies them by this first
