@@ -1,6 +1,8 @@
 #include "ops/optim_update.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/errors.h"
 #include "ops/device_services.h"
@@ -19,9 +21,22 @@ void check_tensors(const char* op, Tensors tensors) {
   }
 }
 
-void check_scalars(const char* op, const Context& ctx, const UpdateScalars& scalars) {
-  if (scalars.device && !ctx.device.is_cuda())
-    throw DeviceError(std::string(op) + ": device-resident scalars need a CUDA context, got " + ctx.device.str());
+// Advancing a slot twice in one launch would count one update twice.
+template <typename Tensors>
+void check_scalars(const char* op, Tensors tensors, const UpdateScalars& scalars) {
+  if (!scalars.advance_counts) return;
+  if (!scalars.device)
+    throw ValueError(std::string(op) + ": advance_counts needs the device scalars (UpdateScalars::device), got none");
+  std::vector<std::int64_t> slots;
+  slots.reserve(tensors.size() + 1);
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    slots.push_back(tensors[i].step_slot >= 0 ? tensors[i].step_slot : static_cast<std::int64_t>(i));
+  if (scalars.counter_slot >= 0) slots.push_back(scalars.counter_slot);
+  std::sort(slots.begin(), slots.end());
+  const auto twice = std::adjacent_find(slots.begin(), slots.end());
+  if (twice != slots.end())
+    throw ValueError(std::string(op) + ": advance_counts needs distinct count slots, slot " + std::to_string(*twice) +
+                     " is named twice");
 }
 
 }  // namespace
@@ -31,7 +46,7 @@ void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tens
   // Looked up first: a dtype without a kernel is an error even for an empty parameter list.
   SgdUpdateKernel* const kernel = sgd_update_kernels().get("sgd_update", ctx.device, dtype);
   check_tensors("sgd_update", tensors);
-  check_scalars("sgd_update", ctx, scalars);
+  check_scalars("sgd_update", tensors, scalars);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (hyper.momentum != 0.0 && tensors[i].numel > 0 && !tensors[i].momentum_buffer)
       throw ValueError("sgd_update: tensor " + std::to_string(i) + " needs a momentum buffer (momentum " +
@@ -46,7 +61,7 @@ void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> te
   // Looked up first: a dtype without a kernel is an error even for an empty parameter list.
   AdamUpdateKernel* const kernel = adam_update_kernels().get("adam_update", ctx.device, dtype);
   check_tensors("adam_update", tensors);
-  check_scalars("adam_update", ctx, scalars);
+  check_scalars("adam_update", tensors, scalars);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].numel > 0 && (!tensors[i].exp_avg || !tensors[i].exp_avg_sq))
       throw ValueError("adam_update: tensor " + std::to_string(i) + " lacks its exp_avg/exp_avg_sq state");
@@ -60,10 +75,14 @@ void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> te
 
 void write_update_scalars(const Context& ctx, double* device_values, const double* host_values, std::int64_t count) {
   if (count <= 0) return;
+  if (ctx.device.is_cpu()) {  // the CPU kernels read the same array from host memory
+    std::copy_n(host_values, count, device_values);
+    return;
+  }
   if (const auto write = device_services(ctx.device.type).write_update_scalars) {
     return write(ctx, device_values, host_values, count);
   }
-  throw DeviceError("write_update_scalars: device scalars live in CUDA memory, got " + ctx.device.str());
+  throw DeviceError("write_update_scalars: no scalar writer registered for " + ctx.device.str());
 }
 
 }  // namespace sublet::ops

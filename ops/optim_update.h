@@ -15,10 +15,17 @@
 //   p = p + (-lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 //
 // Scalars that change from step to step (lr, Adam's t) come from UpdateScalars: host values, or
-// (CUDA) a device array read by the kernel when it runs. The device form is what lets a captured
-// CUDA graph follow a learning-rate schedule and advance t: the graph bakes the address, and the
-// caller writes new values there (write_update_scalars) before each replay. Everything else
-// (pointers, sizes, momentum, betas, the `first` flags) is fixed at launch and so at capture.
+// an array in the device's memory read by the kernel when it runs. The device form is what lets a
+// captured CUDA graph follow a learning-rate schedule and advance t: the graph bakes the address,
+// and the caller writes new values there (write_update_scalars) before each replay, or the launch
+// advances the counts itself (advance_counts). Everything else (pointers, sizes, momentum, betas,
+// the `first` flags) is fixed at launch and so at capture.
+//
+// Loss scaling (amp::GradScaler), as PyTorch's fused optimizers' found_inf/grad_scale: the launch
+// reads a found-inf flag in device memory when it runs and, when it is set, changes nothing at all
+// (parameters, momentum buffers, moments, gradients, counts): the skip costs no host read, so a
+// CUDA graph can capture a scaled step. It can also unscale the gradients on the way (inv_scale),
+// which saves the separate pass over them.
 #include <cstdint>
 #include <span>
 
@@ -30,10 +37,14 @@ namespace sublet::ops {
 // One parameter: contiguous arrays of `numel` elements of the call's dtype.
 struct SgdTensor {
   void* param = nullptr;
-  const void* grad = nullptr;
+  void* grad = nullptr;             // written only with UpdateScalars::inv_scale (unscaled in place)
   void* momentum_buffer = nullptr;  // unused (may be null) when momentum == 0
   std::int64_t numel = 0;
   bool first = false;               // the buffer is new: it becomes g instead of being decayed
+  // With UpdateScalars::advance_counts: where the parameter's update count is in
+  // UpdateScalars::device (1 + step_slot; -1: the list position). A count of 1 after the advance
+  // also makes the update the buffer's first (a buffer created by a skipped step holds nothing).
+  std::int64_t step_slot = -1;
 };
 
 struct SgdHyper {
@@ -45,7 +56,7 @@ struct SgdHyper {
 
 struct AdamTensor {
   void* param = nullptr;
-  const void* grad = nullptr;
+  void* grad = nullptr;             // written only with UpdateScalars::inv_scale (unscaled in place)
   void* exp_avg = nullptr;
   void* exp_avg_sq = nullptr;
   std::int64_t numel = 0;
@@ -63,9 +74,22 @@ struct AdamHyper {
 
 struct UpdateScalars {
   double lr = 0.0;
-  // CUDA only, optional: float64 device array [lr, t_0, t_1, ...] (t as float64 counts, at
-  // 1 + AdamTensor::step_slot; SGD reads only lr). When null, `lr` and AdamTensor::step are used.
-  const double* device = nullptr;
+  // Optional: float64 array [lr, t_0, t_1, ...] in the memory of the context's device (host memory
+  // for the CPU), read when the launch runs (t as float64 counts, at 1 + the tensor's step_slot).
+  // When null, `lr` and AdamTensor::step are used.
+  double* device = nullptr;
+  // With `device`: the counts there are those before this update. The launch adds 1 to the count
+  // of each of its tensors (and to device[1 + counter_slot] when counter_slot >= 0, an optimizer's
+  // step count) unless found_inf skips it, and updates with the new counts, so a skipped step
+  // leaves them unchanged with no host branch. Slots must be distinct.
+  bool advance_counts = false;
+  std::int64_t counter_slot = -1;
+  // Optional, float32 scalars in the context device's memory, read when the launch runs:
+  // found_inf non-zero (NaN included): the launch changes nothing; inv_scale: the gradients are
+  // still scaled: each is multiplied by *inv_scale (cast to the element type), written back (so
+  // the gradient ends unscaled, as GradScaler::unscale_ leaves it) and used.
+  const float* found_inf = nullptr;
+  const float* inv_scale = nullptr;
 };
 
 void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tensors, const SgdHyper& hyper,
@@ -73,9 +97,9 @@ void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tens
 void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> tensors, const AdamHyper& hyper,
                  const UpdateScalars& scalars);
 
-// Stream-ordered copy of `count` host doubles to device memory for UpdateScalars::device; the
-// host array may be reused as soon as this returns (no synchronisation). Throws Error while the
-// stream is capturing a graph: a captured copy would replay stale values.
+// Stream-ordered copy of `count` host doubles to device memory for UpdateScalars::device (on the
+// CPU a plain copy); the host array may be reused as soon as this returns (no synchronisation).
+// Throws Error while the stream is capturing a graph: a captured copy would replay stale values.
 void write_update_scalars(const Context& ctx, double* device_values, const double* host_values,
                           std::int64_t count);
 

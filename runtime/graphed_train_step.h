@@ -24,7 +24,9 @@
 // without it, backward would accumulate into gradients from before the capture on every replay.
 // Before each replay the optimizer's prepare_replay() advances its step counts and writes lr
 // and the counts to device memory, so schedules (set_lr between steps) and Adam's bias
-// correction are followed.
+// correction are followed. A loss-scaled step (amp::GradScaler: scale, backward, step, update
+// inside the step function) can be graphed with the fused SGD/Adam: every replay decides on the
+// device whether to skip, and the counts advance on the device only when it does not.
 //
 // Memory plans (issue 19). MemoryPlan::Cached: the graph's pool follows the caching allocator's
 // rules during capture. MemoryPlan::Static: the step is captured twice. The first capture (a

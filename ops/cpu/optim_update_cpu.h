@@ -1,5 +1,5 @@
 #pragma once
-// CPU kernels behind ops/optim_update.h: host scalars only (the dispatcher has checked the rest).
+// CPU kernels behind ops/optim_update.h (the dispatcher has checked the arguments).
 #include <span>
 
 #include "ops/optim_update.h"
@@ -8,7 +8,7 @@ namespace sublet::ops::cpu {
 
 // Templates on the element type with the op's kernel signature (ops/optim_update_kernels.h), so that
 // ops/cpu/register_cpu_kernels.cpp registers one instantiation per dtype; ctx and dtype are unused here.
-// Instantiated for float and double; they read the host scalars (scalars.lr, AdamTensor::step).
+// Instantiated for float and double. The "device" scalars and the found-inf flag are host memory here.
 template <typename T>
 void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tensors, const SgdHyper& hyper,
                 const UpdateScalars& scalars);

@@ -9,6 +9,10 @@
 //   binary search over the table, so a 25M-parameter model is ~800 blocks and a tiny bias one.
 // - lr and Adam's t come from the launch (baked into a graph) or, when the caller gives one,
 //   from a device array read at run time (a graph follows whatever was written there).
+// - Loss scaling: every block reads the found-inf flag first and returns when it is set, so a
+//   skipped step costs one load per block and no host read. Counts advanced by the launch
+//   (UpdateScalars::advance_counts) are advanced by one small kernel before the update (each
+//   slot by one thread; the update blocks read the new values after it), under the same flag.
 // The table's workspace goes back to the allocator as soon as the kernel is enqueued
 // (stream-ordered, like every workspace).
 #include <algorithm>
@@ -48,6 +52,35 @@ struct UploadBatch {
 };
 static_assert(sizeof(UploadBatch) <= 4000, "kernel parameters must stay under 4 KiB");
 
+// Loss scaling's part of a launch (UpdateScalars::found_inf, inv_scale, advance_counts).
+struct ScaleArgs {
+  const float* found_inf;
+  const float* inv_scale;
+  bool advance;
+};
+
+// Uniform over a block (every thread reads the same flag), so a block may return before a barrier.
+__device__ inline bool skip_update(const ScaleArgs& s) { return s.found_inf && *s.found_inf != 0.0f; }  // NaN too
+
+// The unscaled gradient, rounded on its own as GradScaler's separate mul_ rounds it (no
+// contraction into the update's FMAs), written back so that the gradient ends unscaled.
+__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+template <typename T>
+__device__ inline T unscaled_grad(T* grad, std::int64_t i, const ScaleArgs& s, T inv) {
+  if (!s.inv_scale) return grad[i];
+  const T g = mul_rn(grad[i], inv);
+  grad[i] = g;
+  return g;
+}
+
+__global__ void advance_counts_kernel(const Entry* table, int count, double* scalars, std::int64_t counter_slot,
+                                      const float* found_inf) {
+  if (found_inf && *found_inf != 0.0f) return;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) scalars[1 + table[i].index] += 1.0;
+  if (threadIdx.x == 0 && counter_slot >= 0) scalars[1 + counter_slot] += 1.0;
+}
+
 __global__ void write_table_kernel(UploadBatch batch, Entry* table) {
   for (int i = threadIdx.x; i < batch.count; i += blockDim.x) table[batch.offset + i] = batch.entries[i];
 }
@@ -76,20 +109,23 @@ struct SgdArgs {
 
 template <typename T>
 __global__ void __launch_bounds__(kUpdateThreads)
-sgd_kernel(const Entry* table, int count, const double* scalars, SgdArgs a) {
+sgd_kernel(const Entry* table, int count, const double* scalars, SgdArgs a, ScaleArgs s) {
+  if (skip_update(s)) return;
   const Entry& e = entry_of_block(table, count);
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x - e.chunk_begin) * kChunk;
   const std::int64_t end = begin + kChunk < e.numel ? begin + kChunk : e.numel;
   T* p = static_cast<T*>(e.ptr[0]);
-  const T* grad = static_cast<const T*>(e.ptr[1]);
+  T* grad = static_cast<T*>(e.ptr[1]);
   T* buf = static_cast<T*>(e.ptr[2]);
   const double lr = scalars ? scalars[0] : a.lr;
   const T weight_decay = static_cast<T>(a.weight_decay), momentum = static_cast<T>(a.momentum);
   const T keep = static_cast<T>(1.0 - a.dampening), step = static_cast<T>(-lr);
   const bool decay = a.weight_decay != 0.0, use_momentum = a.momentum != 0.0;
-  const bool first = (e.flags & kFirstStep) != 0;
+  // A count of 1 after the advance: the buffer's first real update (a skipped step may have made it).
+  const bool first = (e.flags & kFirstStep) != 0 || (s.advance && scalars[1 + e.index] == 1.0);
+  const T inv = s.inv_scale ? static_cast<T>(*s.inv_scale) : T(1);
   for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    T g = grad[i];
+    T g = unscaled_grad(grad, i, s, inv);
     const T pi = p[i];
     if (decay) g = g + weight_decay * pi;
     if (use_momentum) {
@@ -115,12 +151,13 @@ struct AdamArgs {
 
 template <typename T>
 __global__ void __launch_bounds__(kUpdateThreads)
-adam_kernel(const Entry* table, int count, const double* scalars, AdamArgs a) {
+adam_kernel(const Entry* table, int count, const double* scalars, AdamArgs a, ScaleArgs s) {
+  if (skip_update(s)) return;
   const Entry& e = entry_of_block(table, count);
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x - e.chunk_begin) * kChunk;
   const std::int64_t end = begin + kChunk < e.numel ? begin + kChunk : e.numel;
   T* p = static_cast<T*>(e.ptr[0]);
-  const T* grad = static_cast<const T*>(e.ptr[1]);
+  T* grad = static_cast<T*>(e.ptr[1]);
   T* m = static_cast<T*>(e.ptr[2]);
   T* v = static_cast<T*>(e.ptr[3]);
   const double lr = scalars ? scalars[0] : a.lr;
@@ -133,8 +170,9 @@ adam_kernel(const Entry* table, int count, const double* scalars, AdamArgs a) {
   const T sqrt_bc2 = static_cast<T>(sqrt(bias_correction2)), eps = static_cast<T>(a.eps);
   const T step_size = static_cast<T>(-lr / bias_correction1);
   const bool decay = a.weight_decay != 0.0;
+  const T inv = s.inv_scale ? static_cast<T>(*s.inv_scale) : T(1);
   for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    T g = grad[i];
+    T g = unscaled_grad(grad, i, s, inv);
     T pi = p[i];
     if (decay) {
       if (a.decoupled) pi = pi * shrink; else g = g + weight_decay * pi;
@@ -148,8 +186,9 @@ adam_kernel(const Entry* table, int count, const double* scalars, AdamArgs a) {
   }
 }
 
-// Builds the device table for `entries` (empty tensors already left out) and returns it with
-// the number of blocks (chunks) of the launch. The workspace must outlive the launch's enqueue.
+// Builds the device table for `entries` and returns the number of blocks (chunks) of the launch.
+// Empty tensors have no chunks (they are in the table only when their counts advance; the
+// block-to-entry search skips them). The workspace must outlive the launch's enqueue.
 std::int32_t upload_table(const Context& ctx, std::vector<Entry>& entries, memory::ScopedBlock& workspace) {
   std::int64_t chunks = 0;
   for (Entry& e : entries) {
@@ -172,6 +211,16 @@ std::int32_t upload_table(const Context& ctx, std::vector<Entry>& entries, memor
   return static_cast<std::int32_t>(chunks);
 }
 
+// The counts' advance (before the update blocks read them), under the found-inf flag.
+void advance_counts(const Context& ctx, const std::vector<Entry>& entries, const memory::ScopedBlock& workspace,
+                    const UpdateScalars& scalars) {
+  if (!scalars.advance_counts) return;
+  advance_counts_kernel<<<1, 256, 0, stream_of(ctx.stream)>>>(static_cast<const Entry*>(workspace.get()),
+                                                             static_cast<int>(entries.size()), scalars.device,
+                                                             scalars.counter_slot, scalars.found_inf);
+  SUBLET_CUDA_LAUNCH_CHECK(advance_counts_kernel);
+}
+
 template <typename F>
 void dispatch(DType dtype, const char* op, F&& f) {
   if (dtype == DType::Float32) return f(float{});
@@ -187,13 +236,13 @@ void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tens
   entries.reserve(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const SgdTensor& t = tensors[i];
-    if (t.numel == 0) continue;
+    if (t.numel == 0 && !scalars.advance_counts) continue;
     Entry e{};
     e.ptr[0] = t.param;
-    e.ptr[1] = const_cast<void*>(t.grad);
+    e.ptr[1] = t.grad;
     e.ptr[2] = t.momentum_buffer;
     e.numel = t.numel;
-    e.index = static_cast<std::int32_t>(i);
+    e.index = static_cast<std::int32_t>(t.step_slot >= 0 ? t.step_slot : static_cast<std::int64_t>(i));
     e.flags = t.first ? kFirstStep : 0;
     entries.push_back(e);
   }
@@ -201,11 +250,14 @@ void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tens
   memory::CudaDeviceGuard device(ctx.device);
   memory::ScopedBlock workspace;
   const std::int32_t blocks = upload_table(ctx, entries, workspace);
+  advance_counts(ctx, entries, workspace, scalars);
+  if (blocks == 0) return;
   const SgdArgs args{scalars.lr, hyper.momentum, hyper.dampening, hyper.weight_decay, hyper.nesterov};
+  const ScaleArgs scale{scalars.found_inf, scalars.inv_scale, scalars.advance_counts};
   dispatch(dtype, "sgd_update", [&](auto tag) {
     using T = decltype(tag);
     sgd_kernel<T><<<blocks, kUpdateThreads, 0, stream_of(ctx.stream)>>>(
-        static_cast<const Entry*>(workspace.get()), static_cast<int>(entries.size()), scalars.device, args);
+        static_cast<const Entry*>(workspace.get()), static_cast<int>(entries.size()), scalars.device, args, scale);
     SUBLET_CUDA_LAUNCH_CHECK(sgd_kernel);
   });
 }
@@ -216,10 +268,10 @@ void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> te
   entries.reserve(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const AdamTensor& t = tensors[i];
-    if (t.numel == 0) continue;
+    if (t.numel == 0 && !scalars.advance_counts) continue;
     Entry e{};
     e.ptr[0] = t.param;
-    e.ptr[1] = const_cast<void*>(t.grad);
+    e.ptr[1] = t.grad;
     e.ptr[2] = t.exp_avg;
     e.ptr[3] = t.exp_avg_sq;
     e.numel = t.numel;
@@ -231,12 +283,15 @@ void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> te
   memory::CudaDeviceGuard device(ctx.device);
   memory::ScopedBlock workspace;
   const std::int32_t blocks = upload_table(ctx, entries, workspace);
+  advance_counts(ctx, entries, workspace, scalars);
+  if (blocks == 0) return;
   const AdamArgs args{scalars.lr, hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay,
                       hyper.decoupled_weight_decay};
+  const ScaleArgs scale{scalars.found_inf, scalars.inv_scale, scalars.advance_counts};
   dispatch(dtype, "adam_update", [&](auto tag) {
     using T = decltype(tag);
     adam_kernel<T><<<blocks, kUpdateThreads, 0, stream_of(ctx.stream)>>>(
-        static_cast<const Entry*>(workspace.get()), static_cast<int>(entries.size()), scalars.device, args);
+        static_cast<const Entry*>(workspace.get()), static_cast<int>(entries.size()), scalars.device, args, scale);
     SUBLET_CUDA_LAUNCH_CHECK(adam_kernel);
   });
 }

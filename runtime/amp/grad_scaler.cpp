@@ -13,6 +13,10 @@ Tensor device_scalar(double value, Device device) {
   return full({1}, value, TensorOptions().dtype(DType::Float32).device(device));
 }
 
+// 1 / scale by a division (IEEE, correctly rounded on both devices: exact for the powers of two
+// PyTorch's defaults produce), not by pow(-1), whose device form need not be correctly rounded.
+Tensor inverse_of(const Tensor& scale) { return full({1}, 1.0, scale.options()).div(scale); }
+
 // 1 where `flag` is NaN (a non-finite gradient was seen), else 0: NaN is the one value unequal
 // to itself.
 Tensor seen_non_finite(const Tensor& flag) { return 1.0 - flag.eq(flag); }
@@ -43,26 +47,37 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (unscaled_)
     throw Error("GradScaler::unscale_ was already called for this step; call update() after step() first");
   NoGradGuard no_grad;
-  found_inf_.zero_();
-  const Tensor inverse = 1.0 / scale_;
+  record_non_finite(optimizer);
+  const Tensor inverse = inverse_of(scale_);
   for (const Tensor& p : optimizer.params()) {
     Tensor g = p.grad();
-    if (!g.defined()) continue;
-    found_inf_.add_((g * 0.0).sum().to(DType::Float32).view({1}));
-    g.mul_(inverse.to(g.dtype()));
+    if (g.defined()) g.mul_(inverse.to(g.dtype()));
   }
   unscaled_ = true;
 }
 
-bool GradScaler::step(optim::Optimizer& optimizer) {
+void GradScaler::record_non_finite(optim::Optimizer& optimizer) {
+  found_inf_.zero_();
+  for (const Tensor& p : optimizer.params()) {
+    const Tensor g = p.grad();
+    if (g.defined()) found_inf_.add_((g * 0.0).sum().to(DType::Float32).view({1}));
+  }
+}
+
+optim::StepOutcome GradScaler::step(optim::Optimizer& optimizer) {
   if (!options_.enabled) {
     optimizer.step();
-    return true;
+    return optim::StepOutcome::Stepped;
   }
-  if (!unscaled_) unscale_(optimizer);
-  const bool finite = seen_non_finite(found_inf_).item<float>() == 0.0f;  // the one host read
-  if (finite) optimizer.step();
-  return finite;
+  NoGradGuard no_grad;
+  optim::SkipIfNonFinite skip{found_inf_, Tensor()};
+  if (!unscaled_) {
+    // The check alone: the step unscales (in the fused kernels, saving a pass over the gradients).
+    record_non_finite(optimizer);
+    skip.inv_scale = inverse_of(scale_);
+    unscaled_ = true;
+  }
+  return optimizer.step(skip);
 }
 
 void GradScaler::update() {

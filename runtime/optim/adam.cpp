@@ -44,9 +44,14 @@ void Adam::update(std::size_t index, Tensor& param, const Tensor& grad) {
   param.addcdiv_(m, denom, -lr() / bias_correction1);
 }
 
+bool Adam::fused_update_usable(const std::vector<std::size_t>& indices) const {
+  return options_.fused() && detail::fused_supported(params(), indices);
+}
+
 void Adam::update_params(const std::vector<std::size_t>& indices) {
   detail::FusedParams fused = options_.fused() ? detail::fused_params(params(), indices) : detail::FusedParams{};
   if (!fused.usable) return Optimizer::update_params(indices);
+  const ops::UpdateScalars scalars = fused_scalars();
   std::vector<ops::AdamTensor> tensors(indices.size());
   for (std::size_t k = 0; k < indices.size(); ++k) {
     const std::size_t i = indices[k];
@@ -60,11 +65,13 @@ void Adam::update_params(const std::vector<std::size_t>& indices) {
     t.exp_avg_sq = state(i, "exp_avg_sq").data_ptr();
     params()[i].storage().bump_version();  // an in-place change, as add_() would record
     t.numel = params()[i].numel();
-    t.step = param_step(i);
-    t.step_slot = static_cast<std::int64_t>(i);  // device_scalars() holds every parameter's count
+    // The host count only when the kernel reads no device counts (host counts are current then;
+    // with device counts they may be out of date, and reading them back would sync).
+    t.step = scalars.device ? 0 : param_step(i);
+    t.step_slot = static_cast<std::int64_t>(i);  // fused_scalars() holds every parameter's count
   }
   const ops::AdamHyper hyper{options_.beta1(), options_.beta2(), options_.eps(), options_.weight_decay(), decoupled_};
-  ops::adam_update(fused.ctx, fused.dtype, tensors, hyper, ops::UpdateScalars{lr(), device_scalars()});
+  ops::adam_update(fused.ctx, fused.dtype, tensors, hyper, scalars);
 }
 
 }  // namespace sublet::optim

@@ -39,6 +39,7 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay);
   void update(std::size_t index, Tensor& param, const Tensor& grad) override;
   void update_params(const std::vector<std::size_t>& indices) override;
+  bool fused_update_usable(const std::vector<std::size_t>& indices) const override;
   std::size_t state_tensors_per_parameter() const override { return 2; }  // exp_avg, exp_avg_sq
 
  private:

@@ -2,21 +2,26 @@
 
 namespace sublet::optim::detail {
 
-FusedParams fused_params(const std::vector<Tensor>& params, const std::vector<std::size_t>& indices) {
-  FusedParams out;
-  if (indices.empty()) return out;
+bool fused_supported(const std::vector<Tensor>& params, const std::vector<std::size_t>& indices) {
+  if (indices.empty()) return false;
   const Tensor& first = params[indices.front()];
+  if (first.dtype() != DType::Float32 && first.dtype() != DType::Float64) return false;
   for (std::size_t i : indices) {
     const Tensor& p = params[i];
-    if (p.device() != first.device() || p.dtype() != first.dtype() || !p.is_contiguous()) return out;
-    if (p.dtype() != DType::Float32 && p.dtype() != DType::Float64) return out;
+    if (p.device() != first.device() || p.dtype() != first.dtype() || !p.is_contiguous()) return false;
+    const Tensor g = p.grad();
+    if (!g.defined() || g.dtype() != first.dtype() || g.device() != first.device() || g.sizes() != p.sizes())
+      return false;
   }
+  return true;
+}
+
+FusedParams fused_params(const std::vector<Tensor>& params, const std::vector<std::size_t>& indices) {
+  FusedParams out;
+  if (!fused_supported(params, indices)) return out;
+  const Tensor& first = params[indices.front()];
   out.grads.reserve(indices.size());
-  for (std::size_t i : indices) {
-    Tensor g = params[i].grad();
-    if (g.dtype() != first.dtype() || g.device() != first.device() || g.sizes() != params[i].sizes()) return FusedParams{};
-    out.grads.push_back(g.contiguous());
-  }
+  for (std::size_t i : indices) out.grads.push_back(params[i].grad().contiguous());
   out.usable = true;
   out.dtype = first.dtype();
   out.ctx = ops::Context::for_device(first.device());

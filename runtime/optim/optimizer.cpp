@@ -22,27 +22,91 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr)
   }
 }
 
-void Optimizer::step() {
+void Optimizer::step() { run_step(nullptr); }
+
+StepOutcome Optimizer::step(const SkipIfNonFinite& skip) {
+  check_skip_tensors(skip);
+  return run_step(&skip);
+}
+
+void Optimizer::check_skip_tensors(const SkipIfNonFinite& skip) const {
+  const auto check = [&](const Tensor& t, const char* what) {
+    if (!t.defined() || t.dtype() != DType::Float32 || t.numel() != 1)
+      throw ValueError(std::string("optimizer step: ") + what + " must be a 1-element float32 tensor, got " +
+                       (t.defined() ? t.to_string() : std::string("an undefined tensor")));
+    if (!params_.empty() && t.device() != params_[0].device())
+      throw DeviceError(std::string("optimizer step: ") + what + " must be on the parameters' device " +
+                        params_[0].device().str() + ", got " + t.device().str());
+  };
+  check(skip.found_inf, "found_inf");
+  if (skip.inv_scale.defined()) check(skip.inv_scale, "inv_scale");
+}
+
+StepOutcome Optimizer::run_step(const SkipIfNonFinite* skip) {
   NoGradGuard no_grad;
   AllocationCategoryGuard temporaries(memory::BlockCategory::Temporary);
   std::vector<std::size_t> indices;
   for (std::size_t i = 0; i < params_.size(); ++i)
     if (params_[i].grad().defined()) indices.push_back(i);
   capturing_ = !params_.empty() && ops::stream_is_capturing(ops::Context::for_device(params_[0].device()));
+  struct ResetStepFlags {
+    Optimizer& optimizer;
+    ~ResetStepFlags() {
+      optimizer.capturing_ = false;
+      optimizer.device_skip_ = nullptr;
+    }
+  } reset{*this};
+  if (skip && fused_update_usable(indices)) {
+    // The kernels read the flag and advance the counts (fused_scalars()); nothing is read here.
+    device_skip_ = skip;
+    if (capturing_) {
+      captured_indices_ = indices;
+      captured_ = true;
+      captured_on_device_ = true;
+    }
+    update_params(indices);
+    return StepOutcome::DecidedOnDevice;
+  }
+  if (skip) {
+    if (capturing_)
+      throw Error("optimizer: a CUDA graph can capture a loss-scaled step only with the fused update (SGD/Adam "
+                  "fused(true), float32/float64 parameters and gradients on one device): this step would read the "
+                  "found-inf flag on the host");
+    const float found_inf = skip->found_inf.item<float>();  // the host read (a sync on the GPU)
+    if (!(found_inf == 0.0f)) return StepOutcome::Skipped;
+    if (skip->inv_scale.defined()) {
+      for (std::size_t i : indices) {
+        Tensor g = params_[i].grad();
+        g.mul_(skip->inv_scale.to(g.dtype()));
+      }
+    }
+  }
   if (capturing_) {
     // Nothing runs now; prepare_replay() advances the counts before each replay instead.
     captured_indices_ = indices;
     captured_ = true;
+    captured_on_device_ = false;
   } else {
+    refresh_host_counts();
     ++step_count_;
     for (std::size_t i : indices) ++param_steps_[i];
+    device_counts_current_ = false;  // until device_scalars() writes them
   }
-  struct ResetCapturing {
-    bool& flag;
-    ~ResetCapturing() { flag = false; }
-  } reset{capturing_};
   update_params(indices);
+  return StepOutcome::Stepped;
 }
+
+std::int64_t Optimizer::step_count() const {
+  refresh_host_counts();
+  return step_count_;
+}
+
+std::int64_t Optimizer::param_step(std::size_t index) const {
+  refresh_host_counts();
+  return param_steps_.at(index);
+}
+
+bool Optimizer::fused_update_usable(const std::vector<std::size_t>&) const { return false; }
 
 void Optimizer::update_params(const std::vector<std::size_t>& indices) {
   if (capturing_)
@@ -53,31 +117,79 @@ void Optimizer::update_params(const std::vector<std::size_t>& indices) {
 
 void Optimizer::prepare_replay() {
   if (!captured_) throw Error("optimizer: prepare_replay() without a step() captured into a CUDA graph");
+  if (captured_on_device_) {
+    // The replay's kernels advance the counts unless its found-inf flag skips the step.
+    write_device_scalars(!device_counts_current_);
+    host_counts_current_ = false;
+    return;
+  }
+  refresh_host_counts();
   ++step_count_;
   for (std::size_t i : captured_indices_) ++param_steps_[i];
-  if (device_scalars_.defined()) write_device_scalars();
+  device_counts_current_ = false;
+  if (device_scalars_.defined()) write_device_scalars(true);
 }
 
-const double* Optimizer::device_scalars() {
-  if (params_.empty() || !params_[0].device().is_cuda()) return nullptr;
+ops::UpdateScalars Optimizer::fused_scalars() {
+  ops::UpdateScalars scalars;
+  scalars.lr = lr_;
+  scalars.device = device_scalars(device_skip_ != nullptr);
+  if (device_skip_) {
+    scalars.advance_counts = true;
+    scalars.counter_slot = static_cast<std::int64_t>(params_.size());
+    scalars.found_inf = device_skip_->found_inf.data<float>();
+    scalars.inv_scale = device_skip_->inv_scale.defined() ? device_skip_->inv_scale.data<float>() : nullptr;
+  }
+  return scalars;
+}
+
+double* Optimizer::device_scalars(bool device_decides) {
+  if (params_.empty()) return nullptr;
+  // CPU parameters take host scalars, unless the kernels must advance the counts themselves.
+  if (!params_[0].device().is_cuda() && !device_decides) return nullptr;
   if (!device_scalars_.defined()) {
     if (capturing_)
       throw Error("optimizer: run one eager step before capturing a CUDA graph (the device scalars and the "
                   "optimizer state are created on the first step)");
     AllocationCategoryGuard category(memory::BlockCategory::OptimizerState);
-    device_scalars_ = Tensor::empty({static_cast<std::int64_t>(params_.size()) + 1},
+    device_scalars_ = Tensor::empty({static_cast<std::int64_t>(params_.size()) + 2},
                                     TensorOptions().dtype(DType::Float64).device(params_[0].device()));
+    device_counts_current_ = false;
   }
-  if (!capturing_) write_device_scalars();
+  if (capturing_) {
+    // The replays read what prepare_replay() writes; counts advanced on the device must be there already.
+    if (device_decides && !device_counts_current_)
+      throw Error("optimizer: a loss-scaled step is captured while the step counts are not on the device (after "
+                  "load_state_dict?): run one eager step before the capture");
+  } else if (device_decides) {
+    write_device_scalars(!device_counts_current_);
+    host_counts_current_ = false;  // the kernels advance the device's counts
+  } else {
+    write_device_scalars(true);  // run_step() advanced the host's counts
+  }
   return device_scalars_.data<double>();
 }
 
-void Optimizer::write_device_scalars() {
-  std::vector<double> values(params_.size() + 1);
+void Optimizer::write_device_scalars(bool with_counts) {
+  const std::size_t n = params_.size();
+  std::vector<double> values(with_counts ? n + 2 : 1);
   values[0] = lr_;
-  for (std::size_t i = 0; i < params_.size(); ++i) values[i + 1] = static_cast<double>(param_steps_[i]);
+  if (with_counts) {
+    for (std::size_t i = 0; i < n; ++i) values[i + 1] = static_cast<double>(param_steps_[i]);
+    values[n + 1] = static_cast<double>(step_count_);
+  }
   ops::write_update_scalars(ops::Context::for_device(device_scalars_.device()), device_scalars_.data<double>(),
                             values.data(), static_cast<std::int64_t>(values.size()));
+  if (with_counts) device_counts_current_ = true;
+}
+
+void Optimizer::refresh_host_counts() const {
+  if (host_counts_current_) return;
+  const std::size_t n = params_.size();
+  const std::vector<double> values = device_scalars_.to(Device::cpu()).to_vector<double>();  // waits for the device
+  for (std::size_t i = 0; i < n; ++i) param_steps_[i] = static_cast<std::int64_t>(values[i + 1]);
+  step_count_ = static_cast<std::int64_t>(values[n + 1]);
+  host_counts_current_ = true;
 }
 
 void Optimizer::zero_grad() {
@@ -116,6 +228,7 @@ const Tensor* Optimizer::find_state(std::size_t index, const std::string& key) c
 }
 
 Optimizer::NamedTensors Optimizer::state_dict() const {
+  refresh_host_counts();
   NamedTensors out;
   out.emplace_back("lr", full({}, lr_, DType::Float64));
   out.emplace_back("step_count", full({}, static_cast<double>(step_count_), DType::Int64));
@@ -129,6 +242,8 @@ Optimizer::NamedTensors Optimizer::state_dict() const {
 
 void Optimizer::load_state_dict(const NamedTensors& entries) {
   NoGradGuard no_grad;
+  refresh_host_counts();  // entries the state lacks keep their current counts
+  device_counts_current_ = false;
   bool have_lr = false, have_count = false;
   for (const auto& [name, tensor] : entries) {
     if (name == "lr") {

@@ -12,15 +12,41 @@
 // that changes lr between replays is followed). Capturing needs the fused update and at least
 // one eager step first (state tensors and the device scalars are created eagerly, never inside a
 // capture, where their zero-fill would be replayed every time).
+//
+// Loss scaling: step(SkipIfNonFinite) is the step amp::GradScaler makes. With the fused update
+// (SGD/Adam fused(true), float32/float64 parameters on one device) the skip is decided on the
+// device: the kernels read the found-inf flag and change nothing when it is set, and the step
+// counts (per parameter, and step_count) advance in the kernels, so a skipped step leaves them
+// unchanged with no host read, and the step can be captured into a CUDA graph (prepare_replay()
+// then writes only lr: the replay's kernels advance the counts, or not). The host copies of the
+// counts are then out of date: param_step(), step_count() and state_dict() read them back from
+// the device when asked (one sync), as does the next step without loss scaling. Other optimizers
+// (and the fused ones when their gradients do not fit the kernels) read the flag on the host
+// (one sync) and skip or step; they cannot be captured with loss scaling (Error).
 #include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ops/optim_update.h"
 #include "runtime/tensor.h"
 
 namespace sublet::optim {
+
+// What a loss-scaled step did, as far as the host knows. An enum, not a bool or optional<bool>:
+// `if (scaler.step(opt))` would compile with either and silently mean something else.
+enum class StepOutcome {
+  Stepped,          // the flag was read on the host and was clear (or loss scaling is disabled)
+  Skipped,          // the flag was read on the host and was set: nothing changed
+  DecidedOnDevice,  // the fused kernels read the flag: nothing was read on the host
+};
+
+// What a loss-scaled step gets from amp::GradScaler: float32 [1] tensors on the parameters' device.
+struct SkipIfNonFinite {
+  Tensor found_inf;  // non-zero (NaN included): the step changes nothing
+  Tensor inv_scale;  // optional: the gradients are still scaled; the step multiplies them by this first
+};
 
 class Optimizer {
  public:
@@ -33,15 +59,20 @@ class Optimizer {
 
   // Parameters without a gradient are skipped (and their step count does not advance).
   void step();
+  // The step unless skip.found_inf is set (see the note at the top), gradients unscaled by
+  // skip.inv_scale first when given (and left unscaled). DecidedOnDevice when the fused kernels
+  // decided (no host read: whether it stepped is known only on the device), else what happened.
+  StepOutcome step(const SkipIfNonFinite& skip);
   void zero_grad();
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   const std::vector<Tensor>& params() const { return params_; }
   // Before each replay of a graph that captured step(): see the note at the top.
   void prepare_replay();
-  std::int64_t step_count() const { return step_count_; }
-  // How many updates parameter `index` has received.
-  std::int64_t param_step(std::size_t index) const { return param_steps_.at(index); }
+  // Steps taken (skipped ones not counted). Reads the device's count after device-decided steps.
+  std::int64_t step_count() const;
+  // How many updates parameter `index` has received (read back as step_count()).
+  std::int64_t param_step(std::size_t index) const;
 
   // "lr" (0-d float64), "step_count" (0-d int64), and per parameter "<index>.step" and
   // "<index>.<key>" for each state tensor (PyTorch's optimizer.state_dict() flattened). The
@@ -69,9 +100,15 @@ class Optimizer {
   virtual void update_params(const std::vector<std::size_t>& indices);
   // Whether the current step() is being captured into a CUDA graph.
   bool capturing() const { return capturing_; }
-  // The fused kernels' device scalars, [lr, step of each parameter] (float64 on the parameters'
-  // CUDA device), written for this step; nullptr for CPU parameters.
-  const double* device_scalars();
+  // Whether the fused kernels can make the step on these parameters: then step(SkipIfNonFinite)
+  // leaves the skip to them (update_params with device_skip() set). SGD and Adam with fused(true).
+  virtual bool fused_update_usable(const std::vector<std::size_t>& indices) const;
+  // During update_params of a step whose skip the device decides, its flag and inverse scale; else null.
+  const SkipIfNonFinite* device_skip() const { return device_skip_; }
+  // The fused kernels' scalars for this step: lr and, on CUDA or when the device decides the skip,
+  // the device array [lr, step of each parameter, step_count] (float64 on the parameters'
+  // device) with device_skip()'s flag, inverse scale and advance_counts.
+  ops::UpdateScalars fused_scalars();
   // The state tensor `key` of parameter `index`: created as zeros like the parameter (tagged
   // OptimizerState) on first use; `created` says whether that just happened.
   Tensor& state(std::size_t index, const std::string& key, bool* created = nullptr);
@@ -82,14 +119,25 @@ class Optimizer {
  private:
   std::vector<Tensor> params_;
   double lr_;
-  std::int64_t step_count_ = 0;
-  std::vector<std::int64_t> param_steps_;
+  mutable std::int64_t step_count_ = 0;
+  mutable std::vector<std::int64_t> param_steps_;
   std::vector<std::map<std::string, Tensor>> state_;
   bool capturing_ = false;
   bool captured_ = false;
   std::vector<std::size_t> captured_indices_;  // parameters the captured step updates
-  Tensor device_scalars_;
-  void write_device_scalars();
+  bool captured_on_device_ = false;            // the captured step's counts advance on the device
+  const SkipIfNonFinite* device_skip_ = nullptr;
+  // Where the counts are current: at least one of the two always is. Host: step_count_ and
+  // param_steps_. Device: device_scalars_ (whose counts the kernels advance after device-decided steps).
+  mutable bool host_counts_current_ = true;
+  bool device_counts_current_ = false;
+  Tensor device_scalars_;  // [lr, param_steps_..., step_count_]
+  StepOutcome run_step(const SkipIfNonFinite* skip);
+  double* device_scalars(bool for_cpu);
+  // Writes lr, and the counts too when `with_counts`.
+  void write_device_scalars(bool with_counts);
+  void refresh_host_counts() const;  // reads the device's counts when the host's are out of date
+  void check_skip_tensors(const SkipIfNonFinite& skip) const;
 };
 
 }  // namespace sublet::optim

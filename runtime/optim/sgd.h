@@ -43,6 +43,7 @@ class SGD : public Optimizer {
  protected:
   void update(std::size_t index, Tensor& param, const Tensor& grad) override;
   void update_params(const std::vector<std::size_t>& indices) override;
+  bool fused_update_usable(const std::vector<std::size_t>& indices) const override;
   std::size_t state_tensors_per_parameter() const override { return options_.momentum() != 0.0 ? 1 : 0; }
 
  private:

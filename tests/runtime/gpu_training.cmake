@@ -13,4 +13,6 @@ if(SUBLET_HAVE_CUDA)
   sublet_add_test(test_batch_norm_relu_cuda LABEL gpu SOURCES test_batch_norm_relu_cuda.cpp LIBS runtime)
   # bfloat16/float16 tensors on the GPU: casts, copies, fills, sum/mean, autograd (issue 15).
   sublet_add_test(test_half_tensor_cuda LABEL gpu SOURCES test_half_tensor_cuda.cpp LIBS runtime)
+  # GradScaler's device-side skip on the GPU and its CUDA-graph capture (issue 15).
+  sublet_add_test(test_grad_scaler_cuda LABEL gpu SOURCES test_grad_scaler_cuda.cpp LIBS runtime)
 endif()
