@@ -4,15 +4,19 @@
 #include <cstdint>
 
 #include "core/half.h"
+#include "ops/batch_norm_kernels.h"
 #include "ops/conv2d_kernels.h"
 #include "ops/copy_kernels.h"
+#include "ops/cpu/batch_norm_cpu.h"
 #include "ops/cpu/conv2d_cpu.h"
 #include "ops/cpu/copy_cpu.h"
 #include "ops/cpu/elementwise_cpu.h"
 #include "ops/cpu/matmul_cpu.h"
+#include "ops/cpu/pooling_cpu.h"
 #include "ops/cpu/reduce_cpu.h"
 #include "ops/elementwise_kernels.h"
 #include "ops/matmul_kernels.h"
+#include "ops/pooling_kernels.h"
 #include "ops/reduce_kernels.h"
 
 namespace sublet::ops::cpu {
@@ -196,6 +200,106 @@ void conv2d_backward_weight_half(const Context& ctx, const Conv2dShape& s, DType
   narrow_dense<H>(ctx, s.out_channels, grad_bias, gb.data());
 }
 
+// ---- batch norm: 16-bit activations, float32 parameters and statistics (the contract of
+// ops/batch_norm_kernels.h for 16-bit inputs, as cuDNN's) ----
+const float* f32(const void* p) { return static_cast<const float*>(p); }
+float* f32(void* p) { return static_cast<float*>(p); }
+
+template <typename H>
+void batch_norm_forward_training_half(const Context& ctx, const BatchNormShape& s, DType dtype, const void* input,
+                                      const void* weight, const void* bias, void* running_mean, void* running_var,
+                                      double momentum, double eps, void* output, void* save_mean, void* save_invstd) {
+  const Scratch x = widen_dense(ctx, dtype, s.numel(), input);
+  const Scratch y(ctx, s.numel());
+  batch_norm_forward_training<float>(s, x.data(), f32(weight), f32(bias), f32(running_mean), f32(running_var),
+                                     momentum, eps, y.data(), f32(save_mean), f32(save_invstd));
+  narrow_dense<H>(ctx, s.numel(), output, y.data());
+}
+
+template <typename H>
+void batch_norm_forward_eval_half(const Context& ctx, const BatchNormShape& s, DType dtype, const void* input,
+                                  const void* weight, const void* bias, const void* running_mean,
+                                  const void* running_var, double eps, void* output) {
+  const Scratch x = widen_dense(ctx, dtype, s.numel(), input);
+  const Scratch y(ctx, s.numel());
+  batch_norm_forward_eval<float>(s, x.data(), f32(weight), f32(bias), f32(running_mean), f32(running_var), eps,
+                                 y.data());
+  narrow_dense<H>(ctx, s.numel(), output, y.data());
+}
+
+template <typename H>
+void batch_norm_backward_training_half(const Context& ctx, const BatchNormShape& s, DType dtype,
+                                       const void* grad_output, const void* input, const void* weight,
+                                       const void* save_mean, const void* save_invstd, void* grad_input,
+                                       void* grad_weight, void* grad_bias) {
+  const Scratch gy = widen_dense(ctx, dtype, s.numel(), grad_output), x = widen_dense(ctx, dtype, s.numel(), input);
+  const Scratch gx(ctx, grad_input ? s.numel() : 0);
+  batch_norm_backward_training<float>(s, gy.data(), x.data(), f32(weight), f32(save_mean), f32(save_invstd),
+                                      grad_input ? gx.data() : nullptr, f32(grad_weight), f32(grad_bias));
+  narrow_dense<H>(ctx, s.numel(), grad_input, gx.data());
+}
+
+template <typename H>
+void batch_norm_backward_eval_half(const Context& ctx, const BatchNormShape& s, DType dtype, const void* grad_output,
+                                   const void* input, const void* weight, const void* running_mean,
+                                   const void* running_var, double eps, void* grad_input, void* grad_weight,
+                                   void* grad_bias) {
+  const Scratch gy = widen_dense(ctx, dtype, s.numel(), grad_output), x = widen_dense(ctx, dtype, s.numel(), input);
+  const Scratch gx(ctx, grad_input ? s.numel() : 0);
+  batch_norm_backward_eval<float>(s, gy.data(), x.data(), f32(weight), f32(running_mean), f32(running_var), eps,
+                                  grad_input ? gx.data() : nullptr, f32(grad_weight), f32(grad_bias));
+  narrow_dense<H>(ctx, s.numel(), grad_input, gx.data());
+}
+
+// ---- pooling (NCHW) ----
+template <typename H>
+void max_pool2d_forward_half(const Context& ctx, const Pool2dShape& s, DType dtype, const void* input, void* output,
+                             std::int64_t* indices) {
+  const Scratch x = widen_dense(ctx, dtype, s.input_numel(), input), y(ctx, s.output_numel());
+  max_pool2d_forward<float>(s, x.data(), y.data(), indices);
+  narrow_dense<H>(ctx, s.output_numel(), output, y.data());
+}
+
+template <typename H>
+void max_pool2d_backward_half(const Context& ctx, const Pool2dShape& s, DType dtype, const void* grad_output,
+                              const std::int64_t* indices, void* grad_input) {
+  const Scratch gy = widen_dense(ctx, dtype, s.output_numel(), grad_output), gx(ctx, s.input_numel());
+  max_pool2d_backward<float>(s, gy.data(), indices, gx.data());
+  narrow_dense<H>(ctx, s.input_numel(), grad_input, gx.data());
+}
+
+template <typename H>
+void avg_pool2d_forward_half(const Context& ctx, const Pool2dShape& s, DType dtype, const void* input, void* output,
+                             bool count_include_pad) {
+  const Scratch x = widen_dense(ctx, dtype, s.input_numel(), input), y(ctx, s.output_numel());
+  avg_pool2d_forward<float>(s, x.data(), y.data(), count_include_pad);
+  narrow_dense<H>(ctx, s.output_numel(), output, y.data());
+}
+
+template <typename H>
+void avg_pool2d_backward_half(const Context& ctx, const Pool2dShape& s, DType dtype, const void* grad_output,
+                              void* grad_input, bool count_include_pad) {
+  const Scratch gy = widen_dense(ctx, dtype, s.output_numel(), grad_output), gx(ctx, s.input_numel());
+  avg_pool2d_backward<float>(s, gy.data(), gx.data(), count_include_pad);
+  narrow_dense<H>(ctx, s.input_numel(), grad_input, gx.data());
+}
+
+template <typename H>
+void adaptive_avg_pool2d_forward_half(const Context& ctx, const AdaptivePool2dShape& s, DType dtype,
+                                      const void* input, void* output) {
+  const Scratch x = widen_dense(ctx, dtype, s.input_numel(), input), y(ctx, s.output_numel());
+  adaptive_avg_pool2d_forward<float>(s, x.data(), y.data());
+  narrow_dense<H>(ctx, s.output_numel(), output, y.data());
+}
+
+template <typename H>
+void adaptive_avg_pool2d_backward_half(const Context& ctx, const AdaptivePool2dShape& s, DType dtype,
+                                       const void* grad_output, void* grad_input) {
+  const Scratch gy = widen_dense(ctx, dtype, s.output_numel(), grad_output), gx(ctx, s.input_numel());
+  adaptive_avg_pool2d_backward<float>(s, gy.data(), gx.data());
+  narrow_dense<H>(ctx, s.input_numel(), grad_input, gx.data());
+}
+
 template <typename H>
 void register_for() {
   constexpr DeviceType kCpu = DeviceType::CPU;
@@ -209,6 +313,16 @@ void register_for() {
   conv2d_forward_kernels().set(kCpu, dtype, &conv2d_forward_half<H>);
   conv2d_backward_input_kernels().set(kCpu, dtype, &conv2d_backward_input_half<H>);
   conv2d_backward_weight_kernels().set(kCpu, dtype, &conv2d_backward_weight_half<H>);
+  batch_norm_forward_training_kernels().set(kCpu, dtype, &batch_norm_forward_training_half<H>);
+  batch_norm_forward_eval_kernels().set(kCpu, dtype, &batch_norm_forward_eval_half<H>);
+  batch_norm_backward_training_kernels().set(kCpu, dtype, &batch_norm_backward_training_half<H>);
+  batch_norm_backward_eval_kernels().set(kCpu, dtype, &batch_norm_backward_eval_half<H>);
+  max_pool2d_forward_kernels().set(kCpu, dtype, &max_pool2d_forward_half<H>);
+  max_pool2d_backward_kernels().set(kCpu, dtype, &max_pool2d_backward_half<H>);
+  avg_pool2d_forward_kernels().set(kCpu, dtype, &avg_pool2d_forward_half<H>);
+  avg_pool2d_backward_kernels().set(kCpu, dtype, &avg_pool2d_backward_half<H>);
+  adaptive_avg_pool2d_forward_kernels().set(kCpu, dtype, &adaptive_avg_pool2d_forward_half<H>);
+  adaptive_avg_pool2d_backward_kernels().set(kCpu, dtype, &adaptive_avg_pool2d_backward_half<H>);
 }
 
 }  // namespace

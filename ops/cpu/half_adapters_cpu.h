@@ -7,8 +7,10 @@
 // The scratch buffers come from the context's allocator as workspaces, so they show in the
 // memory statistics.
 //
-// Covered: element-wise unary/binary/ternary, reduce_sum, reduce_extremum, matmul, and conv2d
-// forward and both backwards (NCHW). Registered by ops/cpu/register_cpu_kernels.cpp.
+// Covered: element-wise unary/binary/ternary, reduce_sum, reduce_extremum, matmul, conv2d forward
+// and both backwards, batch norm (16-bit activations with float32 parameters and statistics, as
+// ops/batch_norm_kernels.h asks of 16-bit inputs) and the poolings, all NCHW. Registered by
+// ops/cpu/register_cpu_kernels.cpp.
 namespace sublet::ops::cpu {
 
 void register_half_adapters();

@@ -10,9 +10,11 @@
 #include <random>
 #include <vector>
 
+#include "ops/batch_norm.h"
 #include "ops/conv2d.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "ops/pooling.h"
 #include "ops/reduce.h"
 #include "tests/ops/half_test_support.h"
 
@@ -152,6 +154,64 @@ TYPED_TEST(HalfAdaptersCpu, Conv2dForwardAndBothBackwards) {
   std::vector<H> gw_only(gw.size());
   conv2d_backward_weight(cpu(), s, dt, gyh.data(), xh.data(), gw_only.data(), nullptr);
   testing::expect_half_bits_equal(gw_only, gw, "conv2d backward weight without bias");
+}
+
+// Batch norm with a 16-bit input and float32 parameters, running statistics and saved
+// statistics (the 16-bit contract of ops/batch_norm_kernels.h); the float32 results (statistics,
+// parameter gradients) equal the float32 kernel's on the same inputs up to float32 rounding.
+TYPED_TEST(HalfAdaptersCpu, BatchNormTrainingWithFloat32ParametersAndItsBackward) {
+  using H = TypeParam;
+  constexpr DType dt = DTypeOf<H>::value;
+  BatchNormShape s;
+  s.batch = 3, s.channels = 4, s.height = 5, s.width = 2;
+  const std::vector<float> x = random_half_values<H>(s.numel(), 21), gy = random_half_values<H>(s.numel(), 22);
+  const std::vector<float> weight = random_half_values<H>(4, 23, 0.5f, 1.5f), bias = random_half_values<H>(4, 24);
+  const std::vector<H> xh = testing::to_half<H>(x), gyh = testing::to_half<H>(gy);
+  std::vector<float> rm(4, 0.1f), rv(4, 1.0f), rm_ref = rm, rv_ref = rv, mean(4), invstd(4), mean_ref(4), invstd_ref(4);
+  std::vector<H> y(s.numel()), gx(s.numel());
+  std::vector<float> y_ref(s.numel()), gx_ref(s.numel()), gw(4), gb(4), gw_ref(4), gb_ref(4);
+  batch_norm_forward_training(cpu(), s, dt, xh.data(), weight.data(), bias.data(), rm.data(), rv.data(), 0.1, 1e-5,
+                              y.data(), mean.data(), invstd.data());
+  batch_norm_forward_training(cpu(), s, DType::Float32, x.data(), weight.data(), bias.data(), rm_ref.data(),
+                              rv_ref.data(), 0.1, 1e-5, y_ref.data(), mean_ref.data(), invstd_ref.data());
+  expect_close(y, y_ref, "batch norm output");
+  testing::expect_float_bits_equal(mean, mean_ref, "saved mean");
+  testing::expect_float_bits_equal(invstd, invstd_ref, "saved invstd");
+  testing::expect_float_bits_equal(rv, rv_ref, "running var");
+  batch_norm_backward_training(cpu(), s, dt, gyh.data(), xh.data(), weight.data(), mean.data(), invstd.data(),
+                               gx.data(), gw.data(), gb.data());
+  batch_norm_backward_training(cpu(), s, DType::Float32, gy.data(), x.data(), weight.data(), mean_ref.data(),
+                               invstd_ref.data(), gx_ref.data(), gw_ref.data(), gb_ref.data());
+  expect_close(gx, gx_ref, "batch norm grad input");
+  testing::expect_float_bits_equal(gw, gw_ref, "batch norm grad weight");
+  testing::expect_float_bits_equal(gb, gb_ref, "batch norm grad bias");
+}
+
+TYPED_TEST(HalfAdaptersCpu, MaxAndAveragePoolingForwardAndBackward) {
+  using H = TypeParam;
+  constexpr DType dt = DTypeOf<H>::value;
+  Pool2dShape s;
+  s.batch = 2, s.channels = 3, s.in_height = 7, s.in_width = 6, s.kernel_h = 3, s.kernel_w = 3;
+  s.stride_h = 2, s.stride_w = 2, s.pad_h = 1, s.pad_w = 1;
+  s.validate("pool");
+  const std::vector<float> x = random_half_values<H>(s.input_numel(), 31), gy = random_half_values<H>(s.output_numel(), 32);
+  const std::vector<H> xh = testing::to_half<H>(x), gyh = testing::to_half<H>(gy);
+  std::vector<H> y(s.output_numel()), gx(s.input_numel());
+  std::vector<float> y_ref(y.size()), gx_ref(gx.size());
+  std::vector<std::int64_t> at(y.size()), at_ref(y.size());
+  max_pool2d_forward(cpu(), s, dt, xh.data(), y.data(), at.data());
+  max_pool2d_forward(cpu(), s, DType::Float32, x.data(), y_ref.data(), at_ref.data());
+  expect_close(y, y_ref, "max pool");
+  EXPECT_EQ(at, at_ref);
+  max_pool2d_backward(cpu(), s, dt, gyh.data(), at.data(), gx.data());
+  max_pool2d_backward(cpu(), s, DType::Float32, gy.data(), at_ref.data(), gx_ref.data());
+  expect_close(gx, gx_ref, "max pool backward");
+  avg_pool2d_forward(cpu(), s, dt, xh.data(), y.data(), false);
+  avg_pool2d_forward(cpu(), s, DType::Float32, x.data(), y_ref.data(), false);
+  expect_close(y, y_ref, "avg pool");
+  avg_pool2d_backward(cpu(), s, dt, gyh.data(), gx.data(), false);
+  avg_pool2d_backward(cpu(), s, DType::Float32, gy.data(), gx_ref.data(), false);
+  expect_close(gx, gx_ref, "avg pool backward");
 }
 
 // The scratch buffers are the allocator's workspaces: they show in its statistics and are all
