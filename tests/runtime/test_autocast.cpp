@@ -9,6 +9,7 @@
 
 #include "core/errors.h"
 #include "runtime/nn/activation.h"
+#include "runtime/nn/checkpoint.h"
 #include "runtime/nn/conv2d.h"
 #include "runtime/nn/flatten.h"
 #include "runtime/optim/sgd.h"
@@ -81,6 +82,40 @@ TEST(Autocast, BackwardInsideAGuardEqualsBackwardOutside) {
   const std::vector<float> inside = weight_grad(true), outside = weight_grad(false);
   ASSERT_EQ(inside.size(), outside.size());
   for (std::size_t i = 0; i < inside.size(); ++i) ASSERT_TRUE(inside[i] == outside[i]) << i << ": " << inside[i] << " vs " << outside[i];
+}
+
+// A checkpointed block recomputes its forward in backward under the autocast state of its
+// forward (the engine has switched autocast off by then): the gradients are those of the
+// block run plainly under the same guard.
+TEST(Autocast, CheckpointRecomputesUnderTheForwardsAutocastState) {
+  Tensor x = random_on(Device::cpu(), {2, 3, 6, 6}, 61, true);
+  const auto grads = [&](bool recompute) {
+    Generator init(62);
+    auto block = std::make_shared<nn::Sequential>();
+    block->push_back(std::make_shared<nn::Conv2d>(nn::Conv2dOptions(3, 4, 3).padding(1), init));
+    block->push_back(std::make_shared<nn::ReLU>());
+    block->push_back(std::make_shared<nn::Conv2d>(nn::Conv2dOptions(4, 2, 3).padding(1), init));
+    Tensor loss;
+    {
+      AutocastGuard autocast(DType::BFloat16);
+      const Tensor y = recompute ? nn::checkpoint(block, x) : (*block)(x);
+      EXPECT_EQ(y.dtype(), DType::BFloat16);
+      loss = (y.to(DType::Float32) * y.to(DType::Float32)).sum();
+    }
+    x.set_grad({});
+    loss.backward();
+    std::vector<float> out = x.grad().to_vector<float>();
+    for (const Tensor& p : block->parameters()) {
+      EXPECT_EQ(p.grad().dtype(), DType::Float32);
+      const std::vector<float> g = p.grad().to_vector<float>();
+      out.insert(out.end(), g.begin(), g.end());
+    }
+    return out;
+  };
+  const std::vector<float> plain = grads(false), recomputed = grads(true);
+  ASSERT_EQ(plain.size(), recomputed.size());
+  for (std::size_t i = 0; i < plain.size(); ++i)
+    ASSERT_TRUE(plain[i] == recomputed[i]) << i << ": " << recomputed[i] << " vs " << plain[i];
 }
 
 // The promotion of a 16-bit/float32 mix holds outside autocast too, with each operand's
