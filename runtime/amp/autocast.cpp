@@ -6,6 +6,7 @@
 #include "core/errors.h"
 #include "runtime/allocation_scope.h"
 #include "runtime/autograd/grad_mode.h"
+#include "runtime/autograd/node.h"
 
 namespace sublet {
 namespace {
@@ -13,7 +14,16 @@ namespace {
 struct CachedCast {
   Tensor source;  // held so that its address cannot be reused by another tensor while cached
   Tensor cast;
+  std::uint64_t source_version = 0;  // the source's storage version when it was cast
 };
+
+// A cached cast is reused only while it is still the source's value and its autograd node can
+// still run: an optimizer step in between (a loop inside one guard) bumps the parameter's storage
+// version, and a backward through the copy releases its node.
+bool still_valid(const CachedCast& c, DType target) {
+  return c.cast.dtype() == target && c.source.storage().version() == c.source_version &&
+         !(c.cast.grad_fn() && c.cast.grad_fn()->released());
+}
 
 struct AutocastState {
   bool enabled = false;
@@ -82,9 +92,9 @@ Tensor to_lower(const Tensor& t) {
   const bool cacheable = t.dtype() == DType::Float32 && t.is_leaf() && t.requires_grad() && autograd::grad_mode_enabled();
   if (!cacheable) return cast(t, s.dtype);
   const auto found = s.cache.find(t.unsafe_impl());
-  if (found != s.cache.end() && found->second.cast.dtype() == s.dtype) return found->second.cast;
+  if (found != s.cache.end() && still_valid(found->second, s.dtype)) return found->second.cast;
   Tensor lowered = cast(t, s.dtype);
-  s.cache[t.unsafe_impl()] = CachedCast{t, lowered};
+  s.cache[t.unsafe_impl()] = CachedCast{t, lowered, t.storage().version()};
   return lowered;
 }
 

@@ -14,8 +14,10 @@
 //
 // The casts are autograd ops, so gradients flow back to the float32 leaves in float32. A leaf
 // that requires grad (a parameter) is cast once per outermost guard and the copy reused (a weight
-// used twice is cast once); the cache is dropped when the outermost guard exits, so wrap the
-// forward pass of each step in its own guard, as with torch.autocast. The cast copies are tagged
+// used twice is cast once); the cache is dropped when the outermost guard exits. Wrap the forward
+// pass of each step in its own guard, as with torch.autocast; a guard around a whole training
+// loop works too: a copy is cast again once its parameter has changed in place (optimizer step)
+// or a backward has gone through it. The cast copies are tagged
 // memory::BlockCategory::Autocast in the allocator's history and the memory study.
 //
 // The state is per thread and guards nest: each guard restores the state it found. Backward runs
