@@ -21,7 +21,8 @@ struct ExpandableSegment;
 // What a block is used for, as the runtime knows it (set by the layer that asks).
 enum class BlockCategory : std::uint8_t {
   Unknown, Parameter, Gradient, Activation, OptimizerState, Workspace, Input, Temporary,
-  Communication  // data parallel's gradient buckets (runtime/distributed/data_parallel.h)
+  Communication,  // data parallel's gradient buckets (runtime/distributed/data_parallel.h)
+  Autocast  // autocast's 16-bit (and float32) cast copies (runtime/amp/autocast.h)
 };
 
 // optimize_size: the node's colour shares its parent pointer, so a free bin (free_block_bins.h)

@@ -31,12 +31,13 @@ const char* category_name(BlockCategory category) {
     case BlockCategory::Input: return "input";
     case BlockCategory::Temporary: return "temporary";
     case BlockCategory::Communication: return "communication";
+    case BlockCategory::Autocast: return "autocast";
   }
   return "?";
 }
 
 std::optional<BlockCategory> category_from_name(std::string_view name) {
-  for (int c = 0; c <= static_cast<int>(BlockCategory::Communication); ++c) {
+  for (int c = 0; c <= static_cast<int>(BlockCategory::Autocast); ++c) {
     const auto category = static_cast<BlockCategory>(c);
     if (name == category_name(category)) return category;
   }

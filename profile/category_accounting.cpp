@@ -15,6 +15,7 @@ Category report_category(memory::BlockCategory category) {
     case memory::BlockCategory::Workspace: return Category::Workspace;
     case memory::BlockCategory::Input: return Category::Input;
     case memory::BlockCategory::Communication: return Category::Communication;
+    case memory::BlockCategory::Autocast: return Category::Autocast;
     case memory::BlockCategory::Temporary:
     case memory::BlockCategory::Unknown: return Category::Temporary;
   }
@@ -31,6 +32,7 @@ const char* category_label(Category category) {
     case Category::Input: return "input";
     case Category::Temporary: return "temporary";
     case Category::Communication: return "communication";
+    case Category::Autocast: return "autocast";
   }
   return "?";
 }

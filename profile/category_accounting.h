@@ -19,9 +19,9 @@
 namespace sublet::profile {
 
 enum class Category : std::uint8_t {
-  Parameter, Gradient, Activation, OptimizerState, Workspace, Input, Temporary, Communication
+  Parameter, Gradient, Activation, OptimizerState, Workspace, Input, Temporary, Communication, Autocast
 };
-inline constexpr std::size_t kNumCategories = 8;
+inline constexpr std::size_t kNumCategories = 9;
 using CategoryBytes = std::array<std::int64_t, kNumCategories>;
 
 Category report_category(memory::BlockCategory category);

@@ -21,6 +21,7 @@ memory::BlockCategory block_category(Category c) {
     case Category::Input: return memory::BlockCategory::Input;
     case Category::Temporary: return memory::BlockCategory::Temporary;
     case Category::Communication: return memory::BlockCategory::Communication;
+    case Category::Autocast: return memory::BlockCategory::Autocast;
   }
   return memory::BlockCategory::Temporary;
 }

@@ -78,6 +78,7 @@ const char* category_color(Category category) {
     case Category::Input: return "#edc948";
     case Category::Temporary: return "#b07aa1";
     case Category::Communication: return "#9c755f";
+    case Category::Autocast: return "#ff9da7";
   }
   return "#999999";
 }

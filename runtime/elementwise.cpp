@@ -18,6 +18,21 @@ void check_binary(const char* op, const Tensor& a, const Tensor& b) {
   detail::check_same_dtype(op, a, b);
 }
 
+// PyTorch's type promotion for the mix autocast makes common: a 16-bit tensor with a float32 or
+// float64 one (a bfloat16 conv output plus a float32 residual). The op runs in the wider type;
+// the cast up is an autograd op, so the narrow operand's gradient comes back in its own dtype.
+// Other mixes of dtypes still throw in check_same_dtype.
+bool is_half(DType d) { return d == DType::BFloat16 || d == DType::Float16; }
+bool mixes_half(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.dtype() == b.dtype()) return false;
+  const auto floating = [](DType d) { return d == DType::Float32 || d == DType::Float64 || is_half(d); };
+  return (is_half(a.dtype()) || is_half(b.dtype())) && floating(a.dtype()) && floating(b.dtype());
+}
+Tensor promoted(const Tensor& t, const Tensor& other) {
+  const bool wide = t.dtype() == DType::Float64 || other.dtype() == DType::Float64;
+  return t.to(wide ? DType::Float64 : DType::Float32);
+}
+
 Tensor binary_forward(const char* op, ops::BinaryOp kind, const Tensor& a, const Tensor& b, double alpha = 1.0) {
   check_binary(op, a, b);
   const Shape shape = broadcast_shapes(op, a.sizes(), b.sizes());
@@ -65,6 +80,7 @@ Tensor& inplace_unary(const char* op, ops::UnaryOp kind, Tensor& self, ops::Unar
 }  // namespace
 
 Tensor Tensor::add(const Tensor& other, double alpha) const {
+  if (mixes_half(*this, other)) return promoted(*this, other).add(promoted(other, *this), alpha);
   Tensor out = binary_forward("add", ops::BinaryOp::Add, *this, other, alpha);
   if (autograd::any_requires_grad({*this, other})) {
     autograd::record("add", {*this, other}, {out}, [a = sizes(), b = other.sizes(), alpha](const TensorList& g) {
@@ -75,6 +91,7 @@ Tensor Tensor::add(const Tensor& other, double alpha) const {
 }
 
 Tensor Tensor::sub(const Tensor& other, double alpha) const {
+  if (mixes_half(*this, other)) return promoted(*this, other).sub(promoted(other, *this), alpha);
   Tensor out = binary_forward("sub", ops::BinaryOp::Sub, *this, other, alpha);
   if (autograd::any_requires_grad({*this, other})) {
     autograd::record("sub", {*this, other}, {out}, [a = sizes(), b = other.sizes(), alpha](const TensorList& g) {
@@ -85,6 +102,7 @@ Tensor Tensor::sub(const Tensor& other, double alpha) const {
 }
 
 Tensor Tensor::mul(const Tensor& other) const {
+  if (mixes_half(*this, other)) return promoted(*this, other).mul(promoted(other, *this));
   Tensor out = binary_forward("mul", ops::BinaryOp::Mul, *this, other);
   if (autograd::any_requires_grad({*this, other})) {
     const bool need_a = requires_grad(), need_b = other.requires_grad();
@@ -98,6 +116,7 @@ Tensor Tensor::mul(const Tensor& other) const {
 }
 
 Tensor Tensor::div(const Tensor& other) const {
+  if (mixes_half(*this, other)) return promoted(*this, other).div(promoted(other, *this));
   Tensor out = binary_forward("div", ops::BinaryOp::Div, *this, other);
   if (autograd::any_requires_grad({*this, other})) {
     const bool need_b = other.requires_grad();
@@ -115,6 +134,7 @@ Tensor Tensor::div(const Tensor& other) const {
 namespace {
 // maximum/minimum: the gradient goes to the input that won (to `a` on ties).
 Tensor extremum2(const char* op, ops::BinaryOp kind, const Tensor& a, const Tensor& b) {
+  if (mixes_half(a, b)) return extremum2(op, kind, promoted(a, b), promoted(b, a));
   Tensor out = binary_forward(op, kind, a, b);
   if (autograd::any_requires_grad({a, b})) {
     Tensor b_wins;
@@ -137,6 +157,7 @@ Tensor Tensor::minimum(const Tensor& other) const { return extremum2("minimum", 
 
 Tensor Tensor::eq(const Tensor& other) const {
   NoGradGuard no_grad;
+  if (mixes_half(*this, other)) return promoted(*this, other).eq(promoted(other, *this));
   return binary_forward("eq", ops::BinaryOp::Equal, *this, other);
 }
 

@@ -1,6 +1,7 @@
 // Matrix products: 2-D, batched 3-D, and a 2-D operand broadcast over the other's batch.
 #include "core/errors.h"
 #include "ops/matmul.h"
+#include "runtime/amp/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/kernel_args.h"
 
@@ -69,6 +70,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
 Tensor Tensor::matmul(const Tensor& other) const {
   detail::check_defined("matmul", *this);
   detail::check_defined("matmul", other);
+  if (amp::casts_to_lower({*this, other})) return amp::to_lower(*this).matmul(amp::to_lower(other));
   detail::check_same_device("matmul", *this, other);
   detail::check_same_dtype("matmul", *this, other);
   detail::check_floating("matmul", *this);

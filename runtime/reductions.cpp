@@ -4,6 +4,7 @@
 
 #include "core/errors.h"
 #include "ops/reduce.h"
+#include "runtime/amp/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"
 #include "runtime/kernel_args.h"
@@ -48,6 +49,7 @@ Shape reduced_shape(const Tensor& t, const std::vector<bool>& reduce, bool keepd
 }
 
 Tensor sum_impl(const char* op, const Tensor& x, const Shape& dims, bool keepdim, bool mean) {
+  if (amp::casts_to_float32({x})) return sum_impl(op, amp::to_float32(x), dims, keepdim, mean);
   detail::check_defined(op, x);
   if (mean) detail::check_floating(op, x);
   const auto reduce = reduced_dims(op, x, dims);

@@ -24,5 +24,6 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/optim/fused_params.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optim/lr_scheduler.cpp
   ${CMAKE_CURRENT_LIST_DIR}/amp/grad_scaler.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/amp/autocast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/amp/precision.cpp
 )

@@ -11,6 +11,7 @@
 #include "ops/copy_kernels.h"
 #include "ops/cpu/copy_cpu.h"
 #include "ops/cpu/elementwise_cpu.h"
+#include "ops/cpu/half_adapters_cpu.h"
 #include "ops/cpu/matmul_cpu.h"
 #include "ops/cpu/nn_kernel_adapters.h"
 #include "ops/cpu/optim_update_cpu.h"
@@ -94,6 +95,8 @@ void register_cpu_kernels() {
   fill_kernels().set(kCpu, DType::BFloat16, &cpu::fill<BFloat16>);
   copy_kernels().set(kCpu, DType::Float16, &cpu::copy<Float16>);
   fill_kernels().set(kCpu, DType::Float16, &cpu::fill<Float16>);
+  // Their arithmetic (element-wise, reductions, matmul, conv2d) widens to the float32 kernels.
+  cpu::register_half_adapters();
   copy_kernels().set(kCpu, DType::UInt8, &cpu::copy<std::uint8_t>);
   fill_kernels().set(kCpu, DType::UInt8, &cpu::fill<std::uint8_t>);
   // The CPU has no device services: host copies are memcpy in ops/copy.cpp, nothing captures.

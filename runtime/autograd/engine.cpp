@@ -8,6 +8,7 @@
 
 #include "core/errors.h"
 #include "runtime/allocation_scope.h"
+#include "runtime/amp/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"
 
@@ -107,6 +108,8 @@ TensorList Engine::run_node(Node& node, TensorList grad_outputs, bool retain_gra
 
 void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
   NoGradGuard no_grad;
+  // Gradients keep the dtypes of the forward: the policy's casts are the forward's business.
+  AutocastGuard no_autocast(amp::autocast_dtype(), /*enabled=*/false);
   // Everything backward allocates is a gradient (of an activation or a parameter); kernels'
   // scratch space keeps its own Workspace tag.
   AllocationCategoryGuard category(memory::BlockCategory::Gradient);

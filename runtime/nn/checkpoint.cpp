@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/amp/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/generator.h"
@@ -43,7 +44,8 @@ Tensor checkpoint(const std::shared_ptr<Module>& module, const Tensor& input) {
   autograd::record(
       "checkpoint(" + module->type_name() + ")", inputs, {output},
       [module, saved = autograd::save(input), at_forward = std::move(at_forward), input_needs_grad,
-       inputs_count](autograd::TensorList& grads) {
+       inputs_count, autocast_on = amp::autocast_is_enabled(),
+       autocast_dtype = amp::autocast_dtype()](autograd::TensorList& grads) {
         const GeneratorStates now = states_of(*module);
         std::vector<Tensor> buffers = module->buffers();
         std::vector<Tensor> kept;
@@ -67,6 +69,7 @@ Tensor checkpoint(const std::shared_ptr<Module>& module, const Tensor& input) {
               return autograd::TensorList{Tensor()};
             });
           }
+          AutocastGuard autocast(autocast_dtype, autocast_on);  // recompute in the forward's dtypes
           y = (*module)(x);
         }
         restore(now);

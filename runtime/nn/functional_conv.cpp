@@ -1,5 +1,6 @@
 // conv2d: ops::conv2d_forward plus one node whose backward runs the two backward kernels.
 #include "ops/conv2d.h"
+#include "runtime/amp/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
@@ -39,6 +40,9 @@ ops::Conv2dShape conv_shape(const Tensor& input, const Tensor& weight, const Con
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dFuncOptions& options) {
   const char* op = "conv2d";
+  if (amp::casts_to_lower({input, weight, bias})) {
+    return conv2d(amp::to_lower(input), amp::to_lower(weight), amp::to_lower(bias), options);
+  }
   sublet::detail::check_defined(op, input);
   sublet::detail::check_floating(op, input);
   nn::detail::check_like_input(op, input, weight);

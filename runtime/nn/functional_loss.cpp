@@ -1,5 +1,6 @@
 // log_softmax, nll_loss and the fused cross_entropy over the loss kernels, one node each.
 #include "ops/loss.h"
+#include "runtime/amp/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
@@ -24,6 +25,7 @@ ops::ClassScoresShape scores_shape(const char* op, const Tensor& scores, const T
 
 Tensor log_softmax(const Tensor& input, std::int64_t dim) {
   const char* op = "log_softmax";
+  if (amp::casts_to_float32({input})) return log_softmax(amp::to_float32(input), dim);
   sublet::detail::check_defined(op, input);
   sublet::detail::check_floating(op, input);
   if (input.dim() == 0 || wrap_dim(op, dim, input.sizes()) != input.dim() - 1) {
@@ -54,6 +56,7 @@ Tensor log_softmax(const Tensor& input, std::int64_t dim) {
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets) {
   const char* op = "nll_loss";
+  if (amp::casts_to_float32({log_probs})) return nll_loss(amp::to_float32(log_probs), targets);
   const ops::ClassScoresShape s = scores_shape(op, log_probs, targets);
   Tensor loss, labels;
   {
@@ -78,6 +81,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, double label_smoothing) {
   const char* op = "cross_entropy";
+  if (amp::casts_to_float32({logits})) return cross_entropy(amp::to_float32(logits), targets, label_smoothing);
   const ops::ClassScoresShape s = scores_shape(op, logits, targets);
   Tensor loss, x, labels;
   {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/errors.h"
+#include "runtime/amp/autocast.h"
 #include "runtime/nn/checkpoint.h"
 #include "runtime/factories.h"
 
@@ -26,8 +27,10 @@ Tensor Linear::forward(const Tensor& input) {
     throw ShapeError("Linear: input of shape " + shape_str(input.sizes()) + " does not end in in_features = " +
                      std::to_string(weight.size(1)));
   }
-  Tensor out = input.matmul(weight.t());
-  return bias.defined() ? out + bias : out;
+  // Under autocast the leaf weight is cast before the transpose (a view would miss the cast
+  // cache), and the bias with it, so the output stays in the 16-bit type as torch's F.linear.
+  Tensor out = input.matmul(amp::to_lower(weight).t());
+  return bias.defined() ? out + amp::to_lower(bias) : out;
 }
 
 Tensor Sequential::forward(const Tensor& input) {

@@ -7,3 +7,5 @@ sublet_add_test(test_int_divider LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/tes
 sublet_add_test(test_shape_vector LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_shape_vector.cpp LIBS ops)
 # The judge of the 16-bit GPU kernel tests (tests/ops/half_test_support.h), on the CPU.
 sublet_add_test(test_half_compare LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_half_compare.cpp LIBS ops)
+# The CPU's 16-bit kernels (float32 kernels between widening and rounding) against float32.
+sublet_add_test(test_half_adapters_cpu LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_half_adapters_cpu.cpp LIBS ops)
