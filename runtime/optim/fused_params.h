@@ -1,7 +1,9 @@
 #pragma once
 // What the fused optimizer updates (ops/optim_update.h) need from a step's parameters: one
-// device and dtype for all of them, contiguous parameters, and contiguous gradients (a
-// non-contiguous gradient is copied; the copy is kept alive until the update is enqueued).
+// device and dtype for all of them, dense parameters (contiguous, channels-last or any other
+// permutation), and gradients in their parameter's layout (another layout is copied into it;
+// the copy is kept alive until the update is enqueued). Optimizer::state keeps the state
+// tensors in the parameter's layout too.
 #include <cstddef>
 #include <vector>
 
