@@ -171,6 +171,23 @@ Tensor Tensor::contiguous(MemoryFormat format) const {
   return out;
 }
 
+Tensor Tensor::to(MemoryFormat format) const {
+  detail::check_defined("to", *this);
+  // PyTorch's rule: an alias when the tensor already suggests the format (and is dense in it).
+  // Not contiguous(format): a contiguous [OC,C,1,1] weight is channels-last-contiguous too, but
+  // to(ChannelsLast) gives it channels-last strides, so that it then suggests ChannelsLast.
+  if (suggest_memory_format() == format && is_contiguous(format)) return *this;
+  Tensor out = Tensor::empty(sizes(), options(), format);
+  {
+    NoGradGuard no_grad;
+    out.copy_(*this);
+  }
+  if (autograd::any_requires_grad({*this})) {
+    autograd::record("to_memory_format", {*this}, {out}, [](const autograd::TensorList& g) { return g; });
+  }
+  return out;
+}
+
 Tensor Tensor::empty(Shape sizes, TensorOptions options, MemoryFormat format) {
   if (format == MemoryFormat::Contiguous) return empty(std::move(sizes), options);
   Shape strides = detail::format_strides(sizes, format);

@@ -157,7 +157,9 @@ class Tensor {
   Tensor clone() const;            // keeps a dense layout (channels-last stays so), as PyTorch
   Tensor to(DType dtype) const;    // this tensor itself when the dtype matches
   Tensor to(Device device) const;  // a dense layout (e.g. channels-last) is kept
-  Tensor to(MemoryFormat format) const { return contiguous(format); }
+  // A copy in the format unless the tensor already suggests it (PyTorch's .to(memory_format)):
+  // unlike contiguous(format), a [N,C,1,1] or [N,1,H,W] tensor gets the format's strides.
+  Tensor to(MemoryFormat format) const;
   template <typename T>
   T item() const;                  // numel must be 1; converts to T
   template <typename T>

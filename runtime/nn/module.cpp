@@ -208,7 +208,7 @@ void Module::to(Device device) {
 }
 
 void Module::to(MemoryFormat format) {
-  replace_all([format](const Tensor& t) { return t.dim() == 4 ? t.contiguous(format) : t; });
+  replace_all([format](const Tensor& t) { return t.dim() == 4 ? t.to(format) : t; });
 }
 
 void Module::to(DType dtype) {
