@@ -31,16 +31,26 @@ Shape format_strides(const Shape& sizes, MemoryFormat format) {
 
 bool is_dense_layout(const Shape& sizes, const Shape& strides) {
   if (sizes.size() != strides.size()) return false;
-  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, size) of the dims that move
+  // (stride, size) of the dims that move, insertion-sorted by stride: Shapes keep a few values
+  // inline, so this check (made on every element-wise op) allocates nothing.
+  Shape dim_strides, dim_sizes;
   for (std::size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] == 0) return true;  // no elements: any strides lay them out
-    if (sizes[d] != 1) dims.push_back({strides[d], sizes[d]});
+    if (sizes[d] == 1) continue;
+    std::size_t at = dim_strides.size();
+    dim_strides.push_back(strides[d]);
+    dim_sizes.push_back(sizes[d]);
+    for (; at > 0 && dim_strides[at - 1] > strides[d]; --at) {
+      dim_strides[at] = dim_strides[at - 1];
+      dim_sizes[at] = dim_sizes[at - 1];
+    }
+    dim_strides[at] = strides[d];
+    dim_sizes[at] = sizes[d];
   }
-  std::sort(dims.begin(), dims.end());
   std::int64_t expected = 1;
-  for (const auto& [stride, size] : dims) {
-    if (stride != expected) return false;
-    expected *= size;
+  for (std::size_t i = 0; i < dim_strides.size(); ++i) {
+    if (dim_strides[i] != expected) return false;
+    expected *= dim_sizes[i];
   }
   return true;
 }
@@ -106,10 +116,13 @@ void coalesce_elementwise(Shape& sizes, ops::StridedRef& out, std::initializer_l
       return;
     }
   }
-  std::vector<std::size_t> order(nd);
-  std::iota(order.begin(), order.end(), std::size_t{0});
+  Shape order(nd);
+  std::iota(order.begin(), order.end(), std::int64_t{0});
   std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return out.strides[a] > out.strides[b]; });
+                   [&](std::int64_t a, std::int64_t b) { return out.strides[a] > out.strides[b]; });
+  bool identity = true;
+  for (std::size_t i = 0; i < nd; ++i) identity = identity && order[i] == static_cast<std::int64_t>(i);
+  if (identity) return;
   auto permuted = [&](const Shape& s) {
     Shape p(nd);
     for (std::size_t i = 0; i < nd; ++i) p[i] = s[order[i]];
