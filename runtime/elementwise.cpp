@@ -2,13 +2,34 @@
 #include "core/errors.h"
 #include "ops/elementwise.h"
 #include "runtime/autograd/function.h"
+#include "runtime/elementwise_run.h"
 #include "runtime/factories.h"
 #include "runtime/kernel_args.h"
 
 namespace sublet {
+
+namespace detail {
+// Every kernel call of this file goes through these.
+void run_unary(ops::UnaryOp kind, const Tensor& out, ops::ConstStridedRef in, ops::UnaryParams params) {
+  Shape sizes = out.sizes();
+  ops::StridedRef dst = out_ref(out);
+  coalesce_elementwise(sizes, dst, {&in});
+  ops::unary(context_for(out), kind, out.dtype(), sizes, dst, in, params);
+}
+
+void run_binary(ops::BinaryOp kind, const Tensor& out, ops::ConstStridedRef a, ops::ConstStridedRef b, double alpha) {
+  Shape sizes = out.sizes();
+  ops::StridedRef dst = out_ref(out);
+  coalesce_elementwise(sizes, dst, {&a, &b});
+  ops::binary(context_for(out), kind, out.dtype(), sizes, dst, a, b, alpha);
+}
+}  // namespace detail
+
 namespace {
 
 using autograd::save;
+using detail::run_binary;
+using detail::run_unary;
 using autograd::TensorList;
 
 void check_binary(const char* op, const Tensor& a, const Tensor& b) {
@@ -16,22 +37,6 @@ void check_binary(const char* op, const Tensor& a, const Tensor& b) {
   detail::check_defined(op, b);
   detail::check_same_device(op, a, b);
   detail::check_same_dtype(op, a, b);
-}
-
-// Every kernel call below goes through these: the problem coalesced first (a dense layout such
-// as channels-last becomes one flat run; see detail::coalesce_elementwise).
-void run_unary(ops::UnaryOp kind, const Tensor& out, ops::ConstStridedRef in, ops::UnaryParams params) {
-  Shape sizes = out.sizes();
-  ops::StridedRef dst = detail::out_ref(out);
-  detail::coalesce_elementwise(sizes, dst, {&in});
-  ops::unary(detail::context_for(out), kind, out.dtype(), sizes, dst, in, params);
-}
-
-void run_binary(ops::BinaryOp kind, const Tensor& out, ops::ConstStridedRef a, ops::ConstStridedRef b, double alpha) {
-  Shape sizes = out.sizes();
-  ops::StridedRef dst = detail::out_ref(out);
-  detail::coalesce_elementwise(sizes, dst, {&a, &b});
-  ops::binary(detail::context_for(out), kind, out.dtype(), sizes, dst, a, b, alpha);
 }
 
 // The output takes the layout of the first operand with its shape and a dense layout

@@ -7,6 +7,7 @@
 #include "ops/batch_norm_relu.h"
 #include "ops/elementwise.h"
 #include "runtime/autograd/function.h"
+#include "runtime/elementwise_run.h"
 #include "runtime/kernel_args.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
@@ -194,11 +195,7 @@ Tensor relu_in_place(const Tensor& z) {
   {
     NoGradGuard no_grad;
     sublet::detail::begin_inplace("relu", out);
-    Shape sizes = out.sizes();
-    ops::StridedRef dst = sublet::detail::out_ref(out);
-    ops::ConstStridedRef src = sublet::detail::in_ref(out);
-    sublet::detail::coalesce_elementwise(sizes, dst, {&src});  // channels-last: one flat run
-    ops::unary(sublet::detail::context_for(out), ops::UnaryOp::Relu, out.dtype(), sizes, dst, src, {});
+    sublet::detail::run_unary(ops::UnaryOp::Relu, out, sublet::detail::in_ref(out));
   }
   autograd::record("relu", {z}, {out}, [y = autograd::save(out)](TensorList& grads) {
     Tensor g = std::move(grads[0]);
@@ -206,13 +203,8 @@ Tensor relu_in_place(const Tensor& z) {
                            g.is_non_overlapping_and_dense() && g.storage_offset() == 0 &&
                            g.storage().nbytes() == g.nbytes();
     Tensor masked = exclusive ? g : sublet::detail::empty_elementwise_output(g.sizes(), g.options(), {&g, &y});
-    Shape sizes = g.sizes();
-    ops::StridedRef dst = sublet::detail::out_ref(masked);
-    ops::ConstStridedRef grad_in = sublet::detail::in_ref(g);
-    ops::ConstStridedRef y_in = sublet::detail::in_ref("relu_backward", y, g.sizes());
-    sublet::detail::coalesce_elementwise(sizes, dst, {&grad_in, &y_in});
-    ops::binary(sublet::detail::context_for(masked), ops::BinaryOp::ReluBackward, g.dtype(), sizes, dst, grad_in,
-                y_in, 1.0);
+    sublet::detail::run_binary(ops::BinaryOp::ReluBackward, masked, sublet::detail::in_ref(g),
+                               sublet::detail::in_ref("relu_backward", y, g.sizes()));
     return TensorList{masked};
   });
   return out;
