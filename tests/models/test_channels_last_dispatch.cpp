@@ -140,6 +140,32 @@ void adaptive_backward(const Context& ctx, const ops::AdaptivePool2dShape& s, DT
 }
 
 template <typename T>
+void max_pool_forward(const Context& ctx, const ops::Pool2dShape& s, DType dtype, const void* input, void* output,
+                      std::int64_t* indices) {
+  ++channels_last_calls;
+  const auto x = to_nchw<T>(input, s.batch, s.channels, s.in_height, s.in_width);
+  const std::int64_t out_numel = s.batch * s.channels * s.out_height() * s.out_width();
+  std::vector<T> y(static_cast<std::size_t>(out_numel));
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(out_numel));
+  ops::max_pool2d_forward_kernels().get("max_pool2d", ctx.device, dtype)(ctx, contiguous_shape(s), dtype, x.data(),
+                                                                         y.data(), idx.data());
+  to_nhwc(y, output, s.batch, s.channels, s.out_height(), s.out_width());
+  to_nhwc(idx, indices, s.batch, s.channels, s.out_height(), s.out_width());  // kept for our backward
+}
+
+template <typename T>
+void max_pool_backward(const Context& ctx, const ops::Pool2dShape& s, DType dtype, const void* grad_output,
+                       const std::int64_t* indices, void* grad_input) {
+  ++channels_last_calls;
+  const auto g = to_nchw<T>(grad_output, s.batch, s.channels, s.out_height(), s.out_width());
+  const auto idx = to_nchw<std::int64_t>(indices, s.batch, s.channels, s.out_height(), s.out_width());
+  std::vector<T> gi(static_cast<std::size_t>(s.batch * s.channels * s.in_height * s.in_width));
+  ops::max_pool2d_backward_kernels().get("max_pool2d", ctx.device, dtype)(ctx, contiguous_shape(s), dtype, g.data(),
+                                                                          idx.data(), gi.data());
+  to_nhwc(gi, grad_input, s.batch, s.channels, s.in_height, s.in_width);
+}
+
+template <typename T>
 void register_for(DType dtype) {
   const auto cpu = DeviceType::CPU;
   ops::conv2d_forward_kernels().set(cpu, dtype, kCL, &conv_forward<T>);
@@ -149,6 +175,8 @@ void register_for(DType dtype) {
   ops::batch_norm_backward_training_kernels().set(cpu, dtype, kCL, &bn_backward_training<T>);
   ops::adaptive_avg_pool2d_forward_kernels().set(cpu, dtype, kCL, &adaptive_forward<T>);
   ops::adaptive_avg_pool2d_backward_kernels().set(cpu, dtype, kCL, &adaptive_backward<T>);
+  ops::max_pool2d_forward_kernels().set(cpu, dtype, kCL, &max_pool_forward<T>);
+  ops::max_pool2d_backward_kernels().set(cpu, dtype, kCL, &max_pool_backward<T>);
 }
 
 class ChannelsLastDispatch : public ::testing::Test {
@@ -196,6 +224,23 @@ TEST_F(ChannelsLastDispatch, ConvAndBatchNormRunChannelsLastAndMatchNchw) {
   }
   EXPECT_TRUE(xc.grad().is_contiguous(kCL));
   EXPECT_TRUE(wc.grad().is_contiguous(kCL));
+}
+
+TEST_F(ChannelsLastDispatch, MaxPoolRunsChannelsLastAndMatchesNchw) {
+  namespace F = nn::functional;
+  const Tensor x = random({2, 3, 7, 6}, 7);
+  const Tensor xc = x.detach().to(kCL).requires_grad_();
+  const auto opts = F::MaxPool2dFuncOptions(3).stride(2).padding(1);
+  const int before = channels_last_calls;
+  const Tensor y = F::max_pool2d(x, opts), yc = F::max_pool2d(xc, opts);
+  EXPECT_EQ(yc.suggest_memory_format(), kCL);
+  EXPECT_LE(max_abs_diff(y, yc), 0.0);
+  const Tensor up = random(y.sizes(), 8).detach();
+  (y * up).sum().backward();
+  (yc * up).sum().backward();
+  EXPECT_EQ(channels_last_calls - before, 2);
+  EXPECT_LE(max_abs_diff(x.grad(), xc.grad()), 1e-12);
+  EXPECT_TRUE(xc.grad().is_contiguous(kCL));
 }
 
 TEST_F(ChannelsLastDispatch, ResNetActivationsStayChannelsLastAndTrainAsNchw) {
