@@ -8,10 +8,20 @@ namespace sublet {
 
 using autograd::TensorList;
 
+namespace {
+// One element-wise copy, coalesced (a dense layout such as channels-last becomes one flat run).
+void copy_into(const Tensor& out, DType out_dtype, ops::ConstStridedRef src, DType src_dtype) {
+  Shape sizes = out.sizes();
+  ops::StridedRef dst = detail::out_ref(out);
+  detail::coalesce_elementwise(sizes, dst, {&src});
+  ops::copy(detail::context_for(out), sizes, out_dtype, dst, src_dtype, src);
+}
+}  // namespace
+
 Tensor Tensor::clone() const {
   detail::check_defined("clone", *this);
-  Tensor out = Tensor::empty(sizes(), options());
-  ops::copy(detail::context_for(out), sizes(), dtype(), detail::out_ref(out), dtype(), detail::in_ref(*this));
+  Tensor out = detail::empty_in_layout_of(*this, options());
+  copy_into(out, dtype(), detail::in_ref(*this), dtype());
   if (autograd::any_requires_grad({*this})) {
     autograd::record("clone", {*this}, {out}, [](const TensorList& g) { return TensorList{g[0]}; });
   }
@@ -21,8 +31,8 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType target) const {
   detail::check_defined("to", *this);
   if (target == dtype()) return *this;
-  Tensor out = Tensor::empty(sizes(), options().dtype(target));
-  ops::copy(detail::context_for(out), sizes(), target, detail::out_ref(out), dtype(), detail::in_ref(*this));
+  Tensor out = detail::empty_in_layout_of(*this, options().dtype(target));
+  copy_into(out, target, detail::in_ref(*this), dtype());
   if (autograd::any_requires_grad({*this})) {
     autograd::record("to_dtype", {*this}, {out}, [source = dtype()](const TensorList& g) {
       return TensorList{g[0].to(source)};
@@ -34,8 +44,11 @@ Tensor Tensor::to(DType target) const {
 Tensor Tensor::to(Device target) const {
   detail::check_defined("to", *this);
   if (target == device()) return *this;
-  Tensor source = contiguous();
-  Tensor out = Tensor::empty(sizes(), options().device(target));  // DeviceError when not available
+  // A dense layout (channels-last, a transpose) moves as its bytes and keeps its strides.
+  const bool dense = is_non_overlapping_and_dense();
+  Tensor source = dense ? *this : contiguous();
+  Tensor out = dense ? Tensor::empty_strided(sizes(), strides(), options().device(target))
+                     : Tensor::empty(sizes(), options().device(target));  // DeviceError when not available
   ops::copy_bytes(target, out.data_ptr(), device(), source.data_ptr(), nbytes());
   if (autograd::any_requires_grad({*this})) {
     autograd::record("to_device", {*this}, {out}, [origin = device()](const TensorList& g) {
@@ -48,7 +61,10 @@ Tensor Tensor::to(Device target) const {
 Tensor& Tensor::fill_(double value) {
   detail::check_defined("fill_", *this);
   detail::begin_inplace("fill_", *this);
-  ops::fill(detail::context_for(*this), dtype(), sizes(), detail::out_ref(*this), value);
+  Shape iteration = sizes();
+  ops::StridedRef out = detail::out_ref(*this);
+  detail::coalesce_elementwise(iteration, out, {});
+  ops::fill(detail::context_for(*this), dtype(), iteration, out, value);
   return *this;
 }
 
@@ -57,8 +73,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   detail::check_defined("copy_", src);
   detail::begin_inplace("copy_", *this, &src);
   const Tensor local = src.device() == device() ? src : src.to(device());
-  ops::copy(detail::context_for(*this), sizes(), dtype(), detail::out_ref(*this), local.dtype(),
-            detail::in_ref("copy_", local, sizes()));
+  copy_into(*this, dtype(), detail::in_ref("copy_", local, sizes()), local.dtype());
   return *this;
 }
 

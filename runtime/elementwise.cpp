@@ -2,13 +2,34 @@
 #include "core/errors.h"
 #include "ops/elementwise.h"
 #include "runtime/autograd/function.h"
+#include "runtime/elementwise_run.h"
 #include "runtime/factories.h"
 #include "runtime/kernel_args.h"
 
 namespace sublet {
+
+namespace detail {
+// Every kernel call of this file goes through these.
+void run_unary(ops::UnaryOp kind, const Tensor& out, ops::ConstStridedRef in, ops::UnaryParams params) {
+  Shape sizes = out.sizes();
+  ops::StridedRef dst = out_ref(out);
+  coalesce_elementwise(sizes, dst, {&in});
+  ops::unary(context_for(out), kind, out.dtype(), sizes, dst, in, params);
+}
+
+void run_binary(ops::BinaryOp kind, const Tensor& out, ops::ConstStridedRef a, ops::ConstStridedRef b, double alpha) {
+  Shape sizes = out.sizes();
+  ops::StridedRef dst = out_ref(out);
+  coalesce_elementwise(sizes, dst, {&a, &b});
+  ops::binary(context_for(out), kind, out.dtype(), sizes, dst, a, b, alpha);
+}
+}  // namespace detail
+
 namespace {
 
 using autograd::save;
+using detail::run_binary;
+using detail::run_unary;
 using autograd::TensorList;
 
 void check_binary(const char* op, const Tensor& a, const Tensor& b) {
@@ -33,20 +54,21 @@ Tensor promoted(const Tensor& t, const Tensor& other) {
   return t.to(wide ? DType::Float64 : DType::Float32);
 }
 
+// The output takes the layout of the first operand with its shape and a dense layout
+// (channels-last in, channels-last out), else contiguous.
 Tensor binary_forward(const char* op, ops::BinaryOp kind, const Tensor& a, const Tensor& b, double alpha = 1.0) {
   check_binary(op, a, b);
   const Shape shape = broadcast_shapes(op, a.sizes(), b.sizes());
-  Tensor out = Tensor::empty(shape, a.options());
-  ops::binary(detail::context_for(out), kind, a.dtype(), shape, detail::out_ref(out), detail::in_ref(op, a, shape),
-              detail::in_ref(op, b, shape), alpha);
+  Tensor out = detail::empty_elementwise_output(shape, a.options(), {&a, &b});
+  run_binary(kind, out, detail::in_ref(op, a, shape), detail::in_ref(op, b, shape), alpha);
   return out;
 }
 
 Tensor unary_forward(const char* op, ops::UnaryOp kind, const Tensor& x, ops::UnaryParams params = {}) {
   detail::check_defined(op, x);
   if (ops::unary_needs_floating(kind)) detail::check_floating(op, x);
-  Tensor out = Tensor::empty(x.sizes(), x.options());
-  ops::unary(detail::context_for(out), kind, x.dtype(), x.sizes(), detail::out_ref(out), detail::in_ref(x), params);
+  Tensor out = detail::empty_elementwise_output(x.sizes(), x.options(), {&x});
+  run_unary(kind, out, detail::in_ref(x), params);
   return out;
 }
 
@@ -63,8 +85,7 @@ Tensor& inplace_binary(const char* op, ops::BinaryOp kind, Tensor& self, const T
     throw ShapeError(std::string(op) + ": shapes " + shape_str(self.sizes()) + " and " + shape_str(other.sizes()) +
                      " broadcast to " + shape_str(shape) + ", which does not fit the in-place target");
   }
-  ops::binary(detail::context_for(self), kind, self.dtype(), shape, detail::out_ref(self), detail::in_ref(self),
-              detail::in_ref(op, other, shape), alpha);
+  run_binary(kind, self, detail::in_ref(self), detail::in_ref(op, other, shape), alpha);
   return self;
 }
 
@@ -72,8 +93,7 @@ Tensor& inplace_unary(const char* op, ops::UnaryOp kind, Tensor& self, ops::Unar
   detail::check_defined(op, self);
   detail::begin_inplace(op, self);
   if (ops::unary_needs_floating(kind)) detail::check_floating(op, self);
-  ops::unary(detail::context_for(self), kind, self.dtype(), self.sizes(), detail::out_ref(self),
-             detail::in_ref(self), params);
+  run_unary(kind, self, detail::in_ref(self), params);
   return self;
 }
 
@@ -297,8 +317,12 @@ Tensor& inplace_ternary(const char* op, ops::TernaryOp kind, Tensor& self, const
     throw ShapeError(std::string(op) + ": shapes " + shape_str(a.sizes()) + " and " + shape_str(b.sizes()) +
                      " do not fit the in-place target of shape " + shape_str(self.sizes()));
   }
-  ops::ternary(detail::context_for(self), kind, self.dtype(), shape, detail::out_ref(self), detail::in_ref(self),
-               detail::in_ref(op, a, shape), detail::in_ref(op, b, shape), value);
+  Shape sizes = shape;
+  ops::StridedRef out = detail::out_ref(self);
+  ops::ConstStridedRef in_self = detail::in_ref(self), in_a = detail::in_ref(op, a, shape),
+                       in_b = detail::in_ref(op, b, shape);
+  detail::coalesce_elementwise(sizes, out, {&in_self, &in_a, &in_b});
+  ops::ternary(detail::context_for(self), kind, self.dtype(), sizes, out, in_self, in_a, in_b, value);
   return self;
 }
 }  // namespace

@@ -27,9 +27,9 @@ Tensor full(Shape sizes, double value, TensorOptions options) {
 
 Tensor zeros(Shape sizes, TensorOptions options) { return full(std::move(sizes), 0.0, options); }
 Tensor ones(Shape sizes, TensorOptions options) { return full(std::move(sizes), 1.0, options); }
-Tensor empty_like(const Tensor& like) { return Tensor::empty(like.sizes(), like.options()); }
-Tensor zeros_like(const Tensor& like) { return zeros(like.sizes(), like.options()); }
-Tensor ones_like(const Tensor& like) { return ones(like.sizes(), like.options()); }
+Tensor empty_like(const Tensor& like) { return detail::empty_in_layout_of(like, like.options()); }
+Tensor zeros_like(const Tensor& like) { return empty_like(like).fill_(0.0); }
+Tensor ones_like(const Tensor& like) { return empty_like(like).fill_(1.0); }
 
 Tensor arange(double end, TensorOptions options) { return arange(0.0, end, 1.0, options); }
 

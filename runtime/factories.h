@@ -10,7 +10,10 @@ Tensor empty(Shape sizes, TensorOptions options = {});
 Tensor zeros(Shape sizes, TensorOptions options = {});
 Tensor ones(Shape sizes, TensorOptions options = {});
 Tensor full(Shape sizes, double value, TensorOptions options = {});
-Tensor empty_like(const Tensor& like);   // same sizes, dtype, device; contiguous
+Tensor empty(Shape sizes, TensorOptions options, MemoryFormat format);
+// Same sizes, dtype and device, and the same layout (PyTorch's preserve_format): the strides of
+// a dense tensor (e.g. channels-last), else the format it suggests.
+Tensor empty_like(const Tensor& like);
 Tensor zeros_like(const Tensor& like);
 Tensor ones_like(const Tensor& like);
 // [0, end) and [start, end) by step; int64 unless options set a dtype.

@@ -52,17 +52,10 @@ std::string Tensor::to_string() const {
          (requires_grad() ? " requires_grad" : "");
 }
 
-Tensor Tensor::empty(Shape sizes, TensorOptions options) {
-  // One pass for the checks, the contiguous strides and the element count.
-  Shape strides(sizes.size());
-  std::int64_t numel = 1, stride = 1;
-  for (std::size_t d = sizes.size(); d-- > 0;) {
-    const std::int64_t size = sizes[d];
-    if (size < 0) throw ShapeError("empty: negative size in shape " + shape_str(sizes));
-    strides[d] = stride;
-    stride *= std::max<std::int64_t>(size, 1);
-    numel *= size;
-  }
+namespace {
+
+// Tensor::empty and empty_strided after their checks: numel elements of `options`' dtype.
+Tensor allocate(Shape&& sizes, Shape&& strides, std::int64_t numel, TensorOptions options) {
   const DType dtype = options.dtype();
   if (options.requires_grad() && dtype == DType::Int64) {
     throw DTypeError("empty: only floating-point tensors can require grad, got int64");
@@ -76,8 +69,36 @@ Tensor Tensor::empty(Shape sizes, TensorOptions options) {
   // empty_cache() give back) while the graph still uses their addresses.
   memory::Block* block = allocator.allocate(nbytes, memory::current_stream(device), current_allocation_category());
   Tensor t(TensorImpl::make_with_storage(allocator, block, nbytes, device, std::move(sizes), std::move(strides), dtype));
-  t.impl_->requires_grad = options.requires_grad();
+  t.unsafe_impl()->requires_grad = options.requires_grad();
   return t;
+}
+
+}  // namespace
+
+Tensor Tensor::empty(Shape sizes, TensorOptions options) {
+  // One pass for the checks, the contiguous strides and the element count.
+  Shape strides(sizes.size());
+  std::int64_t numel = 1, stride = 1;
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    const std::int64_t size = sizes[d];
+    if (size < 0) throw ShapeError("empty: negative size in shape " + shape_str(sizes));
+    strides[d] = stride;
+    stride *= std::max<std::int64_t>(size, 1);
+    numel *= size;
+  }
+  return allocate(std::move(sizes), std::move(strides), numel, options);
+}
+
+Tensor Tensor::empty_strided(Shape sizes, Shape strides, TensorOptions options) {
+  for (const std::int64_t size : sizes) {
+    if (size < 0) throw ShapeError("empty_strided: negative size in shape " + shape_str(sizes));
+  }
+  if (!detail::is_dense_layout(sizes, strides)) {
+    throw ShapeError("empty_strided: strides " + shape_str(strides) + " do not lay out shape " + shape_str(sizes) +
+                     " densely (a permutation of a contiguous layout, no gaps or overlaps, was expected)");
+  }
+  const std::int64_t numel = shape_numel(sizes);
+  return allocate(std::move(sizes), std::move(strides), numel, options);
 }
 
 namespace {

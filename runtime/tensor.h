@@ -33,6 +33,12 @@ class Tensor {
   // ---- factories (also as free functions in runtime/factories.h) ----
   // `sizes` by value: a braced list (empty({2, 3})) becomes the tensor's own sizes, uncopied.
   static Tensor empty(Shape sizes, TensorOptions options = {});
+  // In a memory format: ChannelsLast gives a 4-d tensor NHWC-dense strides (C fastest) with the
+  // logical (N,C,H,W) sizes, as PyTorch's torch.empty(..., memory_format=torch.channels_last).
+  static Tensor empty(Shape sizes, TensorOptions options, MemoryFormat format);
+  // With given strides, which must lay the elements out densely (a permutation of some
+  // contiguous layout: no gaps, no overlap); ShapeError otherwise.
+  static Tensor empty_strided(Shape sizes, Shape strides, TensorOptions options = {});
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& sizes, TensorOptions options = {});
 
@@ -51,6 +57,17 @@ class Tensor {
   const Storage& storage() const { return impl().storage; }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * element_size(dtype()); }
   bool is_contiguous() const;
+  // Memory formats are implied by strides, as in PyTorch: a tensor is channels-last when its
+  // strides are NHWC-dense (dimensions of size 1 are ignored, so a tensor can be both).
+  bool is_contiguous(MemoryFormat format) const;
+  // The elements fill numel consecutive slots exactly once in some order (contiguous,
+  // channels-last, any permutation of a contiguous layout): element-wise kernels may then treat
+  // the tensor as one flat array.
+  bool is_non_overlapping_and_dense() const;
+  // PyTorch's rule: ChannelsLast for a 4-d tensor whose strides are ordered C < W < H < N, with
+  // its ties broken towards Contiguous (a [N,1,H,W] or [N,C,1,1] tensor made contiguous is
+  // Contiguous, the same sizes made channels-last are ChannelsLast); Contiguous otherwise.
+  MemoryFormat suggest_memory_format() const;
   void* data_ptr() const { return impl().data(); }
   // Typed pointer to the first element; DTypeError when T does not match the dtype.
   template <typename T>
@@ -73,6 +90,9 @@ class Tensor {
   Tensor unsqueeze(std::int64_t dim) const;
   Tensor flatten(std::int64_t start_dim = 0, std::int64_t end_dim = -1) const;
   Tensor contiguous() const;                  // this tensor itself when already contiguous
+  // This tensor itself when already so, else a copy in the format (ChannelsLast: 4-d only,
+  // ShapeError otherwise). Differentiable; the gradient comes back in the input's own layout.
+  Tensor contiguous(MemoryFormat format) const;
 
   // ---- elementwise (NumPy broadcasting) ----
   Tensor add(const Tensor& other, double alpha = 1.0) const;
@@ -134,9 +154,12 @@ class Tensor {
   Tensor matmul(const Tensor& other) const;  // [m,k]@[k,n], [b,m,k]@[b,k,n], [b,m,k]@[k,n]
 
   // ---- conversions ----
-  Tensor clone() const;
+  Tensor clone() const;            // keeps a dense layout (channels-last stays so), as PyTorch
   Tensor to(DType dtype) const;    // this tensor itself when the dtype matches
-  Tensor to(Device device) const;  // DeviceError for CUDA until the CUDA backend exists
+  Tensor to(Device device) const;  // a dense layout (e.g. channels-last) is kept
+  // A copy in the format unless the tensor already suggests it (PyTorch's .to(memory_format)):
+  // unlike contiguous(format), a [N,C,1,1] or [N,1,H,W] tensor gets the format's strides.
+  Tensor to(MemoryFormat format) const;
   template <typename T>
   T item() const;                  // numel must be 1; converts to T
   template <typename T>

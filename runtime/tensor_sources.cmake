@@ -7,6 +7,7 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/gradcheck.cpp
   ${CMAKE_CURRENT_LIST_DIR}/init.cpp
   ${CMAKE_CURRENT_LIST_DIR}/matmul.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/memory_format.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reductions.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shape.cpp
   ${CMAKE_CURRENT_LIST_DIR}/storage.cpp

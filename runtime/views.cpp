@@ -231,6 +231,6 @@ Tensor Tensor::flatten(std::int64_t start_dim, std::int64_t end_dim) const {
   return reshape(sizes_new);
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : contiguous(MemoryFormat::Contiguous); }
 
 }  // namespace sublet

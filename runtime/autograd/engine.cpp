@@ -11,6 +11,7 @@
 #include "runtime/amp/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"
+#include "runtime/kernel_args.h"
 
 namespace sublet::autograd {
 
@@ -59,10 +60,19 @@ void Engine::accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
 void Engine::store_first_gradient(TensorImpl& leaf, Tensor grad) {
   // Keep a fresh gradient nobody else can see; copy one that is a view or shared (the same
   // tensor may flow to several inputs, e.g. both operands of add).
-  const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
-                         grad.is_contiguous() && grad.storage_offset() == 0 &&
-                         grad.storage().nbytes() == grad.nbytes();
-  Tensor owned = exclusive ? grad : grad.clone();
+  // The gradient takes the leaf's layout when that is dense (a channels-last parameter gets a
+  // channels-last gradient, as PyTorch's AccumulateGrad), else the contiguous one: later
+  // accumulations and the fused optimizers then see parameter and gradient element for element.
+  const Shape& layout = leaf.strides;
+  const bool leaf_dense = sublet::detail::is_dense_layout(leaf.sizes, layout);
+  const bool right_layout = leaf_dense ? sublet::detail::same_layout(grad.sizes(), grad.strides(), layout)
+                                       : grad.is_contiguous();
+  const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 && right_layout &&
+                         grad.storage_offset() == 0 && grad.storage().nbytes() == grad.nbytes();
+  Tensor owned = exclusive       ? grad
+                 : leaf_dense    ? sublet::detail::in_layout(grad, layout)
+                                 : grad.contiguous();
+  if (owned.is_same(grad) && !exclusive) owned = grad.clone();
   owned.storage().set_category(memory::BlockCategory::Gradient);
   leaf.grad = owned.impl_ptr();
 }

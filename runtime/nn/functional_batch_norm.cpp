@@ -3,9 +3,11 @@
 // batch_norm_relu, the same fused with a residual add and a ReLU where the fused kernels apply,
 // and otherwise batch norm's kernels with the add and the ReLU in place on its output.
 #include "ops/batch_norm.h"
+#include "ops/batch_norm_kernels.h"
 #include "ops/batch_norm_relu.h"
 #include "ops/elementwise.h"
 #include "runtime/autograd/function.h"
+#include "runtime/elementwise_run.h"
 #include "runtime/kernel_args.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
@@ -74,8 +76,12 @@ ops::BatchNormShape checked_shape(const Tensor& input, const Tensor& running_mea
   const char* op = "batch_norm";
   sublet::detail::check_defined(op, input);
   sublet::detail::check_floating(op, input);
-  const ops::BatchNormShape s = norm_shape(input);
+  ops::BatchNormShape s = norm_shape(input);
   s.validate(training);
+  s.format = training ? nn::detail::choose_format(input, {&ops::batch_norm_forward_training_kernels(),
+                                                          &ops::batch_norm_backward_training_kernels()})
+                      : nn::detail::choose_format(input, {&ops::batch_norm_forward_eval_kernels(),
+                                                          &ops::batch_norm_backward_eval_kernels()});
   check_running_stat(input, running_mean, "running_mean", s.channels);
   check_running_stat(input, running_var, "running_var", s.channels);
   check_parameter("weight", input, weight, s.channels);
@@ -93,11 +99,11 @@ Tensor fused_batch_norm_relu(const ops::BatchNormShape& s, const Tensor& input, 
   Tensor x, r, w, out, mean, invstd;
   {
     NoGradGuard no_grad;
-    x = input.contiguous();
-    r = nn::detail::contiguous_or_undefined(residual);
+    x = input.contiguous(s.format);
+    r = residual.defined() ? residual.contiguous(s.format) : Tensor();
     w = nn::detail::contiguous_or_undefined(weight);
     const Tensor b = nn::detail::contiguous_or_undefined(bias);
-    out = Tensor::empty(input.sizes(), input.options());
+    out = Tensor::empty(input.sizes(), input.options(), s.format);
     mean = Tensor::empty({s.channels}, parameter_options(input));
     invstd = Tensor::empty({s.channels}, parameter_options(input));
     ops::batch_norm_relu_forward_training(sublet::detail::context_for(input), s, input.dtype(), x.data_ptr(),
@@ -116,12 +122,12 @@ Tensor fused_batch_norm_relu(const ops::BatchNormShape& s, const Tensor& input, 
         [s, need_input, need_weight, need_bias, need_residual, x = autograd::save(x),
          w = w.defined() ? autograd::save(w) : Tensor(), mean = autograd::save(mean), invstd = autograd::save(invstd),
          out = autograd::save(out)](const TensorList& grads) {
-          const Tensor grad_out = grads[0].contiguous();
+          const Tensor grad_out = grads[0].contiguous(s.format);
           const Shape sizes = grads[0].sizes();
-          Tensor grad_input = need_input ? Tensor::empty(sizes, grad_out.options()) : Tensor();
+          Tensor grad_input = need_input ? Tensor::empty(sizes, grad_out.options(), s.format) : Tensor();
           Tensor grad_weight = need_weight ? Tensor::empty({s.channels}, parameter_options(grad_out)) : Tensor();
           Tensor grad_bias = need_bias ? Tensor::empty({s.channels}, parameter_options(grad_out)) : Tensor();
-          Tensor grad_residual = need_residual ? Tensor::empty(sizes, grad_out.options()) : Tensor();
+          Tensor grad_residual = need_residual ? Tensor::empty(sizes, grad_out.options(), s.format) : Tensor();
           ops::batch_norm_relu_backward_training(
               sublet::detail::context_for(grad_out), s, grad_out.dtype(), grad_out.data_ptr(), out.data_ptr(),
               x.data_ptr(), nn::detail::data_or_null(w), mean.data_ptr(), invstd.data_ptr(),
@@ -147,11 +153,11 @@ NormForward norm_forward(const ops::BatchNormShape& s, const Tensor& input, cons
                          double momentum, double eps) {
   NoGradGuard no_grad;
   NormForward f;
-  f.x = input.contiguous();
+  f.x = input.contiguous(s.format);
   f.w = nn::detail::contiguous_or_undefined(weight);
   const Tensor b = nn::detail::contiguous_or_undefined(bias);
   const auto ctx = sublet::detail::context_for(input);
-  f.out = Tensor::empty(input.sizes(), input.options());
+  f.out = Tensor::empty(input.sizes(), input.options(), s.format);
   if (training) {
     f.mean = Tensor::empty({s.channels}, parameter_options(input));
     f.invstd = Tensor::empty({s.channels}, parameter_options(input));
@@ -187,9 +193,9 @@ struct NormBackward {
         invstd(autograd::save(f.invstd)) {}
 
   TensorList operator()(const Tensor& gradient) const {
-    const Tensor grad_out = gradient.contiguous();
+    const Tensor grad_out = gradient.contiguous(s.format);
     const Shape sizes = gradient.sizes();
-    Tensor grad_input = need_input ? Tensor::empty(sizes, grad_out.options()) : Tensor();
+    Tensor grad_input = need_input ? Tensor::empty(sizes, grad_out.options(), s.format) : Tensor();
     Tensor grad_weight = need_weight ? Tensor::empty({s.channels}, parameter_options(grad_out)) : Tensor();
     Tensor grad_bias = need_bias ? Tensor::empty({s.channels}, parameter_options(grad_out)) : Tensor();
     const auto ctx = sublet::detail::context_for(grad_out);
@@ -217,17 +223,16 @@ Tensor relu_in_place(const Tensor& z) {
   {
     NoGradGuard no_grad;
     sublet::detail::begin_inplace("relu", out);
-    ops::unary(sublet::detail::context_for(out), ops::UnaryOp::Relu, out.dtype(), out.sizes(),
-               sublet::detail::out_ref(out), sublet::detail::in_ref(out), {});
+    sublet::detail::run_unary(ops::UnaryOp::Relu, out, sublet::detail::in_ref(out));
   }
   autograd::record("relu", {z}, {out}, [y = autograd::save(out)](TensorList& grads) {
     Tensor g = std::move(grads[0]);
-    const bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous() &&
-                           g.storage_offset() == 0 && g.storage().nbytes() == g.nbytes();
-    Tensor masked = exclusive ? g : Tensor::empty(g.sizes(), g.options());
-    ops::binary(sublet::detail::context_for(masked), ops::BinaryOp::ReluBackward, g.dtype(), g.sizes(),
-                sublet::detail::out_ref(masked), sublet::detail::in_ref(g),
-                sublet::detail::in_ref("relu_backward", y, g.sizes()), 1.0);
+    const bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
+                           g.is_non_overlapping_and_dense() && g.storage_offset() == 0 &&
+                           g.storage().nbytes() == g.nbytes();
+    Tensor masked = exclusive ? g : sublet::detail::empty_elementwise_output(g.sizes(), g.options(), {&g, &y});
+    sublet::detail::run_binary(ops::BinaryOp::ReluBackward, masked, sublet::detail::in_ref(g),
+                               sublet::detail::in_ref("relu_backward", y, g.sizes()));
     return TensorList{masked};
   });
   return out;

@@ -1,9 +1,11 @@
 #pragma once
 // Internal to runtime/nn: the argument checks the functional wrappers share. Each throws with
 // the op's name and what was expected and found.
+#include <initializer_list>
 #include <string>
 
 #include "core/errors.h"
+#include "ops/kernel_table.h"
 #include "runtime/kernel_args.h"
 #include "runtime/tensor.h"
 
@@ -49,6 +51,22 @@ inline void check_targets(const char* op, const Tensor& scores, const Tensor& ta
 }
 
 inline void* data_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+// The memory format a 4-D op (convolution, batch norm, pooling) runs in: ChannelsLast when the
+// input (or `weight`, for convolution, as PyTorch's cuDNN path) suggests it and every one of the
+// op's kernel tables has a channels-last kernel for the input's device and dtype; Contiguous
+// otherwise, where a channels-last input is converted to NCHW (the CPU has no NHWC kernels: a
+// channels-last model pays one conversion at its first layer).
+inline MemoryFormat choose_format(const Tensor& input, std::initializer_list<const ops::KernelTableBase*> tables,
+                                  const Tensor& weight = {}) {
+  const bool wants = input.dim() == 4 && (input.suggest_memory_format() == MemoryFormat::ChannelsLast ||
+                                          (weight.defined() && weight.suggest_memory_format() == MemoryFormat::ChannelsLast));
+  if (!wants) return MemoryFormat::Contiguous;
+  for (const ops::KernelTableBase* table : tables) {
+    if (!table->has(input.device().type, input.dtype(), MemoryFormat::ChannelsLast)) return MemoryFormat::Contiguous;
+  }
+  return MemoryFormat::ChannelsLast;
+}
 inline Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
 
 }  // namespace sublet::nn::detail

@@ -1,5 +1,6 @@
 // conv2d: ops::conv2d_forward plus one node whose backward runs the two backward kernels.
 #include "ops/conv2d.h"
+#include "ops/conv2d_kernels.h"
 #include "runtime/amp/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
@@ -49,15 +50,20 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   nn::detail::check_rank(op, "input", input, 4, "(N,C,H,W)");
   nn::detail::check_rank(op, "weight", weight, 4, "(OC,C/groups,KH,KW)");
   nn::detail::check_per_channel(op, "bias", input, bias, weight.size(0));
-  const ops::Conv2dShape s = conv_shape(input, weight, options);
+  ops::Conv2dShape s = conv_shape(input, weight, options);
+  s.format = nn::detail::choose_format(
+      input, {&ops::conv2d_forward_kernels(), &ops::conv2d_backward_input_kernels(), &ops::conv2d_backward_weight_kernels()},
+      weight);
+  // A channels-last parameter gets its gradient channels-last (as PyTorch), whatever layout the kernels ran in.
+  const MemoryFormat weight_format = weight.suggest_memory_format();
 
   Tensor x, w, out;
   {
     NoGradGuard no_grad;  // layout copies are internal: the node below covers the whole op
-    x = input.contiguous();
-    w = weight.contiguous();
+    x = input.contiguous(s.format);
+    w = weight.contiguous(s.format);
     const Tensor b = nn::detail::contiguous_or_undefined(bias);
-    out = Tensor::empty({s.batch, s.out_channels, s.out_height(), s.out_width()}, input.options());
+    out = Tensor::empty({s.batch, s.out_channels, s.out_height(), s.out_width()}, input.options(), s.format);
     ops::conv2d_forward(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(), w.data_ptr(),
                         nn::detail::data_or_null(b), out.data_ptr());
   }
@@ -67,22 +73,24 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
     const bool need_bias = bias.defined() && bias.requires_grad();
     autograd::record(
         op, {input, weight, bias}, {out},
-        [s, need_input, need_weight, need_bias, x = (need_weight || need_bias) ? autograd::save(x) : Tensor(),
+        [s, weight_format, need_input, need_weight, need_bias,
+         x = (need_weight || need_bias) ? autograd::save(x) : Tensor(),
          w = need_input ? autograd::save(w) : Tensor()](const TensorList& grads) {
-          const Tensor grad_out = grads[0].contiguous();
+          const Tensor grad_out = grads[0].contiguous(s.format);
           const auto ctx = sublet::detail::context_for(grad_out);
           Tensor grad_input, grad_weight, grad_bias;
           if (need_input) {
-            grad_input = Tensor::empty({s.batch, s.in_channels, s.in_height, s.in_width}, grad_out.options());
+            grad_input = Tensor::empty({s.batch, s.in_channels, s.in_height, s.in_width}, grad_out.options(), s.format);
             ops::conv2d_backward_input(ctx, s, grad_out.dtype(), grad_out.data_ptr(), w.data_ptr(), grad_input.data_ptr());
           }
           if (need_weight || need_bias) {
             grad_weight = Tensor::empty(
-                {s.out_channels, s.in_channels / s.groups, s.kernel_h, s.kernel_w}, grad_out.options());
+                {s.out_channels, s.in_channels / s.groups, s.kernel_h, s.kernel_w}, grad_out.options(), s.format);
             if (need_bias) grad_bias = Tensor::empty({s.out_channels}, grad_out.options());
             ops::conv2d_backward_weight(ctx, s, grad_out.dtype(), grad_out.data_ptr(), x.data_ptr(),
                                         grad_weight.data_ptr(), nn::detail::data_or_null(grad_bias));
             if (!need_weight) grad_weight = Tensor();
+            if (need_weight) grad_weight = grad_weight.contiguous(weight_format);
           }
           return TensorList{grad_input, grad_weight, grad_bias};
         });

@@ -18,17 +18,21 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& generato
   const std::uint64_t seed = generator.engine()();
   const std::uint64_t offset = 0;  // one seed per call: every call starts its own stream
   Tensor out;
+  Shape layout;
   {
     NoGradGuard no_grad;
-    const Tensor x = input.contiguous();
-    out = Tensor::empty(input.sizes(), input.options());
+    // A dense input (channels-last included) is masked in its own memory order: the mask is a
+    // function of the position in the buffer, and the output keeps the input's layout.
+    const Tensor x = input.is_non_overlapping_and_dense() ? input : input.contiguous();
+    out = Tensor::empty_strided(x.sizes(), x.strides(), input.options());
+    layout = x.strides();
     ops::dropout_forward(sublet::detail::context_for(out), input.numel(), input.dtype(), x.data_ptr(), p, seed,
                          offset, out.data_ptr());
   }
   if (autograd::any_requires_grad({input})) {
-    autograd::record(op, {input}, {out}, [p, seed, offset](const TensorList& grads) {
-      const Tensor grad_out = grads[0].contiguous();
-      Tensor grad_input = Tensor::empty(grads[0].sizes(), grad_out.options());
+    autograd::record(op, {input}, {out}, [p, seed, offset, layout](const TensorList& grads) {
+      const Tensor grad_out = sublet::detail::in_layout(grads[0], layout);  // the forward's mask order
+      Tensor grad_input = Tensor::empty_strided(grads[0].sizes(), layout, grad_out.options());
       ops::dropout_backward(sublet::detail::context_for(grad_out), grad_out.numel(), grad_out.dtype(),
                             grad_out.data_ptr(), p, seed, offset, grad_input.data_ptr());
       return TensorList{grad_input};

@@ -1,5 +1,6 @@
 // max_pool2d, avg_pool2d, adaptive_avg_pool2d over the pooling kernels, one node each.
 #include "ops/pooling.h"
+#include "ops/pooling_kernels.h"
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
@@ -44,21 +45,22 @@ Shape input_sizes(const ops::Pool2dShape& s) { return {s.batch, s.channels, s.in
 Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options) {
   const char* op = "max_pool2d";
   check_input(op, input);
-  const ops::Pool2dShape s =
+  ops::Pool2dShape s =
       pool_shape(op, input, options.kernel_size(), options.stride(), options.padding(), options.dilation());
+  s.format = nn::detail::choose_format(input, {&ops::max_pool2d_forward_kernels(), &ops::max_pool2d_backward_kernels()});
   Tensor out, indices;
   {
     NoGradGuard no_grad;
-    const Tensor x = input.contiguous();
-    out = Tensor::empty(output_sizes(s), input.options());
-    indices = Tensor::empty(output_sizes(s), input.options().dtype(DType::Int64));
+    const Tensor x = input.contiguous(s.format);
+    out = Tensor::empty(output_sizes(s), input.options(), s.format);
+    indices = Tensor::empty(output_sizes(s), input.options().dtype(DType::Int64), s.format);
     ops::max_pool2d_forward(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(), out.data_ptr(),
                             indices.data<std::int64_t>());
   }
   if (autograd::any_requires_grad({input})) {
     autograd::record(op, {input}, {out}, [s, indices = autograd::save(indices)](const TensorList& grads) {
-      const Tensor grad_out = grads[0].contiguous();
-      Tensor grad_input = Tensor::empty(input_sizes(s), grad_out.options());
+      const Tensor grad_out = grads[0].contiguous(s.format);
+      Tensor grad_input = Tensor::empty(input_sizes(s), grad_out.options(), s.format);
       ops::max_pool2d_backward(sublet::detail::context_for(grad_out), s, grad_out.dtype(), grad_out.data_ptr(),
                                indices.data<std::int64_t>(), grad_input.data_ptr());
       return TensorList{grad_input};
@@ -70,20 +72,21 @@ Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options) {
 Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& options) {
   const char* op = "avg_pool2d";
   check_input(op, input);
-  const ops::Pool2dShape s = pool_shape(op, input, options.kernel_size(), options.stride(), options.padding(), 1);
+  ops::Pool2dShape s = pool_shape(op, input, options.kernel_size(), options.stride(), options.padding(), 1);
+  s.format = nn::detail::choose_format(input, {&ops::avg_pool2d_forward_kernels(), &ops::avg_pool2d_backward_kernels()});
   const bool count_include_pad = options.count_include_pad();
   Tensor out;
   {
     NoGradGuard no_grad;
-    const Tensor x = input.contiguous();
-    out = Tensor::empty(output_sizes(s), input.options());
+    const Tensor x = input.contiguous(s.format);
+    out = Tensor::empty(output_sizes(s), input.options(), s.format);
     ops::avg_pool2d_forward(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(), out.data_ptr(),
                             count_include_pad);
   }
   if (autograd::any_requires_grad({input})) {
     autograd::record(op, {input}, {out}, [s, count_include_pad](const TensorList& grads) {
-      const Tensor grad_out = grads[0].contiguous();
-      Tensor grad_input = Tensor::empty(input_sizes(s), grad_out.options());
+      const Tensor grad_out = grads[0].contiguous(s.format);
+      Tensor grad_input = Tensor::empty(input_sizes(s), grad_out.options(), s.format);
       ops::avg_pool2d_backward(sublet::detail::context_for(grad_out), s, grad_out.dtype(), grad_out.data_ptr(),
                                grad_input.data_ptr(), count_include_pad);
       return TensorList{grad_input};
@@ -95,21 +98,23 @@ Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& options) {
 Tensor adaptive_avg_pool2d(const Tensor& input, Pair2d output_size) {
   const char* op = "adaptive_avg_pool2d";
   check_input(op, input);
-  const ops::AdaptivePool2dShape s{input.size(0), input.size(1), input.size(2), input.size(3), output_size.h,
-                                   output_size.w};
+  ops::AdaptivePool2dShape s{input.size(0), input.size(1), input.size(2), input.size(3), output_size.h,
+                             output_size.w};
   s.validate();
+  s.format = nn::detail::choose_format(
+      input, {&ops::adaptive_avg_pool2d_forward_kernels(), &ops::adaptive_avg_pool2d_backward_kernels()});
   Tensor out;
   {
     NoGradGuard no_grad;
-    const Tensor x = input.contiguous();
-    out = Tensor::empty({s.batch, s.channels, s.out_height, s.out_width}, input.options());
+    const Tensor x = input.contiguous(s.format);
+    out = Tensor::empty({s.batch, s.channels, s.out_height, s.out_width}, input.options(), s.format);
     ops::adaptive_avg_pool2d_forward(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(),
                                      out.data_ptr());
   }
   if (autograd::any_requires_grad({input})) {
     autograd::record(op, {input}, {out}, [s](const TensorList& grads) {
-      const Tensor grad_out = grads[0].contiguous();
-      Tensor grad_input = Tensor::empty({s.batch, s.channels, s.in_height, s.in_width}, grad_out.options());
+      const Tensor grad_out = grads[0].contiguous(s.format);
+      Tensor grad_input = Tensor::empty({s.batch, s.channels, s.in_height, s.in_width}, grad_out.options(), s.format);
       ops::adaptive_avg_pool2d_backward(sublet::detail::context_for(grad_out), s, grad_out.dtype(),
                                         grad_out.data_ptr(), grad_input.data_ptr());
       return TensorList{grad_input};

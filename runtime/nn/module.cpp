@@ -207,6 +207,10 @@ void Module::to(Device device) {
   replace_all([device](const Tensor& t) { return t.to(device); });
 }
 
+void Module::to(MemoryFormat format) {
+  replace_all([format](const Tensor& t) { return t.dim() == 4 ? t.to(format) : t; });
+}
+
 void Module::to(DType dtype) {
   replace_all([dtype](const Tensor& t) { return t.dtype() == DType::Int64 ? t : t.to(dtype); });
 }

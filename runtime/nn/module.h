@@ -95,6 +95,9 @@ class Module {
   // optimizer's) see the change. Gradients are dropped.
   void to(Device device);
   void to(DType dtype);
+  // Every 4-D parameter and buffer into the memory format with Tensor::to(MemoryFormat)
+  // (PyTorch's model.to(memory_format=torch.channels_last)), in place as above; others are left alone.
+  void to(MemoryFormat format);
 
   HookId register_forward_pre_hook(ForwardPreHook hook);
   HookId register_forward_hook(ForwardHook hook);

@@ -1,5 +1,7 @@
 #include "runtime/optim/fused_params.h"
 
+#include "runtime/kernel_args.h"
+
 namespace sublet::optim::detail {
 
 bool fused_supported(const std::vector<Tensor>& params, const std::vector<std::size_t>& indices) {
@@ -8,7 +10,9 @@ bool fused_supported(const std::vector<Tensor>& params, const std::vector<std::s
   if (first.dtype() != DType::Float32 && first.dtype() != DType::Float64) return false;
   for (std::size_t i : indices) {
     const Tensor& p = params[i];
-    if (p.device() != first.device() || p.dtype() != first.dtype() || !p.is_contiguous()) return false;
+    // Dense, in any layout (channels-last included): the kernels walk parameter, gradient and
+    // state as flat arrays, which agree element for element once they share the strides.
+    if (p.device() != first.device() || p.dtype() != first.dtype() || !p.is_non_overlapping_and_dense()) return false;
     const Tensor g = p.grad();
     if (!g.defined() || g.dtype() != first.dtype() || g.device() != first.device() || g.sizes() != p.sizes())
       return false;
@@ -21,7 +25,7 @@ FusedParams fused_params(const std::vector<Tensor>& params, const std::vector<st
   if (!fused_supported(params, indices)) return out;
   const Tensor& first = params[indices.front()];
   out.grads.reserve(indices.size());
-  for (std::size_t i : indices) out.grads.push_back(params[i].grad().contiguous());
+  for (std::size_t i : indices) out.grads.push_back(sublet::detail::in_layout(params[i].grad(), params[i].strides()));
   out.usable = true;
   out.dtype = first.dtype();
   out.ctx = ops::Context::for_device(first.device());

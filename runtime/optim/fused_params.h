@@ -1,8 +1,10 @@
 #pragma once
 // What the fused optimizer updates (ops/optim_update.h) need from a step's parameters: one
-// device and dtype for all of them, contiguous parameters, and contiguous gradients (a
-// non-contiguous gradient is copied; the copy is kept alive until the update is enqueued, and a
-// loss-scaled step unscales the copy, not the gradient: autograd's gradients are contiguous).
+// device and dtype for all of them, dense parameters (contiguous, channels-last or any other
+// permutation), and gradients in their parameter's layout (another layout is copied into it;
+// the copy is kept alive until the update is enqueued, and a loss-scaled step unscales the copy,
+// not the gradient: autograd's gradients already have their leaf's layout). Optimizer::state
+// keeps the state tensors in the parameter's layout too.
 #include <cstddef>
 #include <vector>
 

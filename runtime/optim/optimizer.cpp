@@ -8,6 +8,7 @@
 #include "runtime/allocation_scope.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
+#include "runtime/kernel_args.h"
 
 namespace sublet::optim {
 
@@ -214,9 +215,17 @@ std::size_t Optimizer::state_bytes_to_come() const {
 Tensor& Optimizer::state(std::size_t index, const std::string& key, bool* created) {
   Tensor& slot = state_.at(index)[key];
   if (created) *created = !slot.defined();
+  const Tensor& param = params_[index];
   if (!slot.defined()) {
     AllocationCategoryGuard category(memory::BlockCategory::OptimizerState);
-    slot = zeros(params_[index].sizes(), params_[index].options());
+    slot = zeros_like(param);  // in the parameter's layout (channels-last stays so)
+  } else if (param.is_non_overlapping_and_dense() && slot.sizes() == param.sizes() &&
+             !sublet::detail::same_layout(param.sizes(), slot.strides(), param.strides())) {
+    // The parameter changed layout since (Module::to(MemoryFormat)): the fused updates walk
+    // state and parameter as one flat array each, so the state follows.
+    AllocationCategoryGuard category(memory::BlockCategory::OptimizerState);
+    NoGradGuard no_grad;
+    slot = sublet::detail::in_layout(slot, param.strides());
   }
   return slot;
 }
