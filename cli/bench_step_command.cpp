@@ -1,6 +1,6 @@
 // sublet bench step [--device cpu|cuda|auto] --model M[,M...] [--input CxHxW] [--batch-size B]
 //                   [--classes K] [--steps N] [--warmup W] [--small-input-stem] [--seed S] [--json PATH]
-//                   [--cuda-graph] [--allocator caching|raw|async|all]
+//                   [--cuda-graph] [--allocator caching|raw|async|all] [--precision fp32|bf16|fp16] [--channels-last]
 //                   [--nproc-per-node N [--bucket-cap-mb MB] ...]   (data parallel: cli/bench_step_parallel.h)
 // Times training steps of a model (bench/step); bench/pytorch_step.py takes the same flags.
 #include <filesystem>
@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/data_parallel_launch.h"
 #include "cli/flag_checks.h"
+#include "cli/precision_flags.h"
 #include "ops/conv_settings.h"
 #include "core/errors.h"
 #include "memory/recompute_plan.h"
@@ -54,6 +55,7 @@ struct StepFlags {
   std::string alloc_trace_path;
   std::int64_t bucket_cap_mb = 25;
   bool nvtx = false;
+  PrecisionFlags precision;
 };
 
 // "all": every allocator the device supports (the driver's async pool exists only on CUDA).
@@ -106,6 +108,11 @@ void run_bench_step(const StepFlags& flags) {
     throw ValueError("bench step --memory-plan: lays out a captured step's memory, so it needs --cuda-graph");
   options.profile_range = flags.profile_range;
   options.nvtx = flags.nvtx;
+  options.precision = flags.precision.parsed_precision();
+  options.memory_format = flags.precision.memory_format();
+  if (options.precision == amp::Precision::Fp16 && !options.device.is_cuda())
+    throw DeviceError("bench step --precision fp16: float16 training needs --device cuda (as PyTorch, the CPU's "
+                      "autocast is bfloat16 only), this run is on " + options.device.str());
   if (flags.nvtx) nn::nvtx_range_sink();  // DeviceError now, in a build without CUDA
   ops::set_conv_algorithm_settings(
       {.benchmark = flags.cudnn_benchmark, .allow_tf32 = flags.tf32, .benchmark_limit = flags.cudnn_benchmark_limit});
@@ -213,6 +220,7 @@ void add_bench_step_command(CLI::App& app) {
   step->add_option("--alloc-trace", flags->alloc_trace_path,
                    "record every allocation and free of the run as a sublet-alloc-trace file (for sublet replay and "
                    "bench alloc --history); one model and one allocator");
+  add_precision_flags(*step, flags->precision);
   step->add_flag("--nvtx", flags->nvtx,
                  "mark every module's forward and backward as NVTX ranges (Nsight Systems shows layers)");
   step->add_flag("--profile-range", flags->profile_range,

@@ -1,5 +1,6 @@
 // sublet profile --model M [--device cpu|cuda] [--batch-size B] [--steps N] [--out DIR]
 //                [--alloc-conf STR] [--input CxHxW] [--classes K] [--optimizer sgd|adam]
+//                [--precision fp32|bf16|fp16] [--channels-last]
 // Runs N training steps of a model with hooks on every module and writes the per-layer memory
 // study (profile/profile_report.h lists the files) into DIR; prints the last step's layer table.
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/precision_flags.h"
 #include "memory/config.h"
 #include "core/errors.h"
 #include "core/format_bytes.h"
@@ -17,6 +19,8 @@
 #include "memory/recompute_plan.h"
 #include "models/registry.h"
 #include "models/resnet_recompute.h"
+#include "runtime/amp/step_recipe.h"
+#include "runtime/nn/parameter_format.h"
 #include "runtime/factories.h"
 #include "ops/conv_settings.h"
 #include "profile/profile_report.h"
@@ -45,6 +49,7 @@ struct ProfileArgs {
   // users run (without them ResNet-18 224x224's step took 2.1x bench step's on the H200).
   bool cudnn_benchmark = true;
   bool tf32 = true;
+  PrecisionFlags precision;
 };
 
 std::vector<std::int64_t> parse_input_shape(const std::string& text) {
@@ -75,14 +80,17 @@ std::string fit_profile_budget(const ProfileArgs& args, const profile::ProfileOp
   auto* resnet = dynamic_cast<models::ResNet*>(&model);
   if (!resnet) throw ValueError("profile --memory-budget: recomputes ResNet blocks; " + args.model + " is not one");
   model.to(options.device);
+  model.to(nn::parameter_format_for(options.device, options.memory_format));
   model.train();
   std::size_t parameter_bytes = 0;
   for (const Tensor& p : model.parameters()) parameter_bytes += p.nbytes();
   const std::size_t state_bytes = parameter_bytes * (options.optimizer == "adam" ? 2 : 1);
   const Shape image_shape(options.input_shape.begin(), options.input_shape.end());
-  const models::RecomputeReport report =
-      models::fit_memory_budget(*resnet, memory::parse_memory_budget(args.memory_budget), options.batch_size, image_shape,
-                                options.num_classes, options.device, args.seed + 2, state_bytes);
+  // Under the profiled step's autocast: 16-bit activations change what each block holds.
+  const models::RecomputeReport report = amp::with_autocast(options.precision, [&] {
+    return models::fit_memory_budget(*resnet, memory::parse_memory_budget(args.memory_budget), options.batch_size,
+                                     image_shape, options.num_classes, options.device, args.seed + 2, state_bytes);
+  });
   fmt::print("{}\n", report.summary());
   return models::describe_runs(report.units, report.runs);
 }
@@ -105,6 +113,11 @@ void run_profile(const ProfileArgs& args) {
   options.optimizer = args.optimizer;
   options.learning_rate = args.lr;
   options.seed = args.seed;
+  options.precision = args.precision.parsed_precision();
+  options.memory_format = args.precision.memory_format();
+  if (options.precision == amp::Precision::Fp16 && !options.device.is_cuda())
+    throw DeviceError("profile --precision fp16: float16 training needs a CUDA device (as PyTorch, the CPU's autocast "
+                      "is bfloat16 only), this run is on " + options.device.str());
   ops::set_conv_algorithm_settings({.benchmark = args.cudnn_benchmark, .allow_tf32 = args.tf32});
 
   const models::ModelOptions model_options{.in_channels = options.input_shape[0],
@@ -160,6 +173,7 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--lr", args->lr, "learning rate")->capture_default_str();
   cmd->add_option("--memory-budget", args->memory_budget,
                   "recompute ResNet blocks in backward so the step fits SIZE (6GiB) or a FRACTION of its measured peak (0.5)");
+  add_precision_flags(*cmd, args->precision);
   cmd->add_flag("--small-input-stem", args->small_input_stem, "resnet18/34/50: 3x3 stride-1 stem without max-pool (for 32x32 inputs)");
   cmd->add_option("--seed", args->seed, "seed of the model's initialisation and the synthetic data")
       ->check(non_negative_integer())

@@ -3,7 +3,7 @@
 //              [--limit-train N] [--limit-test N] [--seed S] [--checkpoint PATH] [--resume PATH]
 //              [--metrics-json PATH] [--cuda-graph] [--no-oom-retry]
 //              [--nproc-per-node N [--nnodes M --node-rank R --master-addr HOST --master-port PORT]]
-//              [--bucket-cap-mb MB] [--sync-batch-norm] [--nvtx]
+//              [--bucket-cap-mb MB] [--sync-batch-norm] [--nvtx] [--precision fp32|bf16|fp16] [--channels-last]
 // Data parallel: with --nproc-per-node this process is the launcher (as torchrun): it starts N
 // workers running the same command without the launcher flags, with torchrun's variables set;
 // a process started with those variables (by this launcher, torchrun or SLURM) is a worker.
@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/data_parallel_launch.h"
 #include "cli/flag_checks.h"
+#include "cli/precision_flags.h"
 #include "core/errors.h"
 #include "models/registry.h"
 #include "runtime/nn/module_ranges.h"
@@ -127,6 +128,7 @@ void add_train_command(CLI::App& app) {
   add_launch_flags(*cmd, *launch);
   auto nvtx = std::make_shared<bool>(false);
   cmd->add_flag("--nvtx", *nvtx, "mark every module's forward and backward as NVTX ranges (Nsight Systems shows layers)");
+  add_precision_flags(*cmd, options->precision, options->channels_last);
   cmd->add_flag("--sync-batch-norm", options->sync_batch_norm,
                 "data parallel: batch norm statistics over all ranks' batches (default: each rank's own)");
   cmd->add_option("--bucket-cap-mb", options->bucket_cap_mb, "data parallel: gradient bucket size of the all-reduce")

@@ -2,14 +2,17 @@
 
 #include <chrono>
 #include <numeric>
+#include <optional>
 
 #include "memory/annotation.h"
 #include "memory/config.h"
 #include "core/errors.h"
 #include "memory/registry.h"
+#include "runtime/amp/step_recipe.h"
 #include "runtime/allocation_scope.h"
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"
+#include "runtime/nn/parameter_format.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
 
@@ -52,7 +55,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const ProfileOptions& o, const 
 std::pair<Tensor, Tensor> make_batch(const ProfileOptions& o, Generator& generator) {
   Shape shape{o.batch_size};
   shape.insert(shape.end(), o.input_shape.begin(), o.input_shape.end());
-  Tensor images = randn(shape, generator, TensorOptions().device(o.device));
+  Tensor images = randn(shape, generator, TensorOptions().device(o.device)).contiguous(o.memory_format);
   std::vector<std::int64_t> classes(static_cast<std::size_t>(o.batch_size));
   for (auto& c : classes) c = static_cast<std::int64_t>(generator.engine()() % static_cast<std::uint64_t>(o.num_classes));
   Tensor labels = Tensor::from_vector(classes, {o.batch_size});
@@ -62,8 +65,8 @@ std::pair<Tensor, Tensor> make_batch(const ProfileOptions& o, Generator& generat
 
 // One training step as PyTorch users write it: zero_grad, forward, loss, backward, step.
 // Every tensor of the step is a local of this function, so it is freed before it returns.
-float training_step(nn::Module& model, optim::Optimizer& optimizer, const std::pair<Tensor, Tensor>& batch,
-                    LayerRecorder* recorder) {
+float training_step(nn::Module& model, optim::Optimizer& optimizer, amp::StepRecipe& recipe,
+                    const std::pair<Tensor, Tensor>& batch, LayerRecorder* recorder) {
   {
     MaybeSpan span(recorder, "(optimizer.zero_grad)", Phase::Optimizer);
     optimizer.zero_grad();
@@ -75,18 +78,17 @@ float training_step(nn::Module& model, optim::Optimizer& optimizer, const std::p
     images = batch.first.clone();
     labels = batch.second.clone();
   }
-  const Tensor logits = model(images);
-  Tensor loss;
-  {
+  const Tensor loss = recipe.forward([&] {
+    const Tensor logits = model(images);
     MaybeSpan span(recorder, "(loss)", Phase::Forward);
-    loss = nn::functional::cross_entropy(logits, labels);
-  }
+    return nn::functional::cross_entropy(logits, labels);
+  });
   if (recorder) recorder->open_until_module_backward("(loss)");
-  loss.backward();
+  recipe.backward(loss);
   if (recorder) recorder->end_backward();
   {
     MaybeSpan span(recorder, "(optimizer.step)", Phase::Optimizer);
-    optimizer.step();
+    recipe.step(optimizer);
   }
   return loss.item<float>();  // waits for the device, so the step's time is its whole work
 }
@@ -124,6 +126,7 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
   Generator generator(options.seed);
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> optimizer;
+  std::optional<amp::StepRecipe> recipe;  // its loss scaler's scalars are set-up memory
   std::pair<Tensor, Tensor> batch;  // the profile's input source, made with the model (setup)
   {
     EventLog log(allocator);
@@ -132,8 +135,10 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
       memory::AnnotationScope setup("(setup)");  // parameters and optimizer set-up, outside any step
       model = make_model();
       if (options.device != Device::cpu()) model->to(options.device);
+      model->to(nn::parameter_format_for(options.device, options.memory_format));
       model->train();
       optimizer = make_optimizer(options, model->parameters(), &run.optimizer_state_per_parameter);
+      recipe.emplace(options.precision, options.device);
       AllocationCategoryGuard category(memory::BlockCategory::Input);
       batch = make_batch(options, generator);
     }
@@ -156,7 +161,7 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
       allocator.reset_peak_memory_stats();
       record.begin_event = log.count();
       record.begin_ns = log.now_ns();
-      record.loss = training_step(*model, *optimizer, batch, &recorder);
+      record.loss = training_step(*model, *optimizer, *recipe, batch, &recorder);
       record.end_event = log.count();
       record.end_ns = log.now_ns();
       record.live_peak_allocated = allocator.max_memory_allocated();
@@ -181,7 +186,7 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
   // The same steps without hooks or history: what the profile costs per step.
   for (int i = 0; i < options.timing_steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    training_step(*model, *optimizer, batch, nullptr);
+    training_step(*model, *optimizer, *recipe, batch, nullptr);
     run.plain_step_times_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   run.profiled_step_ms = mean(run.profiled_step_times_ms);

@@ -18,6 +18,7 @@
 #include "profile/category_accounting.h"
 #include "profile/event_log.h"
 #include "profile/layer_recorder.h"
+#include "runtime/amp/precision.h"
 #include "runtime/nn/module.h"
 
 namespace sublet::profile {
@@ -35,6 +36,10 @@ struct ProfileOptions {
   double learning_rate = 0.01;
   std::uint64_t seed = 0;
   std::string recomputed;  // for the report: the blocks recomputed in backward (--memory-budget), if any
+  // --precision and --channels-last (runtime/amp/step_recipe.h): autocast's casts show as the
+  // "autocast" category; the model and the batch in the memory format.
+  amp::Precision precision = amp::Precision::Fp32;
+  MemoryFormat memory_format = MemoryFormat::Contiguous;
 };
 
 struct StepRecord {

@@ -13,12 +13,14 @@
 namespace sublet {
 
 GraphedTrainStep::GraphedTrainStep(StepFunction step, optim::Optimizer& optimizer, const Shape& input_shape,
-                                   const Shape& labels_shape, Device device, int warmup_steps, DType input_dtype)
+                                   const Shape& labels_shape, Device device, int warmup_steps, DType input_dtype,
+                                   MemoryFormat input_format)
     : step_(std::move(step)), optimizer_(optimizer), warmup_steps_(warmup_steps), graph_(device) {
   if (warmup_steps < 1)
     throw ValueError("GraphedTrainStep: need at least one eager warm-up step before capture, got " +
                      std::to_string(warmup_steps));
-  input_ = Tensor::empty(input_shape, TensorOptions().dtype(input_dtype).device(device));
+  // The batch's layout (e.g. channels-last), so run()'s copy into it is a plain copy.
+  input_ = Tensor::empty(input_shape, TensorOptions().dtype(input_dtype).device(device), input_format);
   labels_ = Tensor::empty(labels_shape, TensorOptions().dtype(DType::Int64).device(device));
 }
 

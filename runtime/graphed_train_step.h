@@ -55,7 +55,7 @@ class GraphedTrainStep {
 
   GraphedTrainStep(StepFunction step, optim::Optimizer& optimizer, const Shape& input_shape,
                    const Shape& labels_shape, Device device, int warmup_steps = 3,
-                   DType input_dtype = DType::Float32);
+                   DType input_dtype = DType::Float32, MemoryFormat input_format = MemoryFormat::Contiguous);
 
   // One training step on this batch (any device; shapes and dtypes as constructed).
   Tensor run(const Tensor& input, const Tensor& labels);

@@ -27,4 +27,5 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/amp/grad_scaler.cpp
   ${CMAKE_CURRENT_LIST_DIR}/amp/autocast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/amp/precision.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/amp/step_recipe.cpp
 )

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <map>
 
 #include "core/errors.h"
@@ -93,6 +94,8 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkp
       {"epoch_images", std::to_string(pos.epoch_images)},
       {"history", epochs_json_text(pos.history)},
       {"planned_epochs", std::to_string(pos.planned_epochs)},
+      {"loss_scale", fmt::format("{}", pos.loss_scale)},
+      {"loss_scale_growth_tracker", std::to_string(pos.loss_scale_growth_tracker)},
       {kChecksumMetadataKey, tensor_checksums_json(tensors)},
   };
   io::save_safetensors(path, tensors, metadata);
@@ -134,6 +137,14 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
   pos.history = parse_epochs_json(meta.text("history"), path.string());
   // Absent from checkpoints written before it was saved: 0, "unknown".
   if (file.metadata.contains("planned_epochs")) pos.planned_epochs = meta.number<std::int64_t>("planned_epochs");
+  // Absent before mixed precision: no loss scaler.
+  if (file.metadata.contains("loss_scale")) {
+    pos.loss_scale = meta.number<double>("loss_scale");
+    pos.loss_scale_growth_tracker = meta.number<std::int64_t>("loss_scale_growth_tracker");
+    if (!(pos.loss_scale >= 0.0 && std::isfinite(pos.loss_scale)) || pos.loss_scale_growth_tracker < 0)
+      throw IoError(fmt::format("{}: checkpoint loss scale {} (growth tracker {}) is invalid: expected a finite scale "
+                                ">= 0 and a count >= 0", path.string(), pos.loss_scale, pos.loss_scale_growth_tracker));
+  }
   if (pos.epoch < 0 || pos.samples_in_epoch < 0 || pos.samples_in_epoch > pos.train_images || pos.batch_size < 1 ||
       pos.epoch_images < 0) {
     throw IoError(fmt::format("{}: checkpoint position is invalid (epoch {}, image {} of {}, batch size {})",

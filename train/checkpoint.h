@@ -48,6 +48,10 @@ struct TrainingPosition {
   std::int64_t epoch_images = 0;      // images trained this epoch, counting any replayed after an OOM retry
   std::vector<EpochMetrics> history;  // completed epochs
   std::int64_t planned_epochs = 0;    // --epochs of the run that wrote it (its schedule spans them); 0: unknown
+  // --precision fp16: the loss scaler's scale and clean-step count (PyTorch saves scaler.state_dict()
+  // beside the model's); 0: no loss scaler.
+  double loss_scale = 0.0;
+  std::int64_t loss_scale_growth_tracker = 0;
 };
 
 struct Checkpoint {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/errors.h"
+#include "runtime/amp/precision.h"
 #include "memory/recompute_plan.h"
 #include "memory/registry.h"
 #include "models/registry.h"
@@ -64,6 +65,7 @@ void validate(const TrainOptions& options) {
   check_member("--schedule", options.schedule, schedule_names());
   parse_device_text(options.device);
   check_member("--memory-plan", options.memory_plan, {"cached", "static"});
+  amp::parse_precision(options.precision);  // ValueError naming --precision and the choices
   if (!options.memory_budget.empty()) memory::parse_memory_budget(options.memory_budget);  // ValueError naming it
   check_at_least("--epochs", options.epochs, 1);
   // The schedules count epochs x images in int64; a typo such as 1e20 epochs must not wrap.

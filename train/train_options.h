@@ -44,6 +44,10 @@ struct TrainOptions {
   bool data_parallel = false;
   std::int64_t bucket_cap_mb = 25;      // gradient bucket size of the all-reduce
   bool sync_batch_norm = false;         // batch statistics over all ranks (runtime/nn/sync_batch_norm.h)
+  // Mixed precision (runtime/amp/step_recipe.h): fp32 | bf16 | fp16 (autocast, float32 master
+  // weights; fp16 with loss scaling). channels_last: model and batches in NHWC memory format.
+  std::string precision = "fp32";
+  bool channels_last = false;
 
   // Synthetic data only: image shape and split sizes (limit_train/limit_test override the sizes).
   std::int64_t synthetic_channels = 3;

@@ -13,6 +13,7 @@
 #include "models/registry.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/nn/functional.h"
+#include "runtime/nn/parameter_format.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
 #include "train/batch_upload.h"
@@ -93,7 +94,14 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
                                                  .seed = options_.seed});
   // Before the optimizer exists, so that its state is created on the device from the start.
   model_->to(device_);
+  memory_format_ = options_.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  model_->to(nn::parameter_format_for(device_, memory_format_));
   model_->train();
+  const amp::Precision precision = amp::parse_precision(options_.precision);
+  if (precision == amp::Precision::Fp16 && !device_.is_cuda())
+    throw DeviceError("--precision fp16: float16 training needs a CUDA device (as PyTorch, the CPU's autocast is "
+                      "bfloat16 only); this run is on " + device_.str());
+  recipe_ = std::make_unique<amp::StepRecipe>(precision, device_);
   uploader_ = std::make_unique<BatchUploader>(device_);
   const double lr = options_.lr > 0.0 ? options_.lr : default_lr(options_.optimizer);
   optimizer_ = make_optimizer(options_, model_->parameters(), lr);
@@ -213,10 +221,13 @@ void Trainer::open_epoch() {
 Trainer::StepOutcome Trainer::forward_backward(const data::Batch& batch) {
   auto [images, labels] = uploader_->upload(batch);
   optimizer_->zero_grad();
-  const Tensor logits = (*model_)(images);
-  const Tensor loss = nn::functional::cross_entropy(logits, labels, options_.label_smoothing);
+  Tensor logits;
+  const Tensor loss = recipe_->forward([&] {
+    logits = (*model_)(images.contiguous(memory_format_));
+    return nn::functional::cross_entropy(logits, labels, options_.label_smoothing);
+  });
   if (parallel_) parallel_->prepare_backward();
-  loss.backward();
+  recipe_->backward(loss);
   if (parallel_) {
     parallel_->finish_backward();
     parallel_->synchronize();  // the one host wait of the step, watching for a peer that died
@@ -258,14 +269,16 @@ Trainer::StepOutcome Trainer::graphed_step(const data::Batch& batch) {
     graphed_ = std::make_shared<GraphedTrainStep>(
         [this](const Tensor& x, const Tensor& y) {
           optimizer_->zero_grad();  // first, so that the gradients live in the graph's pool
-          const Tensor logits = (*model_)(x);
-          graphed_logits_ = logits.detach();  // a view: kept for the accuracy, rewritten by each replay
-          Tensor loss = nn::functional::cross_entropy(logits, y, options_.label_smoothing);
-          loss.backward();
-          optimizer_->step();
+          Tensor loss = recipe_->forward([&] {
+            const Tensor logits = (*model_)(x);
+            graphed_logits_ = logits.detach();  // a view: kept for the accuracy, rewritten by each replay
+            return nn::functional::cross_entropy(logits, y, options_.label_smoothing);
+          });
+          recipe_->backward(loss);
+          recipe_->step(*optimizer_);  // fp16: the fused update skips an inf/NaN step on the device
           return loss;
         },
-        *optimizer_, images.sizes(), labels.sizes(), device_);
+        *optimizer_, images.sizes(), labels.sizes(), device_, /*warmup_steps=*/3, DType::Float32, memory_format_);
     graphed_->set_memory_plan(parse_memory_plan(options_.memory_plan));
   }
   const bool capturing_now = !graphed_->graphed();
@@ -336,7 +349,7 @@ std::optional<float> Trainer::train_step() {
     check_finite_loss(outcome.loss);
     if (!options_.cuda_graph) {
       try {
-        optimizer_->step();
+        recipe_->step(*optimizer_);
       } catch (const OutOfMemoryError& error) {
         throw OutOfMemoryError(fmt::format(
             "out of memory in the optimizer update at batch size {} (not retried: the parameters may be partly "
@@ -392,7 +405,9 @@ double Trainer::evaluate() {
     try {
       while (std::optional<data::Batch> batch = loader.next()) {
         auto [images, labels] = uploader_->upload(*batch);
-        correct += count_correct((*model_)(images), batch->labels);
+        // Under the training step's autocast, as PyTorch recipes evaluate.
+        const Tensor logits = recipe_->forward([&] { return (*model_)(images.contiguous(memory_format_)); });
+        correct += count_correct(logits, batch->labels);
       }
     } catch (const OutOfMemoryError& error) {
       // Evaluation keeps no state between batches: start over with smaller batches.

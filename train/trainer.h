@@ -33,6 +33,7 @@
 
 #include "core/device.h"
 #include "core/errors.h"
+#include "runtime/amp/step_recipe.h"
 #include "runtime/data/loader.h"
 #include "runtime/nn/module.h"
 #include "runtime/optim/lr_scheduler.h"
@@ -153,6 +154,9 @@ class Trainer {
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<BatchUploader> uploader_;
   std::unique_ptr<TrainerParallel> parallel_;  // data parallel only
+  // How each step runs: autocast and loss scaling for --precision bf16/fp16.
+  std::unique_ptr<amp::StepRecipe> recipe_;
+  MemoryFormat memory_format_ = MemoryFormat::Contiguous;  // --channels-last: the batches' and model's
   TrainingObserver* observer_ = nullptr;
   // shared_ptr: its deleter is bound where the step is made (CUDA builds only), so CPU builds can
   // hold and reset it without the complete type.

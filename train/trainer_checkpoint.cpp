@@ -29,6 +29,10 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
   pos.epoch_images = epoch_images_;
   pos.history = history_;
   pos.planned_epochs = options_.epochs;
+  if (const amp::GradScaler* scaler = recipe_->scaler()) {
+    pos.loss_scale = scaler->current_scale();
+    pos.loss_scale_growth_tracker = scaler->growth_tracker();
+  }
   checkpoint.model_state = model_->state_dict();
   checkpoint.optimizer_state = optimizer_->state_dict();
   train::save_checkpoint(path, checkpoint);
@@ -50,6 +54,9 @@ void Trainer::resume_from(const std::filesystem::path& path) {
   try {
     model_->load_state_dict(checkpoint.model_state, /*strict=*/true);
     optimizer_->load_state_dict(checkpoint.optimizer_state);
+    // A checkpoint without a scale (fp32/bf16, or older) leaves an fp16 run's scaler at its start.
+    if (amp::GradScaler* scaler = recipe_->scaler(); scaler && pos.loss_scale > 0.0)
+      scaler->load_state(pos.loss_scale, pos.loss_scale_growth_tracker);
   } catch (const IoError&) {
     throw;
   } catch (const Error& error) {

@@ -14,11 +14,13 @@ void Trainer::fit_memory_budget() {
   auto* resnet = dynamic_cast<models::ResNet*>(model_.get());
   if (!resnet) throw ValueError("--memory-budget recomputes ResNet blocks; --model " + options_.model + " is not a ResNet");
   const data::ImageDataset& train = *data_.train;
-  // Its own generator: the training's random streams are not advanced.
-  const models::RecomputeReport report = models::fit_memory_budget(
-      *resnet, memory::parse_memory_budget(options_.memory_budget), batch_size_,
-      {train.channels, train.height, train.width}, train.num_classes, device_, options_.seed ^ 0x6d656d6f7279ULL,
-      optimizer_->state_bytes_to_come());
+  // Its own generator: the training's random streams are not advanced. Under the step's autocast:
+  // 16-bit activations change what each block holds.
+  const models::RecomputeReport report = recipe_->forward([&] {
+    return models::fit_memory_budget(*resnet, memory::parse_memory_budget(options_.memory_budget), batch_size_,
+                                     {train.channels, train.height, train.width}, train.num_classes, device_,
+                                     options_.seed ^ 0x6d656d6f7279ULL, optimizer_->state_bytes_to_come());
+  });
   note(report.summary());
   memory_budget_fitted_ = true;
 }

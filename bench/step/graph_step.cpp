@@ -14,8 +14,8 @@
 
 namespace sublet::bench {
 
-void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images, const Tensor& labels,
-                        StepBenchResult& result) {
+void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, amp::StepRecipe& recipe, const Tensor& images,
+                        const Tensor& labels, StepBenchResult& result) {
   const StepBenchOptions& options = result.options;
   if (!options.device.is_cuda()) throw DeviceError("bench step --cuda-graph: needs --device cuda");
   if (options.allocator != memory::AllocatorKind::Caching)
@@ -26,13 +26,13 @@ void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, const Te
   GraphedTrainStep graphed(
       [&](const Tensor& x, const Tensor& y) {
         optimizer.zero_grad();  // first, so the gradients live in the graph's pool
-        Tensor loss = nn::functional::cross_entropy(model(x), y);
-        loss.backward();
-        optimizer.step();
+        Tensor loss = recipe.forward([&] { return nn::functional::cross_entropy(model(x), y); });
+        recipe.backward(loss);
+        recipe.step(optimizer);  // fp16: the fused update skips on the device, so this captures
         return loss;
       },
       optimizer, images.sizes(), labels.sizes(), options.device,
-      static_cast<int>(std::max<std::int64_t>(options.warmup, 1)), images.dtype());
+      static_cast<int>(std::max<std::int64_t>(options.warmup, 1)), images.dtype(), options.memory_format);
   graphed.set_memory_plan(options.memory_plan, options.plan_heuristic);
   for (std::int64_t i = 0; i < std::max<std::int64_t>(options.warmup, 1); ++i) graphed.run(images, labels).item<float>();
   graphed.graph().synchronize();
@@ -59,7 +59,7 @@ void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, const Te
       static_cast<double>(after.num_device_alloc - timed_start.num_device_alloc) / static_cast<double>(options.steps);
   result.peak_reserved_bytes = max_memory_reserved(options.device);
 #else
-  (void)model, (void)optimizer, (void)images, (void)labels;
+  (void)model, (void)optimizer, (void)recipe, (void)images, (void)labels;
   throw DeviceError("bench step --cuda-graph: this sublet was built without CUDA");
 #endif
 }

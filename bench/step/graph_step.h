@@ -11,7 +11,7 @@ namespace sublet::bench {
 // the graph's pool holds for its activations). Throws DeviceError without CUDA, ValueError for
 // an allocator other than the caching one (raw would cudaFree inside the capture; async
 // allocations would become graph memory nodes).
-void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images, const Tensor& labels,
-                        StepBenchResult& result);
+void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, amp::StepRecipe& recipe, const Tensor& images,
+                        const Tensor& labels, StepBenchResult& result);
 
 }  // namespace sublet::bench

@@ -19,6 +19,7 @@
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/module_ranges.h"
+#include "runtime/nn/parameter_format.h"
 #include "runtime/optim/sgd.h"
 #include "bench/step/graph_step.h"
 
@@ -49,14 +50,16 @@ double median(std::vector<double> values) {
 }
 
 float training_step(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images, const Tensor& labels,
-                    StepParallel* parallel) {
+                    StepParallel* parallel, amp::StepRecipe* recipe) {
+  amp::StepRecipe fp32;
+  amp::StepRecipe& r = recipe ? *recipe : fp32;
   float loss_value = 0;
   {
-    const Tensor loss = nn::functional::cross_entropy(model(images), labels);
+    const Tensor loss = r.forward([&] { return nn::functional::cross_entropy(model(images), labels); });
     if (parallel) parallel->prepare_backward();
-    loss.backward();
+    r.backward(loss);
     if (parallel) parallel->finish_backward();
-    optimizer.step();
+    r.step(optimizer);
     loss_value = loss.item<float>();
   }
   optimizer.zero_grad();
@@ -118,6 +121,8 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
                                                     .seed = options.seed});
   model->train();
   if (device != Device::cpu()) model->to(device);
+  model->to(nn::parameter_format_for(device, options.memory_format));
+  amp::StepRecipe recipe(options.precision, device);
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(options.lr).momentum(options.momentum));
   if (options.parallel && (options.cuda_graph || !options.memory_budget.empty()))
     throw ValueError("bench step --nproc-per-node: data-parallel steps are eager; drop --cuda-graph and --memory-budget");
@@ -128,7 +133,8 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   Generator generator(options.seed + 1);
   const Tensor images =
       randn({options.batch_size, options.input.channels, options.input.height, options.input.width}, generator)
-          .to(device);
+          .to(device)
+          .contiguous(options.memory_format);
   std::vector<std::int64_t> label_values(static_cast<std::size_t>(options.batch_size));
   std::uniform_int_distribution<std::int64_t> pick(0, options.num_classes - 1);
   for (auto& label : label_values) label = pick(generator.engine());
@@ -137,19 +143,22 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   if (!options.memory_budget.empty()) {
     auto* resnet = dynamic_cast<models::ResNet*>(model.get());
     if (!resnet) throw ValueError("bench step --memory-budget: recomputes ResNet blocks; " + options.model + " is not one");
-    result.recompute = models::fit_memory_budget(*resnet, memory::parse_memory_budget(options.memory_budget), images,
-                                                 labels, optimizer.state_bytes_to_come());
+    // Measured under the step's autocast: 16-bit activations change what each block holds.
+    result.recompute = recipe.forward([&] {
+      return models::fit_memory_budget(*resnet, memory::parse_memory_budget(options.memory_budget), images, labels,
+                                       optimizer.state_bytes_to_come());
+    });
     if (progress) *progress << "bench step: " << result.recompute->summary() << "\n";
   }
   if (progress) *progress << "bench step: " << options.model << " on " << device.str() << ", " << options.warmup
                           << " warm-up + " << options.steps << " timed steps\n";
   if (options.cuda_graph) {
-    time_graphed_steps(*model, optimizer, images, labels, result);
+    time_graphed_steps(*model, optimizer, recipe, images, labels, result);
     result.ms_per_step = median(result.step_ms);
     result.img_per_s = static_cast<double>(options.batch_size) * 1000.0 / result.ms_per_step;
     return result;
   }
-  for (std::int64_t i = 0; i < options.warmup; ++i) training_step(*model, optimizer, images, labels, parallel.get());
+  for (std::int64_t i = 0; i < options.warmup; ++i) training_step(*model, optimizer, images, labels, parallel.get(), &recipe);
   synchronize(device);
   reset_peak_memory_stats(device);
   const std::int64_t device_allocs_before = memory::allocator_for(device).stats().num_device_alloc;
@@ -160,7 +169,7 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   for (std::int64_t i = 0; i < options.steps; ++i) {
     const auto start = Clock::now();
     const double cpu_start = process_cpu_ms();
-    training_step(*model, optimizer, images, labels, parallel.get());
+    training_step(*model, optimizer, images, labels, parallel.get(), &recipe);
     synchronize(device);
     result.step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     cpu_ms.push_back(process_cpu_ms() - cpu_start);

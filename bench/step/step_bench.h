@@ -17,6 +17,8 @@
 #include <optional>
 
 #include "models/resnet_recompute.h"
+#include "runtime/amp/precision.h"
+#include "runtime/amp/step_recipe.h"
 #include "runtime/memory_plan.h"
 #include "runtime/nn/module.h"
 #include "runtime/optim/optimizer.h"
@@ -71,6 +73,11 @@ struct StepBenchOptions {
   std::string alloc_trace_path;
   // Mark every module's forward and backward as NVTX ranges (runtime/nn/module_ranges.h).
   bool nvtx = false;
+  // --precision: fp32, or autocast to bf16/fp16 with float32 master weights (fp16 with loss
+  // scaling), as runtime/amp/step_recipe.h; --channels-last: the model's 4-d parameters and the
+  // batch in MemoryFormat::ChannelsLast (NHWC), as PyTorch's model.to(memory_format=...).
+  amp::Precision precision = amp::Precision::Fp32;
+  MemoryFormat memory_format = MemoryFormat::Contiguous;
   // Set: every step is a data-parallel step (eager only).
   StepParallelFactory parallel;
 };
@@ -96,12 +103,13 @@ struct StepBenchResult {
   std::optional<models::RecomputeReport> recompute;  // with a memory budget
 };
 
-// One training step: forward, cross-entropy, backward, optimizer step, zero_grad (gradients
+// One training step: forward and cross-entropy (under the recipe's autocast), backward (of the
+// scaled loss for fp16), optimizer step (through the loss scaler for fp16), zero_grad (gradients
 // set to none, freeing them). Returns the loss as a host float, which on a GPU also waits for
 // the step's kernels.
 // With `parallel`, backward runs between its prepare_backward and finish_backward.
 float training_step(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images, const Tensor& labels,
-                    StepParallel* parallel = nullptr);
+                    StepParallel* parallel = nullptr, amp::StepRecipe* recipe = nullptr);
 
 // Throws ValueError for non-positive sizes or counts and for an unknown model (listing the
 // known ones); DeviceError when the device is not usable. `progress` (if given) gets one line

@@ -7,12 +7,15 @@
 namespace sublet::bench {
 
 void print_step_table(const std::vector<StepBenchResult>& results, std::ostream& out) {
-  out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>8} {:>11} {:>10} {:>14} {:>14} {:>8} {:>6} {:>12}\n", "model",
-                     "device", "batch", "input", "threads", "ms/step", "img/s", "peak alloc", "peak reserved",
-                     "alloc", "graph", "driver/step");
+  out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>9} {:>8} {:>11} {:>10} {:>14} {:>14} {:>8} {:>6} {:>12}\n", "model",
+                     "device", "batch", "input", "precision", "threads", "ms/step", "img/s", "peak alloc",
+                     "peak reserved", "alloc", "graph", "driver/step");
   for (const auto& r : results) {
-    out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>8} {:>11.2f} {:>10.1f} {:>14} {:>14} {:>8} {:>6} {:>12.1f}\n",
-                       r.options.model, r.options.device.str(), r.options.batch_size, r.options.input.str(),
+    // "bf16+cl": the precision, and "+cl" for a channels-last run.
+    const std::string precision = std::string(amp::precision_name(r.options.precision)) +
+                                  (r.options.memory_format == MemoryFormat::ChannelsLast ? "+cl" : "");
+    out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>9} {:>8} {:>11.2f} {:>10.1f} {:>14} {:>14} {:>8} {:>6} {:>12.1f}\n",
+                       r.options.model, r.options.device.str(), r.options.batch_size, r.options.input.str(), precision,
                        r.threads, r.ms_per_step, r.img_per_s,
                        sublet::format_bytes(static_cast<std::int64_t>(r.peak_allocated_bytes)),
                        sublet::format_bytes(static_cast<std::int64_t>(r.peak_reserved_bytes)),
@@ -57,6 +60,8 @@ nlohmann::json step_json(const StepBenchResult& r) {
           {"step_ms", r.step_ms},
           {"allocator", memory::allocator_kind_name(r.options.allocator)},
           {"cuda_graph", r.options.cuda_graph},
+          {"precision", amp::precision_name(r.options.precision)},
+          {"memory_format", memory_format_name(r.options.memory_format)},
           {"device_allocs_per_step", r.device_allocs_per_step}};
   if (r.recompute) {
     const models::RecomputeReport& c = *r.recompute;

@@ -1,5 +1,6 @@
 #include "runtime/amp/grad_scaler.h"
 
+#include <cmath>
 #include <string>
 
 #include "core/errors.h"
@@ -97,5 +98,15 @@ void GradScaler::update() {
 double GradScaler::current_scale() const { return scale_.item<float>(); }
 
 std::int64_t GradScaler::growth_tracker() const { return static_cast<std::int64_t>(growth_tracker_.item<float>()); }
+
+void GradScaler::load_state(double scale, std::int64_t growth_tracker) {
+  if (!(scale > 0.0 && std::isfinite(scale)))
+    throw ValueError("GradScaler::load_state: the scale must be positive and finite, got " + std::to_string(scale));
+  if (growth_tracker < 0)
+    throw ValueError("GradScaler::load_state: the growth tracker must be >= 0, got " + std::to_string(growth_tracker));
+  NoGradGuard no_grad;
+  scale_.fill_(scale);
+  growth_tracker_.fill_(static_cast<double>(growth_tracker));
+}
 
 }  // namespace sublet::amp

@@ -63,6 +63,9 @@ class GradScaler {
 
   double current_scale() const;   // host read (a sync on the GPU)
   std::int64_t growth_tracker() const;
+  // A checkpoint's scale and growth count back (PyTorch's load_state_dict): ValueError for a scale
+  // that is not positive and finite or a negative count.
+  void load_state(double scale, std::int64_t growth_tracker);
   const Tensor& scale_tensor() const { return scale_; }
   // NaN when a gradient since the last update() was inf or NaN, else 0 (zeroed by update()).
   const Tensor& found_inf_tensor() const { return found_inf_; }

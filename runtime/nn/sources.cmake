@@ -6,5 +6,6 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/functional_loss.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functional_dropout.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sync_batch_norm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/parameter_format.cpp
 )
 include(${CMAKE_CURRENT_LIST_DIR}/layers.cmake)  # nn layers (Conv2d, BatchNorm2d, ...)
