@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Kernel times of one training step, sublet and PyTorch side by side in one job, under Nsight
+# Compute (ncu reads each kernel's duration; both programs mark their timed steps with
+# --profile-range). bench/ncu_kernel_table.py groups them.
+#   bench/kernel_times.sh OUT_DIR TAG [bench step flags, e.g. --model resnet50 --input 3x224x224 ...]
+# SUBLET: the sublet binary (default build/sublet). PYTHON: a Python with torch (default python3).
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="$1"; tag="$2"; shift 2
+mkdir -p "$out"
+sublet="${SUBLET:-$here/../build/sublet}"
+python="${PYTHON:-python3}"
+ncu=(ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv --page raw)
+common=(--device cuda --steps 1 --warmup 3 --profile-range "$@")
+"${ncu[@]}" "$sublet" bench step "${common[@]}" > "$out/${tag}_sublet.csv" 2> "$out/${tag}_sublet.err"
+echo "sublet ncu rc=$?"
+"${ncu[@]}" "$python" "$here/pytorch_step.py" "${common[@]}" > "$out/${tag}_pytorch.csv" 2> "$out/${tag}_pytorch.err"
+echo "pytorch ncu rc=$?"
+for side in sublet pytorch; do
+  python3 "$here/ncu_kernel_table.py" "$out/${tag}_${side}.csv" --label "$tag $side" --json "$out/${tag}_${side}.json" \
+    > "$out/${tag}_${side}.txt" 2>&1
+  cat "$out/${tag}_${side}.txt"
+done
