@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config
+  build-essential cmake ninja-build ccache pkg-config lld
   libeigen3-dev libgtest-dev libboost-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
   python3
@@ -12,6 +12,9 @@ packages=(
 # SUBLET_SETUP_TORCH=1 (CI sets it): also Debian's PyTorch 1.13 (CPU), the other side of the
 # DLPack real-client check (test_dlpack_torch; it skips without torch).
 [ "${SUBLET_SETUP_TORCH:-}" = 1 ] && packages+=(python3-torch)
+# SUBLET_SETUP_SANITIZERS=1 (CI sets it): also what scripts/clang_sanitized_build.sh would install
+# later (clang-14, its OpenMP runtime), so that CI runs one apt-get update and one install.
+[ "${SUBLET_SETUP_SANITIZERS:-}" = 1 ] && packages+=(clang-14 libomp-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do
