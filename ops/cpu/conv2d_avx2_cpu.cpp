@@ -305,18 +305,33 @@ void conv2d_forward_avx2(const Context& ctx, const Conv2dShape& s, const float* 
           const std::int64_t channel = first_channel + std::min(j, channels - 1);
           out[j] = output + image * out_image + channel * l.pixels + p;
         }
-        if (avx512) {
-          const std::int64_t count = std::min(kTilePixels512, l.pixels - p);
-          tile_avx512(static_cast<int>((count + 15) / 16), x + p, l.offsets.data(), depth, w, b, out,
-                      channels, count);
-        } else {
-          tile(x + p, l.offsets.data(), depth, w, b, out, channels, std::min(kTilePixels, l.pixels - p));
+        tile(x + p, l.offsets.data(), depth, w, b, out, channels, std::min(kTilePixels, l.pixels - p));
+      };
+      // Up to 48 pixels x 8 channels (two packed tiles of 4) per AVX-512 tile.
+      auto run_tile512 = [&](std::int64_t t, std::int64_t quads, std::int64_t p) {
+        const std::int64_t first_channel = g * out_per_group + t * kTileChannels;
+        const std::int64_t channels = std::min(quads * kTileChannels, out_per_group - t * kTileChannels);
+        const float* w[kMaxTileQuads512];
+        const float* b[kMaxTileQuads512];
+        float* out[kMaxTileQuads512 * kTileChannels];
+        for (std::int64_t q = 0; q < quads; ++q) {
+          w[q] = weights + (g * tiles + t + q) * depth * kTileChannels;
+          b[q] = biases + (g * tiles + t + q) * kTileChannels;
         }
+        for (std::int64_t j = 0; j < quads * kTileChannels; ++j) {
+          const std::int64_t channel = first_channel + std::min(j, channels - 1);
+          out[j] = output + image * out_image + channel * l.pixels + p;
+        }
+        const std::int64_t count = std::min(kTilePixels512, l.pixels - p);
+        tile_avx512(static_cast<int>((count + 15) / 16), static_cast<int>(quads), x + p, l.offsets.data(), depth,
+                    w, b, out, channels, count);
       };
       // Pixels outer: the input window of a pixel tile is read from L1 by every channel tile.
       if (avx512) {
         for (std::int64_t p = 0; p < l.pixels; p += kTilePixels512) {
-          for (std::int64_t t = first_tile; t < last_tile; ++t) run_tile(t, p);
+          for (std::int64_t t = first_tile; t < last_tile; t += kMaxTileQuads512) {
+            run_tile512(t, std::min(kMaxTileQuads512, last_tile - t), p);
+          }
         }
       } else {
         for (std::int64_t p = 0; p < l.pixels; p += kTilePixels) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/errors.h"
 
@@ -41,23 +42,30 @@ bool cpu_has_avx512() {
 
 namespace {
 
-// V vectors of 16 pixels x 4 channels: 4V accumulators (of 32 registers), the V input vectors
-// of a tap shared by the 4 channels, each weight broadcast once per tap.
-template <int V>
+// V vectors of 16 pixels x 4Q channels (Q quads of 4, one packed weight block each): 4QV
+// accumulators (24 of the 32 registers at V = 3, Q = 2), the V input vectors of a tap shared by
+// every channel, each weight broadcast once per tap.
+template <int V, int Q>
 SUBLET_AVX512 void tile(const float* x, const std::int64_t* offsets, std::int64_t depth,
-                        const float* weights, const float* bias, float* const* out,
+                        const float* const* weights, const float* const* bias, float* const* out,
                         std::int64_t channels, std::int64_t count) {
-  __m512 acc[4][V];
-  for (int j = 0; j < 4; ++j) {
-    for (int v = 0; v < V; ++v) acc[j][v] = _mm512_set1_ps(bias[j]);
+  __m512 acc[4 * Q][V];
+  const float* w[Q];
+  for (int q = 0; q < Q; ++q) {
+    w[q] = weights[q];
+    for (int j = 0; j < 4; ++j) {
+      for (int v = 0; v < V; ++v) acc[4 * q + j][v] = _mm512_set1_ps(bias[q][j]);
+    }
   }
-  for (std::int64_t k = 0; k < depth; ++k, weights += 4) {
+  for (std::int64_t k = 0; k < depth; ++k) {
     const float* from = x + offsets[k];
     __m512 in[V];
     for (int v = 0; v < V; ++v) in[v] = _mm512_loadu_ps(from + 16 * v);
-    for (int j = 0; j < 4; ++j) {
-      const __m512 w = _mm512_set1_ps(weights[j]);
-      for (int v = 0; v < V; ++v) acc[j][v] = _mm512_fmadd_ps(in[v], w, acc[j][v]);
+    for (int q = 0; q < Q; ++q) {
+      for (int j = 0; j < 4; ++j) {
+        const __m512 wj = _mm512_set1_ps(w[q][4 * k + j]);
+        for (int v = 0; v < V; ++v) acc[4 * q + j][v] = _mm512_fmadd_ps(in[v], wj, acc[4 * q + j][v]);
+      }
     }
   }
   for (std::int64_t j = 0; j < channels; ++j) {
@@ -74,21 +82,26 @@ SUBLET_AVX512 void tile(const float* x, const std::int64_t* offsets, std::int64_
 
 }  // namespace
 
-void tile_avx512(int vectors, const float* x, const std::int64_t* offsets, std::int64_t depth,
-                 const float* weights, const float* bias, float* const* out,
-                 std::int64_t channels, std::int64_t count) {
-  switch (vectors) {
-    case 1: return tile<1>(x, offsets, depth, weights, bias, out, channels, count);
-    case 2: return tile<2>(x, offsets, depth, weights, bias, out, channels, count);
-    case 3: return tile<3>(x, offsets, depth, weights, bias, out, channels, count);
-    default: throw Error("conv2d: an AVX-512 tile of 1 to 3 vectors was expected, found " + std::to_string(vectors));
+void tile_avx512(int vectors, int quads, const float* x, const std::int64_t* offsets,
+                 std::int64_t depth, const float* const* weights, const float* const* bias,
+                 float* const* out, std::int64_t channels, std::int64_t count) {
+  switch (quads * 4 + vectors) {
+    case 4 + 1: return tile<1, 1>(x, offsets, depth, weights, bias, out, channels, count);
+    case 4 + 2: return tile<2, 1>(x, offsets, depth, weights, bias, out, channels, count);
+    case 4 + 3: return tile<3, 1>(x, offsets, depth, weights, bias, out, channels, count);
+    case 8 + 1: return tile<1, 2>(x, offsets, depth, weights, bias, out, channels, count);
+    case 8 + 2: return tile<2, 2>(x, offsets, depth, weights, bias, out, channels, count);
+    case 8 + 3: return tile<3, 2>(x, offsets, depth, weights, bias, out, channels, count);
+    default:
+      throw Error("conv2d: an AVX-512 tile of 1 to 3 vectors and 1 or 2 quads was expected, found " +
+                  std::to_string(vectors) + " vectors and " + std::to_string(quads) + " quads");
   }
 }
 
 #else
 
-void tile_avx512(int, const float*, const std::int64_t*, std::int64_t, const float*, const float*,
-                 float* const*, std::int64_t, std::int64_t) {
+void tile_avx512(int, int, const float*, const std::int64_t*, std::int64_t, const float* const*,
+                 const float* const*, float* const*, std::int64_t, std::int64_t) {
   throw Error("conv2d: the AVX-512 CPU tiles are not built (needs GCC or Clang on x86-64)");
 }
 

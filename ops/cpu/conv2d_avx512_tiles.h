@@ -3,7 +3,7 @@
 // (the weight gradient goes through im2col and gemm_avx512_cpu.h on AVX-512 CPUs). They are
 // compiled for AVX-512 through function target attributes (the build's -march stays AVX2), so
 // callers must check cpu_has_avx512() first. Same contract as the AVX2 tile, with 16-float
-// vectors: a forward tile covers 16 * vectors output pixels of 4 output channels.
+// vectors: a forward tile covers 16 * vectors output pixels of 4 or 8 output channels.
 #include <cstdint>
 
 namespace sublet::ops::cpu {
@@ -19,11 +19,15 @@ void set_cpu_avx512_allowed(bool allowed);
 // Pixels per forward tile: 16 * vectors, vectors in [1, kMaxTileVectors512].
 constexpr std::int64_t kMaxTileVectors512 = 3;
 
-// out[j][0..count) for j < channels = bias[j] + sum over k of weights[k][j] * x[offsets[k] + i],
-// count <= 16 * vectors. weights: [depth][4]; bias: 4 values; x must be readable for
-// 16 * vectors floats past every offsets[k].
-void tile_avx512(int vectors, const float* x, const std::int64_t* offsets, std::int64_t depth,
-                 const float* weights, const float* bias, float* const* out,
-                 std::int64_t channels, std::int64_t count);
+// Output channels per forward tile: 4 * quads, quads in [1, kMaxTileQuads512].
+constexpr std::int64_t kMaxTileQuads512 = 2;
+
+// out[j][0..count) for j < channels = bias[j / 4][j % 4] + sum over k of
+// weights[j / 4][4 * k + j % 4] * x[offsets[k] + i], with count <= 16 * vectors and channels <=
+// 4 * quads (out has 4 * quads entries). weights: per quad [depth][4]; bias: per quad 4 values;
+// x must be readable for 16 * vectors floats past every offsets[k].
+void tile_avx512(int vectors, int quads, const float* x, const std::int64_t* offsets,
+                 std::int64_t depth, const float* const* weights, const float* const* bias,
+                 float* const* out, std::int64_t channels, std::int64_t count);
 
 }  // namespace sublet::ops::cpu
