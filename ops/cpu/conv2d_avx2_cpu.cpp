@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "ops/cpu/conv2d_avx512_tiles.h"
 #include "ops/cpu/im2col_cpu.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -28,6 +29,10 @@ constexpr std::int64_t kMinPixels = 4 * kTilePixels;
 // The weight gradient's tiles sum over the pixels of a plane and then reduce 12 vectors: at
 // 14x14 that fixed cost made it 25% slower than im2col + GEMM, at 28x28 it is 22% faster.
 constexpr std::int64_t kMinWeightGradientPixels = 16 * kTilePixels;
+// The AVX-512 tiles cover up to 48 pixels; input copies are padded for whole tiles of both.
+constexpr std::int64_t kTilePixels512 = 16 * kMaxTileVectors512;
+constexpr std::int64_t kMarginPixels = 48;
+static_assert(kMarginPixels % kTilePixels == 0 && kMarginPixels % kTilePixels512 == 0);
 
 #ifdef SUBLET_CONV2D_AVX2
 
@@ -65,7 +70,8 @@ Layout make_layout(const Conv2dShape& s) {
       max_shift = std::max(max_shift, shift);
     }
   }
-  const std::int64_t tiled_pixels = (l.pixels + kTilePixels - 1) / kTilePixels * kTilePixels;
+  // Margin for whole tiles of either kernel: 24 (AVX2) and 16, 32 or 48 (AVX-512) pixels.
+  const std::int64_t tiled_pixels = (l.pixels + kMarginPixels - 1) / kMarginPixels * kMarginPixels;
   l.before = -min_shift;
   const std::int64_t after = std::max<std::int64_t>(0, tiled_pixels + max_shift - l.plane);
   l.stride = (l.before + l.plane + after + 15) / 16 * 16;
@@ -254,6 +260,7 @@ void conv2d_forward_avx2(const Context& ctx, const Conv2dShape& s, const float* 
   const std::int64_t out_per_group = split.out_per_group, depth = split.depth, tiles = split.tiles;
   const std::int64_t in_image = split.in_image, out_image = split.out_image, items = split.items;
   const int threads = split.threads;
+  const bool avx512 = cpu_has_avx512();
 
   // Workspace: weights as [group][tile][k][4] (zeros past the last channel), biases as
   // [group][tile][4], then one set of input copies per thread.
@@ -298,12 +305,38 @@ void conv2d_forward_avx2(const Context& ctx, const Conv2dShape& s, const float* 
           const std::int64_t channel = first_channel + std::min(j, channels - 1);
           out[j] = output + image * out_image + channel * l.pixels + p;
         }
-        tile(x + p, l.offsets.data(), depth, w, b, out, channels,
-             std::min(kTilePixels, l.pixels - p));
+        tile(x + p, l.offsets.data(), depth, w, b, out, channels, std::min(kTilePixels, l.pixels - p));
+      };
+      // Up to 48 pixels x 8 channels (two packed tiles of 4) per AVX-512 tile.
+      auto run_tile512 = [&](std::int64_t t, std::int64_t quads, std::int64_t p) {
+        const std::int64_t first_channel = g * out_per_group + t * kTileChannels;
+        const std::int64_t channels = std::min(quads * kTileChannels, out_per_group - t * kTileChannels);
+        const float* w[kMaxTileQuads512];
+        const float* b[kMaxTileQuads512];
+        float* out[kMaxTileQuads512 * kTileChannels];
+        for (std::int64_t q = 0; q < quads; ++q) {
+          w[q] = weights + (g * tiles + t + q) * depth * kTileChannels;
+          b[q] = biases + (g * tiles + t + q) * kTileChannels;
+        }
+        for (std::int64_t j = 0; j < quads * kTileChannels; ++j) {
+          const std::int64_t channel = first_channel + std::min(j, channels - 1);
+          out[j] = output + image * out_image + channel * l.pixels + p;
+        }
+        const std::int64_t count = std::min(kTilePixels512, l.pixels - p);
+        tile_avx512(static_cast<int>((count + 15) / 16), static_cast<int>(quads), x + p, l.offsets.data(), depth,
+                    w, b, out, channels, count);
       };
       // Pixels outer: the input window of a pixel tile is read from L1 by every channel tile.
-      for (std::int64_t p = 0; p < l.pixels; p += kTilePixels) {
-        for (std::int64_t t = first_tile; t < last_tile; ++t) run_tile(t, p);
+      if (avx512) {
+        for (std::int64_t p = 0; p < l.pixels; p += kTilePixels512) {
+          for (std::int64_t t = first_tile; t < last_tile; t += kMaxTileQuads512) {
+            run_tile512(t, std::min(kMaxTileQuads512, last_tile - t), p);
+          }
+        }
+      } else {
+        for (std::int64_t p = 0; p < l.pixels; p += kTilePixels) {
+          for (std::int64_t t = first_tile; t < last_tile; ++t) run_tile(t, p);
+        }
       }
     }
   }

@@ -4,7 +4,9 @@
 // tile of 24 output pixels x 4 output channels reads the input planes in place, so there is no
 // column matrix and no GEMM packing (im2col and Eigen's packing cost about as much as the GEMM
 // itself at these channel counts). Small images (7x7) keep the im2col route: a tile of 24
-// pixels would be mostly padding there.
+// pixels would be mostly padding there. On a CPU with AVX-512 the forward runs the AVX-512 tile
+// (48 pixels x 8 channels, ops/cpu/conv2d_avx512_tiles.h) instead, chosen at run time; the
+// weight gradient is then not taken here (conv2d_cpu.cpp: im2col + the AVX-512 GEMM won).
 #include "ops/context.h"
 #include "ops/conv2d.h"
 

@@ -9,6 +9,8 @@
 #include <type_traits>
 
 #include "ops/cpu/conv2d_avx2_cpu.h"
+#include "ops/cpu/conv2d_avx512_tiles.h"
+#include "ops/cpu/gemm_avx512_cpu.h"
 #include "ops/cpu/im2col_cpu.h"
 
 namespace sublet::ops::cpu {
@@ -26,6 +28,24 @@ using ConstMatrixMap = Eigen::Map<const RowMatrix<T>>;
 // few output pixels (the 14x14 and 7x7 stages of a ResNet) are put side by side in one
 // column matrix until it is about this wide.
 constexpr std::int64_t kTargetGemmColumns = 256;
+
+// c[m x n] (row stride ldc) = a * b (or += when accumulate) through the AVX-512 GEMM, when T is
+// float and the CPU has AVX-512; false (nothing done) otherwise, and the caller runs Eigen's
+// GEMM of this build. With AVX-512 the GEMMs here run about 1.5x faster.
+template <typename T>
+bool gemm_fast(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
+               bool a_transposed, const T* b, std::int64_t ldb, bool b_transposed, T* c,
+               std::int64_t ldc, bool accumulate) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (gemm_avx512_built() && cpu_has_avx512()) {
+      gemm_avx512(m, n, k, {a, lda, a_transposed}, {b, ldb, b_transposed}, c, ldc, accumulate);
+      return true;
+    }
+  }
+  (void)m, (void)n, (void)k, (void)a, (void)lda, (void)a_transposed, (void)b, (void)ldb;
+  (void)b_transposed, (void)c, (void)ldc, (void)accumulate;
+  return false;
+}
 
 // How the convolution is cut into GEMMs: per group, weight_g [OCg, K] x col [K, cols] where
 // cols = images_per_gemm * pixels.
@@ -189,11 +209,17 @@ void conv2d_forward(const Context& ctx, const Conv2dShape& s, const T* input, co
       for (std::int64_t group = 0; group < s.groups; ++group) {
         const std::int64_t first_channel = group * p.out_channels_per_group;
         ConstMatrixMap<T> weight_g(weight + first_channel * p.k, p.out_channels_per_group, p.k);
-        ConstMatrixMap<T> columns_g(build_columns(s, p, c, group, input, columns), p.k, cols);
+        const T* columns_data = build_columns(s, p, c, group, input, columns);
+        ConstMatrixMap<T> columns_g(columns_data, p.k, cols);
         T* out_first = output + c.first * p.out_image + first_channel * p.pixels;
+        // weight_g [OCg, K] x columns [K, cols] into out (one image) or staging.
+        T* product = c.count == 1 ? out_first : staging;
+        if (!gemm_fast<T>(p.out_channels_per_group, cols, p.k, weight + first_channel * p.k, p.k, false,
+                          columns_data, cols, false, product, cols, false)) {
+          MatrixMap<T>(product, p.out_channels_per_group, cols).noalias() = weight_g * columns_g;
+        }
         if (c.count == 1) {
           MatrixMap<T> out_g(out_first, p.out_channels_per_group, p.pixels);
-          out_g.noalias() = weight_g * columns_g;
           if (bias != nullptr) {
             for (std::int64_t oc = 0; oc < p.out_channels_per_group; ++oc) {
               out_g.row(oc).array() += bias[first_channel + oc];
@@ -201,8 +227,6 @@ void conv2d_forward(const Context& ctx, const Conv2dShape& s, const T* input, co
           }
           continue;
         }
-        MatrixMap<T> staged(staging, p.out_channels_per_group, cols);
-        staged.noalias() = weight_g * columns_g;
         // Scatter the interleaved rows back to NCHW, adding the bias on the way.
         for (std::int64_t oc = 0; oc < p.out_channels_per_group; ++oc) {
           const T b = bias != nullptr ? bias[first_channel + oc] : T(0);
@@ -245,11 +269,15 @@ void conv2d_backward_input(const Context& ctx, const Conv2dShape& s, const T* gr
       for (std::int64_t group = 0; group < s.groups; ++group) {
         ConstMatrixMap<T> weight_g(weight + group * p.out_channels_per_group * p.k,
                                    p.out_channels_per_group, p.k);
-        ConstMatrixMap<T> grad_out_g(gather_grad_output(p, c, group, grad_output, staging),
-                                     p.out_channels_per_group, cols);
+        const T* grad_out_data = gather_grad_output(p, c, group, grad_output, staging);
+        ConstMatrixMap<T> grad_out_g(grad_out_data, p.out_channels_per_group, cols);
         T* grad_in_g = grad_in_first + group * p.group_input_offset;
-        MatrixMap<T> grad_columns(p.direct ? grad_in_g : columns, p.k, cols);
-        grad_columns.noalias() = weight_g.transpose() * grad_out_g;
+        T* grad_columns_data = p.direct ? grad_in_g : columns;
+        // weight_g^T [K, OCg] x grad_out [OCg, cols].
+        if (!gemm_fast<T>(p.k, cols, p.out_channels_per_group, weight + group * p.out_channels_per_group * p.k,
+                          p.k, true, grad_out_data, cols, false, grad_columns_data, cols, false)) {
+          MatrixMap<T>(grad_columns_data, p.k, cols).noalias() = weight_g.transpose() * grad_out_g;
+        }
         if (p.direct) continue;
         for (std::int64_t b = 0; b < c.count; ++b) {
           col2im_add(s, p.in_channels_per_group, columns + b * p.pixels, cols, grad_in_g + b * p.in_image);
@@ -263,7 +291,9 @@ template <typename T>
 void conv2d_backward_weight(const Context& ctx, const Conv2dShape& s, const T* grad_output,
                             const T* input, T* grad_weight, T* grad_bias) {
   if constexpr (std::is_same_v<T, float>) {
-    if (conv2d_avx2_weight_gradient_applies(s)) {
+    // With AVX-512, im2col + the AVX-512 GEMM beat the direct weight-gradient tile (by about
+    // 1.4x at 28x28, 16 channels), so the direct one serves AVX2-only CPUs.
+    if (conv2d_avx2_weight_gradient_applies(s) && !cpu_has_avx512()) {
       return conv2d_backward_weight_avx2(ctx, s, grad_output, input, grad_weight, grad_bias);
     }
   }
@@ -292,12 +322,17 @@ void conv2d_backward_weight(const Context& ctx, const Conv2dShape& s, const T* g
       const Chunk c = chunk_at(s, p, index);
       const std::int64_t cols = c.count * p.pixels;
       for (std::int64_t group = 0; group < s.groups; ++group) {
-        ConstMatrixMap<T> columns_g(build_columns(s, p, c, group, input, columns), p.k, cols);
-        ConstMatrixMap<T> grad_out_g(gather_grad_output(p, c, group, grad_output, staging),
-                                     p.out_channels_per_group, cols);
-        MatrixMap<T> grad_weight_g(partial_weight + group * p.out_channels_per_group * p.k,
-                                   p.out_channels_per_group, p.k);
-        grad_weight_g.noalias() += grad_out_g * columns_g.transpose();
+        const T* columns_data = build_columns(s, p, c, group, input, columns);
+        const T* grad_out_data = gather_grad_output(p, c, group, grad_output, staging);
+        ConstMatrixMap<T> columns_g(columns_data, p.k, cols);
+        ConstMatrixMap<T> grad_out_g(grad_out_data, p.out_channels_per_group, cols);
+        T* grad_weight_data = partial_weight + group * p.out_channels_per_group * p.k;
+        // grad_out [OCg, cols] x columns^T [cols, K], added to the thread's partial sum.
+        if (!gemm_fast<T>(p.out_channels_per_group, p.k, cols, grad_out_data, cols, false, columns_data,
+                          cols, true, grad_weight_data, p.k, true)) {
+          MatrixMap<T>(grad_weight_data, p.out_channels_per_group, p.k).noalias() +=
+              grad_out_g * columns_g.transpose();
+        }
         if (grad_bias != nullptr) {
           Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> bias_g(
               partial_bias + group * p.out_channels_per_group, p.out_channels_per_group);

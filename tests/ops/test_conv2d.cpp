@@ -10,6 +10,7 @@
 #include "memory/registry.h"
 #include "nn_test_support.h"
 #include "ops/cpu/conv2d_avx2_cpu.h"
+#include "ops/cpu/conv2d_avx512_tiles.h"
 
 namespace sublet::ops {
 namespace {
@@ -183,39 +184,76 @@ std::vector<NamedShape> tile_kernel_configurations() {
   { Conv2dShape s = make_shape(2, 2, 16, 24, 4, 5, 5); s.pad_h = s.pad_w = 2; shapes.push_back({"tiles_5x5", s}); }
   { Conv2dShape s = make_shape(2, 3, 18, 22, 4, 3, 3); s.pad_w = 1; shapes.push_back({"tiles_no_vertical_pad", s}); }
   { Conv2dShape s = make_shape(1, 3, 20, 20, 9, 3, 3); s.pad_h = s.pad_w = 1; shapes.push_back({"tiles_batch1", s}); }
+  // The AVX-512 tile covers 48 pixels; the last tile of a plane takes 1, 2 or 3 vectors of 16
+  // (124 = 2 * 48 + 28 pixels: two vectors, the second partly used).
+  { Conv2dShape s = make_shape(2, 3, 31, 4, 5, 3, 3); s.pad_h = s.pad_w = 1; shapes.push_back({"tiles_avx512_two_vectors", s}); }
   return shapes;
 }
 
+// Makes cpu_has_avx512() false for a scope (the AVX2 kernels then run on an AVX-512 CPU too).
+class Avx512Allowed {
+ public:
+  explicit Avx512Allowed(bool allowed) { cpu::set_cpu_avx512_allowed(allowed); }
+  ~Avx512Allowed() { cpu::set_cpu_avx512_allowed(true); }
+  Avx512Allowed(const Avx512Allowed&) = delete;
+  Avx512Allowed& operator=(const Avx512Allowed&) = delete;
+};
+
+// float32 forward against the naive loop and both gradients against float64, on random data.
+void expect_float32_matches(const Conv2dShape& s, std::uint64_t seed) {
+  const auto input = random_values(s.input_numel(), seed++);
+  const auto weight = random_values(s.weight_numel(), seed++);
+  const auto bias = random_values(s.out_channels, seed++);
+  const auto grad_output = random_values(s.output_numel(), seed++);
+  // Forward against the naive loop, with and without bias.
+  EXPECT_LE(max_relative_error(run_forward<float>(s, input, weight, &bias), naive_conv2d(s, input, weight, &bias)),
+            1e-5);
+  EXPECT_LE(max_relative_error(run_forward<float>(s, input, weight, nullptr), naive_conv2d(s, input, weight, nullptr)),
+            1e-5);
+  // Both gradients against float64 (checked against finite differences above), and the
+  // weight gradient with and without the bias gradient.
+  std::vector<double> gi64(input.size()), gw64(weight.size()), gb64(bias.size());
+  conv2d_backward_input(cpu_context(), s, DType::Float64, grad_output.data(), weight.data(), gi64.data());
+  conv2d_backward_weight(cpu_context(), s, DType::Float64, grad_output.data(), input.data(), gw64.data(), gb64.data());
+  const auto input32 = testing::cast_values<float>(input), weight32 = testing::cast_values<float>(weight);
+  const auto grad_output32 = testing::cast_values<float>(grad_output);
+  std::vector<float> gi32(input.size()), gw32(weight.size()), gb32(bias.size()), gw32_only(weight.size());
+  conv2d_backward_input(cpu_context(), s, DType::Float32, grad_output32.data(), weight32.data(), gi32.data());
+  conv2d_backward_weight(cpu_context(), s, DType::Float32, grad_output32.data(), input32.data(), gw32.data(),
+                         gb32.data());
+  conv2d_backward_weight(cpu_context(), s, DType::Float32, grad_output32.data(), input32.data(), gw32_only.data(),
+                         nullptr);
+  EXPECT_LE(max_relative_error(testing::cast_values<double>(gi32), gi64), 1e-5);
+  EXPECT_LE(max_relative_error(testing::cast_values<double>(gw32), gw64), 1e-5);
+  EXPECT_LE(max_relative_error(testing::cast_values<double>(gb32), gb64), 1e-5);
+  EXPECT_EQ(gw32_only, gw32);
+}
+
+// Every float32 path twice: with the AVX-512 kernels (tile and GEMM) where the CPU has them,
+// and with the AVX2 ones.
 TEST(Conv2dTileKernel, Float32MatchesReferenceAndFloat64) {
-  std::uint64_t seed = 300;
-  for (const auto& [name, s] : tile_kernel_configurations()) {
-    SCOPED_TRACE(name);
-    const auto input = random_values(s.input_numel(), seed++);
-    const auto weight = random_values(s.weight_numel(), seed++);
-    const auto bias = random_values(s.out_channels, seed++);
-    const auto grad_output = random_values(s.output_numel(), seed++);
-    // Forward against the naive loop, with and without bias.
-    EXPECT_LE(max_relative_error(run_forward<float>(s, input, weight, &bias), naive_conv2d(s, input, weight, &bias)),
-              1e-5);
-    EXPECT_LE(max_relative_error(run_forward<float>(s, input, weight, nullptr), naive_conv2d(s, input, weight, nullptr)),
-              1e-5);
-    // Both gradients against float64 (checked against finite differences above), and the
-    // weight gradient with and without the bias gradient.
-    std::vector<double> gi64(input.size()), gw64(weight.size()), gb64(bias.size());
-    conv2d_backward_input(cpu_context(), s, DType::Float64, grad_output.data(), weight.data(), gi64.data());
-    conv2d_backward_weight(cpu_context(), s, DType::Float64, grad_output.data(), input.data(), gw64.data(), gb64.data());
-    const auto input32 = testing::cast_values<float>(input), weight32 = testing::cast_values<float>(weight);
-    const auto grad_output32 = testing::cast_values<float>(grad_output);
-    std::vector<float> gi32(input.size()), gw32(weight.size()), gb32(bias.size()), gw32_only(weight.size());
-    conv2d_backward_input(cpu_context(), s, DType::Float32, grad_output32.data(), weight32.data(), gi32.data());
-    conv2d_backward_weight(cpu_context(), s, DType::Float32, grad_output32.data(), input32.data(), gw32.data(),
-                           gb32.data());
-    conv2d_backward_weight(cpu_context(), s, DType::Float32, grad_output32.data(), input32.data(), gw32_only.data(),
-                           nullptr);
-    EXPECT_LE(max_relative_error(testing::cast_values<double>(gi32), gi64), 1e-5);
-    EXPECT_LE(max_relative_error(testing::cast_values<double>(gw32), gw64), 1e-5);
-    EXPECT_LE(max_relative_error(testing::cast_values<double>(gb32), gb64), 1e-5);
-    EXPECT_EQ(gw32_only, gw32);
+  for (const bool avx512 : {true, false}) {
+    SCOPED_TRACE(avx512 ? "AVX-512 where the CPU has it" : "AVX2");
+    const Avx512Allowed isa(avx512);
+    std::uint64_t seed = 300;
+    for (const auto& [name, s] : tile_kernel_configurations()) {
+      SCOPED_TRACE(name);
+      expect_float32_matches(s, seed);
+      seed += 4;
+    }
+  }
+}
+
+TEST(Conv2dGemmKernel, Float32MatchesReferenceAndFloat64) {
+  for (const bool avx512 : {true, false}) {
+    SCOPED_TRACE(avx512 ? "AVX-512 where the CPU has it" : "AVX2");
+    const Avx512Allowed isa(avx512);
+    std::uint64_t seed = 400;
+    for (const auto& [name, s] : configurations()) {
+      SCOPED_TRACE(name);
+      expect_float32_matches(s, seed);
+      seed += 4;
+    }
   }
 }
 

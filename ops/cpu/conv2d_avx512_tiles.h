@@ -1,0 +1,33 @@
+#pragma once
+// AVX-512 version of the forward register tile of conv2d_avx2_cpu.cpp's direct convolution
+// (the weight gradient goes through im2col and gemm_avx512_cpu.h on AVX-512 CPUs). They are
+// compiled for AVX-512 through function target attributes (the build's -march stays AVX2), so
+// callers must check cpu_has_avx512() first. Same contract as the AVX2 tile, with 16-float
+// vectors: a forward tile covers 16 * vectors output pixels of 4 or 8 output channels.
+#include <cstdint>
+
+namespace sublet::ops::cpu {
+
+// True when this CPU runs AVX-512F/VL/DQ/BW code (checked once), and the build has the tiles.
+// SUBLET_CPU_NO_AVX512=1 in the environment makes it false (to compare with the AVX2 tiles).
+bool cpu_has_avx512();
+
+// Tests: false makes cpu_has_avx512() false, so the AVX2 kernels run on an AVX-512 CPU too;
+// true gives back the detected answer.
+void set_cpu_avx512_allowed(bool allowed);
+
+// Pixels per forward tile: 16 * vectors, vectors in [1, kMaxTileVectors512].
+constexpr std::int64_t kMaxTileVectors512 = 3;
+
+// Output channels per forward tile: 4 * quads, quads in [1, kMaxTileQuads512].
+constexpr std::int64_t kMaxTileQuads512 = 2;
+
+// out[j][0..count) for j < channels = bias[j / 4][j % 4] + sum over k of
+// weights[j / 4][4 * k + j % 4] * x[offsets[k] + i], with count <= 16 * vectors and channels <=
+// 4 * quads (out has 4 * quads entries). weights: per quad [depth][4]; bias: per quad 4 values;
+// x must be readable for 16 * vectors floats past every offsets[k].
+void tile_avx512(int vectors, int quads, const float* x, const std::int64_t* offsets,
+                 std::int64_t depth, const float* const* weights, const float* const* bias,
+                 float* const* out, std::int64_t channels, std::int64_t count);
+
+}  // namespace sublet::ops::cpu
