@@ -24,6 +24,7 @@ Kinds of block (the NAME's part before the first '.'):
   dp.step       data parallel: `sublet bench step --nproc-per-node` (DIR/sublet_dp*_MODEL.json) beside
                 PyTorch's DDP (DIR/torch_ddp*_MODEL.json), and the plain-vs-data-parallel training losses
   torchalloc.compare  bench/torch_allocator_compare.py's rows and verdicts (DIR/compare_hooks.json)
+  amp.suite     issue 15's rows and goals: bench/gpu_amp_table.py run on DIR (SUITE=amp gpu_step_suite.sh)
 """
 import glob
 import json
@@ -296,8 +297,16 @@ def torchalloc_table(name, source):
             f"\n\n{stamp(source)}\n")
 
 
+def amp_table(name, source):
+    """bench/gpu_amp_table.py's table and goals for the folder, as its own output."""
+    import subprocess
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu_amp_table.py"), os.path.join(ROOT, source)],
+                         check=True, capture_output=True, text=True).stdout
+    return f"```\n{out.rstrip()}\n```\n{stamp(source)}\n"
+
+
 RENDERERS = {"transcript": transcript, "ab": ab_table, "steps": steps_table, "alloc": alloc_table, "plan": plan_table, "dp": dp_table,
-             "torchalloc": torchalloc_table}
+             "torchalloc": torchalloc_table, "amp": amp_table}
 
 
 def render(text):
