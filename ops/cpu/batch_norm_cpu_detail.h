@@ -30,6 +30,27 @@ void for_each_run(const BatchNormShape& s, std::int64_t c, T* base, Visit&& visi
 struct ScaleShift {
   double mean = 0, scale = 0, shift = 0;
 };
+// Channel c's statistics from the sum of its values' deviations squared (count values, mean
+// given): saves mean and invstd, moves the running statistics, returns the affine form.
+template <typename T>
+ScaleShift channel_statistics(double mean, double squares, double count, std::int64_t c, const T* weight,
+                              const T* bias, T* running_mean, T* running_var, double momentum, double eps,
+                              T* save_mean, T* save_invstd) {
+  const double var_biased = squares / count;
+  const double invstd = 1.0 / std::sqrt(var_biased + eps);
+  save_mean[c] = static_cast<T>(mean);
+  save_invstd[c] = static_cast<T>(invstd);
+  if (running_mean != nullptr) {
+    running_mean[c] = static_cast<T>((1 - momentum) * running_mean[c] + momentum * mean);
+  }
+  if (running_var != nullptr) {
+    const double var_unbiased = squares / (count - 1);
+    running_var[c] = static_cast<T>((1 - momentum) * running_var[c] + momentum * var_unbiased);
+  }
+  const double scale = invstd * (weight ? static_cast<double>(weight[c]) : 1.0);
+  return {mean, scale, (bias ? static_cast<double>(bias[c]) : 0.0) - mean * scale};
+}
+
 template <typename T>
 ScaleShift training_statistics(const BatchNormShape& s, std::int64_t c, const T* input, const T* weight,
                                const T* bias, T* running_mean, T* running_var, double momentum, double eps,
@@ -44,19 +65,8 @@ ScaleShift training_statistics(const BatchNormShape& s, std::int64_t c, const T*
   for_each_run(s, c, input, [&](const T* run, std::int64_t len) {
     squares += (as_array(run, len) - mean_t).square().sum();
   });
-  const double var_biased = squares / count;
-  const double invstd = 1.0 / std::sqrt(var_biased + eps);
-  save_mean[c] = static_cast<T>(mean);
-  save_invstd[c] = static_cast<T>(invstd);
-  if (running_mean != nullptr) {
-    running_mean[c] = static_cast<T>((1 - momentum) * running_mean[c] + momentum * mean);
-  }
-  if (running_var != nullptr) {
-    const double var_unbiased = squares / (count - 1);
-    running_var[c] = static_cast<T>((1 - momentum) * running_var[c] + momentum * var_unbiased);
-  }
-  const double scale = invstd * (weight ? static_cast<double>(weight[c]) : 1.0);
-  return {mean, scale, (bias ? static_cast<double>(bias[c]) : 0.0) - mean * scale};
+  return channel_statistics(mean, squares, count, c, weight, bias, running_mean, running_var, momentum, eps,
+                            save_mean, save_invstd);
 }
 
 // Sum of grad_output and of grad_output * (input - mean), over one run and accumulated in double.
