@@ -104,10 +104,11 @@ TEST(FunctionalBatchNorm, EvalUsesRunningStatsAndHasGradients) {
   expect_throw_with([&] { F::batch_norm(x, grad_buffer, running_var, w, b, true); }, {"batch_norm", "must not require grad"});
 }
 
-// On the CPU batch_norm_relu is batch norm's kernels with the add and the relu in place; checked
-// here are its gradients (the residual's included), that it is batch_norm + add + relu bit for
-// bit, and its argument checks. The fused GPU kernels are checked against
-// it in tests/runtime/test_batch_norm_relu_cuda.cpp.
+// On the CPU batch_norm_relu runs the fused CPU kernels for float32/float64 (ops/cpu/
+// batch_norm_relu_cpu.cpp; otherwise batch norm's kernels with the add and the relu in place);
+// checked here are its gradients (the residual's included), that it is batch_norm + add + relu
+// bit for bit, and its argument checks. The fused GPU kernels are checked against it in
+// tests/runtime/test_batch_norm_relu_cuda.cpp.
 TEST(FunctionalBatchNormRelu, GradcheckWithAndWithoutResidual) {
   const Tensor x = random64({3, 2, 4, 3}, 40, true), r = random64({3, 2, 4, 3}, 41, true);
   const Tensor w = random64({2}, 42, true), b = random64({2}, 43, true);
