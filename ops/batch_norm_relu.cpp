@@ -9,11 +9,13 @@ namespace sublet::ops {
 
 namespace {
 
-// The float32/float64 NCHW kernels (ops/cuda/batch_norm_relu.cu) hold a channel in one block's
-// registers: at most kFusedBatchNormMaxPerChannel values. The 16-bit and channels-last ones
-// (ops/cuda/batch_norm_split.cu) split a channel over many blocks and take any size.
-bool one_block_per_channel(const BatchNormShape& shape, DType dtype) {
-  return shape.format == MemoryFormat::Contiguous && (dtype == DType::Float32 || dtype == DType::Float64);
+// The CUDA float32/float64 NCHW kernels (ops/cuda/batch_norm_relu.cu) hold a channel in one
+// block's registers: at most kFusedBatchNormMaxPerChannel values. The 16-bit and channels-last
+// ones (ops/cuda/batch_norm_split.cu) split a channel over many blocks and take any size; the CPU
+// kernels (ops/cpu/batch_norm_relu_cpu.cpp) loop over a channel and take any size too.
+bool one_block_per_channel(const Context& ctx, const BatchNormShape& shape, DType dtype) {
+  return ctx.device.type == DeviceType::CUDA && shape.format == MemoryFormat::Contiguous &&
+         (dtype == DType::Float32 || dtype == DType::Float64);
 }
 
 void require_fused(const Context& ctx, const BatchNormShape& shape, DType dtype) {
@@ -21,7 +23,7 @@ void require_fused(const Context& ctx, const BatchNormShape& shape, DType dtype)
     const std::string where = batch_norm_relu_forward_kernels().describe();
     throw ValueError("batch_norm_relu: the fused kernels need a device and dtype that have them (" +
                      (where.empty() ? std::string("none in this build") : where) + ") and, for float32/float64 " +
-                     "NCHW, at most " + std::to_string(kFusedBatchNormMaxPerChannel) + " values per channel; got " +
+                     "NCHW on CUDA, at most " + std::to_string(kFusedBatchNormMaxPerChannel) + " values per channel; got " +
                      ctx.device.str() + ", " + dtype_name(dtype) +
                      (shape.format == MemoryFormat::ChannelsLast ? " channels-last" : "") + ", " +
                      std::to_string(shape.batch * shape.spatial()) + " values per channel");
@@ -30,10 +32,10 @@ void require_fused(const Context& ctx, const BatchNormShape& shape, DType dtype)
 
 }  // namespace
 
-// Fused where a backend registered the kernels for this device, dtype and layout (CUDA only
-// today) and, for the one-block-per-channel kernels, the channels fit.
+// Fused where a backend registered the kernels for this device, dtype and layout (CUDA; the CPU
+// for float32/float64 NCHW) and, for the one-block-per-channel kernels, the channels fit.
 bool batch_norm_relu_fused(const Context& ctx, const BatchNormShape& shape, DType dtype) {
-  return (!one_block_per_channel(shape, dtype) || shape.batch * shape.spatial() <= kFusedBatchNormMaxPerChannel) &&
+  return (!one_block_per_channel(ctx, shape, dtype) || shape.batch * shape.spatial() <= kFusedBatchNormMaxPerChannel) &&
          batch_norm_relu_forward_kernels().find(ctx.device.type, dtype, shape.format) != nullptr &&
          batch_norm_relu_backward_kernels().find(ctx.device.type, dtype, shape.format) != nullptr;
 }

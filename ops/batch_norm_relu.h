@@ -7,7 +7,9 @@
 // Only where batch_norm_relu_fused() says so: CUDA devices; float32/float64 NCHW with channels of
 // at most kFusedBatchNormMaxPerChannel values (one block per channel, its values in registers);
 // bfloat16/float16 NCHW and float32/bfloat16/float16 channels-last of any size (float32
-// parameters, ops/cuda/batch_norm_split.cu: each channel split over many blocks).
+// parameters, ops/cuda/batch_norm_split.cu: each channel split over many blocks). The CPU:
+// float32/float64 NCHW of any size (ops/cpu/batch_norm_relu_cpu.cpp, batch norm + add + relu's
+// values bit for bit).
 // Callers compose batch_norm, add and relu otherwise (runtime/nn/functional.h:
 // batch_norm_relu does).
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// Kernel tables of fused batch norm + ReLU (ops/batch_norm_relu.h); CUDA only: no CPU entries.
+// Kernel tables of fused batch norm + ReLU (ops/batch_norm_relu.h): CUDA, and the CPU for float32/float64 NCHW.
 // Each entry point's kernel signature and its table (ops/kernel_table.h). The CPU kernels
 // register in ops/cpu/register_cpu_kernels.cpp, the CUDA ones in ops/cuda/register_cuda_kernels.cpp.
 // The dtype argument stays in the signature: the CUDA kernels take it and serve several dtypes.

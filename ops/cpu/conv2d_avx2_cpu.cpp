@@ -355,6 +355,7 @@ void conv2d_backward_weight_avx2(const Context& ctx, const Conv2dShape& s,
   const std::int64_t out_per_group = split.out_per_group, depth = split.depth;
   const std::int64_t in_image = split.in_image, out_image = split.out_image, items = split.items;
   const int threads = split.threads;
+  const bool avx512 = cpu_has_avx512();
 
   // Workspace: per thread the input copies and partial sums [weight | bias].
   const std::int64_t weight_numel = s.weight_numel();
@@ -379,11 +380,15 @@ void conv2d_backward_weight_avx2(const Context& ctx, const Conv2dShape& s,
       const WorkSplit::Item work = split.item(item, s.groups);
       const std::int64_t image = work.image, g = work.group, first_tile = work.first_tile, last_tile = work.last_tile;
       fill_copies(s, l, input + image * in_image + g * l.channels * l.plane, x);
-      for (std::int64_t t = first_tile; t < last_tile; ++t) {
+      // AVX-512: 8 gradient rows (two tiles of 4) per register tile.
+      const std::int64_t rows = avx512 ? kWeightTileRows512 : kTileChannels;
+      for (std::int64_t t = first_tile; t < last_tile; t += rows / kTileChannels) {
         const std::int64_t first_channel = g * out_per_group + t * kTileChannels;
-        const std::int64_t channels = std::min(kTileChannels, out_per_group - t * kTileChannels);
-        const float* grad[kTileChannels];  // a short last tile repeats its last row
-        for (std::int64_t j = 0; j < kTileChannels; ++j) {
+        // Only this item's tiles: with one tile per item, the next tile is another item's.
+        const std::int64_t channels =
+            std::min(rows, std::min(last_tile * kTileChannels, out_per_group) - t * kTileChannels);
+        const float* grad[kWeightTileRows512];  // a short last tile repeats its last row
+        for (std::int64_t j = 0; j < rows; ++j) {
           const std::int64_t channel = first_channel + std::min(j, channels - 1);
           grad[j] = grad_output + image * out_image + channel * l.pixels;
         }
@@ -392,8 +397,12 @@ void conv2d_backward_weight_avx2(const Context& ctx, const Conv2dShape& s,
           // A short last group of taps repeats its last tap; those sums are dropped.
           const std::int64_t offsets[3] = {l.offsets[k], l.offsets[k + std::min<std::int64_t>(1, taps - 1)],
                                            l.offsets[k + taps - 1]};
-          float sums[kTileChannels][3] = {};
-          weight_tile(grad, x, offsets, l.pixels, sums);
+          float sums[kWeightTileRows512][3] = {};
+          if (avx512) {
+            weight_tile_avx512(grad, x, offsets, l.pixels, sums);
+          } else {
+            weight_tile(grad, x, offsets, l.pixels, sums);
+          }
           for (std::int64_t j = 0; j < channels; ++j) {
             for (std::int64_t i = 0; i < taps; ++i) {
               partial_weight[(first_channel + j) * depth + k + i] += sums[j][i];

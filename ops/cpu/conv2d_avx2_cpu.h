@@ -5,8 +5,9 @@
 // column matrix and no GEMM packing (im2col and Eigen's packing cost about as much as the GEMM
 // itself at these channel counts). Small images (7x7) keep the im2col route: a tile of 24
 // pixels would be mostly padding there. On a CPU with AVX-512 the forward runs the AVX-512 tile
-// (48 pixels x 8 channels, ops/cpu/conv2d_avx512_tiles.h) instead, chosen at run time; the
-// weight gradient is then not taken here (conv2d_cpu.cpp: im2col + the AVX-512 GEMM won).
+// (48 pixels x 8 channels, ops/cpu/conv2d_avx512_tiles.h) instead, chosen at run time, and the
+// weight gradient its AVX-512 tile (8 gradient rows x 3 taps) where the input has 8 or more
+// channels per group (conv2d_cpu.cpp: below that im2col + the AVX-512 GEMM win).
 #include "ops/context.h"
 #include "ops/conv2d.h"
 

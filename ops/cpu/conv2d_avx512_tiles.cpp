@@ -82,6 +82,50 @@ SUBLET_AVX512 void tile(const float* x, const std::int64_t* offsets, std::int64_
 
 }  // namespace
 
+SUBLET_AVX512 void weight_tile_avx512(const float* const* grad, const float* x, const std::int64_t* offsets,
+                                      std::int64_t count, float sums[kWeightTileRows512][3]) {
+  static_assert(kWeightTileRows512 == 8);
+  const float* x0 = x + offsets[0];
+  const float* x1 = x + offsets[1];
+  const float* x2 = x + offsets[2];
+  // 24 named accumulators: with an array of them GCC stored every one to the stack on each step.
+#define SUBLET_ROW_ACCUMULATORS(j) __m512 a##j##0 = _mm512_setzero_ps(), a##j##1 = a##j##0, a##j##2 = a##j##0;
+  SUBLET_ROW_ACCUMULATORS(0) SUBLET_ROW_ACCUMULATORS(1) SUBLET_ROW_ACCUMULATORS(2) SUBLET_ROW_ACCUMULATORS(3)
+  SUBLET_ROW_ACCUMULATORS(4) SUBLET_ROW_ACCUMULATORS(5) SUBLET_ROW_ACCUMULATORS(6) SUBLET_ROW_ACCUMULATORS(7)
+#undef SUBLET_ROW_ACCUMULATORS
+  // The 3 input vectors of a step are shared by the 8 rows: 11 loads per 24 FMAs.
+  const __mmask16 tail = static_cast<__mmask16>((1u << (count % 16)) - 1);
+  const float* g0 = grad[0];
+  const float* g1 = grad[1];
+  const float* g2 = grad[2];
+  const float* g3 = grad[3];
+  const float* g4 = grad[4];
+  const float* g5 = grad[5];
+  const float* g6 = grad[6];
+  const float* g7 = grad[7];
+  for (std::int64_t p = 0; p < count; p += 16) {
+    const __mmask16 mask = p + 16 <= count ? static_cast<__mmask16>(0xFFFF) : tail;  // zeros past count
+    const __m512 v0 = _mm512_loadu_ps(x0 + p), v1 = _mm512_loadu_ps(x1 + p), v2 = _mm512_loadu_ps(x2 + p);
+#define SUBLET_ROW_STEP(j)                                      \
+  {                                                             \
+    const __m512 g = _mm512_maskz_loadu_ps(mask, g##j + p);     \
+    a##j##0 = _mm512_fmadd_ps(g, v0, a##j##0);                  \
+    a##j##1 = _mm512_fmadd_ps(g, v1, a##j##1);                  \
+    a##j##2 = _mm512_fmadd_ps(g, v2, a##j##2);                  \
+  }
+    SUBLET_ROW_STEP(0) SUBLET_ROW_STEP(1) SUBLET_ROW_STEP(2) SUBLET_ROW_STEP(3)
+    SUBLET_ROW_STEP(4) SUBLET_ROW_STEP(5) SUBLET_ROW_STEP(6) SUBLET_ROW_STEP(7)
+#undef SUBLET_ROW_STEP
+  }
+#define SUBLET_ROW_SUMS(j)                         \
+  sums[j][0] += _mm512_reduce_add_ps(a##j##0);     \
+  sums[j][1] += _mm512_reduce_add_ps(a##j##1);     \
+  sums[j][2] += _mm512_reduce_add_ps(a##j##2);
+  SUBLET_ROW_SUMS(0) SUBLET_ROW_SUMS(1) SUBLET_ROW_SUMS(2) SUBLET_ROW_SUMS(3)
+  SUBLET_ROW_SUMS(4) SUBLET_ROW_SUMS(5) SUBLET_ROW_SUMS(6) SUBLET_ROW_SUMS(7)
+#undef SUBLET_ROW_SUMS
+}
+
 void tile_avx512(int vectors, int quads, const float* x, const std::int64_t* offsets,
                  std::int64_t depth, const float* const* weights, const float* const* bias,
                  float* const* out, std::int64_t channels, std::int64_t count) {
@@ -102,6 +146,11 @@ void tile_avx512(int vectors, int quads, const float* x, const std::int64_t* off
 
 void tile_avx512(int, int, const float*, const std::int64_t*, std::int64_t, const float* const*,
                  const float* const*, float* const*, std::int64_t, std::int64_t) {
+  throw Error("conv2d: the AVX-512 CPU tiles are not built (needs GCC or Clang on x86-64)");
+}
+
+void weight_tile_avx512(const float* const*, const float*, const std::int64_t*, std::int64_t,
+                        float[kWeightTileRows512][3]) {
   throw Error("conv2d: the AVX-512 CPU tiles are not built (needs GCC or Clang on x86-64)");
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// AVX-512 version of the forward register tile of conv2d_avx2_cpu.cpp's direct convolution
-// (the weight gradient goes through im2col and gemm_avx512_cpu.h on AVX-512 CPUs). They are
+// AVX-512 versions of the register tiles of conv2d_avx2_cpu.cpp's direct convolution: the
+// forward tile, and the weight gradient's (taken where conv2d_avx2_weight_gradient_applies;
+// other weight gradients go through im2col and gemm_avx512_cpu.h on AVX-512 CPUs). They are
 // compiled for AVX-512 through function target attributes (the build's -march stays AVX2), so
 // callers must check cpu_has_avx512() first. Same contract as the AVX2 tile, with 16-float
 // vectors: a forward tile covers 16 * vectors output pixels of 4 or 8 output channels.
@@ -29,5 +30,14 @@ constexpr std::int64_t kMaxTileQuads512 = 2;
 void tile_avx512(int vectors, int quads, const float* x, const std::int64_t* offsets,
                  std::int64_t depth, const float* const* weights, const float* const* bias,
                  float* const* out, std::int64_t channels, std::int64_t count);
+
+// Rows of gradient per weight-gradient tile.
+constexpr std::int64_t kWeightTileRows512 = 8;
+
+// sums[j][i] += sum over p < count of grad[j][p] * x[offsets[i] + p], for 8 gradient rows and 3
+// taps (24 accumulators). grad rows are read only below count; x must be readable for count
+// rounded up to 16 floats past every offsets[i].
+void weight_tile_avx512(const float* const* grad, const float* x, const std::int64_t* offsets,
+                        std::int64_t count, float sums[kWeightTileRows512][3]);
 
 }  // namespace sublet::ops::cpu

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "ops/cpu/batch_norm_cpu.h"
+#include "ops/cpu/batch_norm_relu_cpu.h"
 #include "ops/cpu/conv2d_cpu.h"
 #include "ops/cpu/dropout_cpu.h"
 #include "ops/cpu/loss_cpu.h"
@@ -69,6 +70,26 @@ void batch_norm_backward_eval(const Context&, const BatchNormShape& s, DType, co
   cpu::batch_norm_backward_eval<T>(s, in<T>(grad_output), in<T>(input), in<T>(weight), in<T>(running_mean),
                                    in<T>(running_var), eps, out<T>(grad_input), out<T>(grad_weight),
                                    out<T>(grad_bias));
+}
+
+// fused batch norm + ReLU (ops/batch_norm_relu_kernels.h)
+template <typename T>
+void batch_norm_relu_forward_training(const Context&, const BatchNormShape& s, DType, const void* input,
+                                      const void* residual, const void* weight, const void* bias,
+                                      void* running_mean, void* running_var, double momentum, double eps,
+                                      void* output, void* save_mean, void* save_invstd) {
+  cpu::batch_norm_relu_forward_training<T>(s, in<T>(input), in<T>(residual), in<T>(weight), in<T>(bias),
+                                           out<T>(running_mean), out<T>(running_var), momentum, eps,
+                                           out<T>(output), out<T>(save_mean), out<T>(save_invstd));
+}
+template <typename T>
+void batch_norm_relu_backward_training(const Context&, const BatchNormShape& s, DType, const void* grad_output,
+                                       const void* output, const void* input, const void* weight,
+                                       const void* save_mean, const void* save_invstd, void* grad_input,
+                                       void* grad_weight, void* grad_bias, void* grad_residual) {
+  cpu::batch_norm_relu_backward_training<T>(s, in<T>(grad_output), in<T>(output), in<T>(input), in<T>(weight),
+                                            in<T>(save_mean), in<T>(save_invstd), out<T>(grad_input),
+                                            out<T>(grad_weight), out<T>(grad_bias), out<T>(grad_residual));
 }
 
 // pooling (ops/pooling_kernels.h)

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "ops/batch_norm_kernels.h"
+#include "ops/batch_norm_relu_kernels.h"
 #include "ops/conv2d_kernels.h"
 #include "core/half.h"
 #include "ops/copy_kernels.h"
@@ -45,6 +46,8 @@ void register_floating() {
   batch_norm_forward_eval_kernels().set(kCpu, dtype, &a::batch_norm_forward_eval<T>);
   batch_norm_backward_training_kernels().set(kCpu, dtype, &a::batch_norm_backward_training<T>);
   batch_norm_backward_eval_kernels().set(kCpu, dtype, &a::batch_norm_backward_eval<T>);
+  batch_norm_relu_forward_kernels().set(kCpu, dtype, &a::batch_norm_relu_forward_training<T>);
+  batch_norm_relu_backward_kernels().set(kCpu, dtype, &a::batch_norm_relu_backward_training<T>);
   max_pool2d_forward_kernels().set(kCpu, dtype, &a::max_pool2d_forward<T>);
   max_pool2d_backward_kernels().set(kCpu, dtype, &a::max_pool2d_backward<T>);
   avg_pool2d_forward_kernels().set(kCpu, dtype, &a::avg_pool2d_forward<T>);

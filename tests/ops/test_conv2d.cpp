@@ -187,6 +187,14 @@ std::vector<NamedShape> tile_kernel_configurations() {
   // The AVX-512 tile covers 48 pixels; the last tile of a plane takes 1, 2 or 3 vectors of 16
   // (124 = 2 * 48 + 28 pixels: two vectors, the second partly used).
   { Conv2dShape s = make_shape(2, 3, 31, 4, 5, 3, 3); s.pad_h = s.pad_w = 1; shapes.push_back({"tiles_avx512_two_vectors", s}); }
+  // The AVX-512 weight-gradient tile (8 or more input channels per group): 8 gradient rows,
+  // so 11 and 13 output channels leave a short last tile; 420 and 400 pixels a partial last
+  // vector; a 5x5 kernel 200 taps (a short last group of 3); a batch of 5 gives an item every
+  // tile of an image, a batch of one (below 2 per thread) splits the work by
+  // tiles of 4 channels (an item must not sum the next item's rows); groups of 8 channels.
+  { Conv2dShape s = make_shape(5, 9, 20, 21, 11, 3, 3); s.pad_h = s.pad_w = 1; shapes.push_back({"tiles_weight_gradient_avx512", s}); }
+  { Conv2dShape s = make_shape(1, 8, 20, 20, 13, 5, 5); s.pad_h = s.pad_w = 2; shapes.push_back({"tiles_weight_gradient_avx512_batch1_5x5", s}); }
+  { Conv2dShape s = make_shape(2, 16, 20, 20, 10, 3, 3); s.groups = 2; s.pad_h = s.pad_w = 1; shapes.push_back({"tiles_weight_gradient_avx512_groups", s}); }
   return shapes;
 }
 

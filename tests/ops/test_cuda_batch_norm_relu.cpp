@@ -123,17 +123,21 @@ TEST(CudaBatchNormRelu, MatchesTheCpuAtResNet18Sizes) {
 TEST(CudaBatchNormRelu, SaysWhereItAppliesAndRefusesElsewhere) {
   const BatchNormShape small{2, 3, 4, 4}, large{128, 64, 8, 8};  // 32 and 8192 values per channel
   const Context cpu = Context::for_device(Device::cpu());
-  EXPECT_FALSE(batch_norm_relu_fused(cpu, small, DType::Float32));
+  // The CPU has fused float32/float64 NCHW kernels of any size (ops/cpu/batch_norm_relu_cpu.cpp),
+  // no 16-bit ones.
+  EXPECT_TRUE(batch_norm_relu_fused(cpu, small, DType::Float32));
+  EXPECT_TRUE(batch_norm_relu_fused(cpu, large, DType::Float32));
+  EXPECT_FALSE(batch_norm_relu_fused(cpu, small, DType::BFloat16));
   std::vector<float> x(small.numel()), out(small.numel()), mean(3), invstd(3);
   try {
-    batch_norm_relu_forward_training(cpu, small, DType::Float32, x.data(), nullptr, nullptr, nullptr, nullptr,
+    batch_norm_relu_forward_training(cpu, small, DType::BFloat16, x.data(), nullptr, nullptr, nullptr, nullptr,
                                      nullptr, 0.1, 1e-5, out.data(), mean.data(), invstd.data());
-    FAIL() << "the fused kernels ran on the CPU";
+    FAIL() << "the fused kernels ran in bfloat16 on the CPU";
   } catch (const ValueError& e) {
-    // Where the fused kernels exist comes from the kernel table (none in a CPU-only build).
+    // Where the fused kernels exist comes from the kernel table.
     EXPECT_NE(std::string(e.what()).find("the fused kernels need a device and dtype that have them"), std::string::npos)
         << e.what();
-    EXPECT_NE(std::string(e.what()).find("got cpu, float32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("got cpu, bfloat16"), std::string::npos) << e.what();
   }
   SUBLET_SKIP_WITHOUT_GPU("which GPU shapes the fused kernels take");
   EXPECT_TRUE(batch_norm_relu_fused(gpu_context(), small, DType::Float32));

@@ -196,24 +196,31 @@ TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
   }
 }
 
-// The fused batch_norm_relu has kernels only where a backend registered them; asked for
-// elsewhere, its error says where they are, from the table.
+// The fused batch_norm_relu has kernels only where a backend registered them (the CPU: float32
+// and float64 NCHW, of any size, as the CPU kernels loop over a channel); asked for elsewhere,
+// its error says where they are, from the table.
 TEST(KernelTable, FusedBatchNormReluSaysWhereItsKernelsAre) {
   const Context cpu{Device::cpu(), nullptr, nullptr};
   BatchNormShape s;
   s.batch = 2, s.channels = 1;
-  EXPECT_FALSE(batch_norm_relu_fused(cpu, s, DType::Float32));
+  EXPECT_TRUE(batch_norm_relu_fused(cpu, s, DType::Float32));
+  EXPECT_TRUE(batch_norm_relu_fused(cpu, s, DType::Float64));
+  BatchNormShape large = s;
+  large.batch = 128, large.height = 28, large.width = 28;  // past CUDA's one-block-per-channel limit
+  EXPECT_TRUE(batch_norm_relu_fused(cpu, large, DType::Float32));
+  EXPECT_FALSE(batch_norm_relu_fused(cpu, s, DType::BFloat16));
   std::vector<float> x(2, 1.0f), y(2), mean(1), invstd(1);
   try {
-    batch_norm_relu_forward_training(cpu, s, DType::Float32, x.data(), nullptr, nullptr, nullptr, nullptr, nullptr,
+    batch_norm_relu_forward_training(cpu, s, DType::BFloat16, x.data(), nullptr, nullptr, nullptr, nullptr, nullptr,
                                      0.1, 1e-5, y.data(), mean.data(), invstd.data());
-    FAIL() << "the fused batch norm ran on the CPU";
+    FAIL() << "the fused batch norm ran in bfloat16 on the CPU";
   } catch (const ValueError& e) {
-    EXPECT_TRUE(contains(e.what(), memory::cuda_built() ? "(cuda float32/float64/bfloat16/float16 contiguous, "
+    EXPECT_TRUE(contains(e.what(), memory::cuda_built() ? "(cpu float32/float64 contiguous, "
+                                                          "cuda float32/float64/bfloat16/float16 contiguous, "
                                                           "cuda float32/bfloat16/float16 channels_last)"
-                                                        : "(none in this build)"))
+                                                        : "(cpu float32/float64 contiguous)"))
         << e.what();
-    EXPECT_TRUE(contains(e.what(), "got cpu, float32, 2 values per channel"));
+    EXPECT_TRUE(contains(e.what(), "got cpu, bfloat16, 2 values per channel"));
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "ops/batch_norm_relu.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
 #include "memory/registry.h"
@@ -103,10 +104,11 @@ TEST(FunctionalBatchNorm, EvalUsesRunningStatsAndHasGradients) {
   expect_throw_with([&] { F::batch_norm(x, grad_buffer, running_var, w, b, true); }, {"batch_norm", "must not require grad"});
 }
 
-// On the CPU batch_norm_relu is batch norm's kernels with the add and the relu in place; checked
-// here are its gradients (the residual's included), that it is batch_norm + add + relu bit for
-// bit, and its argument checks. The fused GPU kernels are checked against
-// it in tests/runtime/test_batch_norm_relu_cuda.cpp.
+// On the CPU batch_norm_relu runs the fused CPU kernels for float32/float64 (ops/cpu/
+// batch_norm_relu_cpu.cpp; otherwise batch norm's kernels with the add and the relu in place);
+// checked here are its gradients (the residual's included), that it is batch_norm + add + relu
+// bit for bit, and its argument checks. The fused GPU kernels are checked against it in
+// tests/runtime/test_batch_norm_relu_cuda.cpp.
 TEST(FunctionalBatchNormRelu, GradcheckWithAndWithoutResidual) {
   const Tensor x = random64({3, 2, 4, 3}, 40, true), r = random64({3, 2, 4, 3}, 41, true);
   const Tensor w = random64({2}, 42, true), b = random64({2}, 43, true);
@@ -173,6 +175,59 @@ TEST(FunctionalBatchNormRelu, IsBatchNormAddReluBitForBitInOneBuffer) {
   const Tensor out = F::batch_norm_relu(x, r, Tensor(), Tensor(), w, Tensor(), true);
   EXPECT_LE(max_memory_allocated(Device::cpu()) - before, static_cast<std::size_t>(out.nbytes()) + 64 * 1024)
       << "one buffer of " << out.nbytes() << " bytes for the output, the statistics beside it";
+}
+
+// The CPU's fused kernels (ops/cpu/batch_norm_relu_cpu.cpp) against batch_norm + add + relu
+// through three nodes, bit for bit, in float32 and float64, at sizes whose spatial runs are not
+// a multiple of the vector width (so the masked gradient's runs start at every alignment), with
+// and without a residual, with the residual's or the input's gradient wanted or not (the
+// backward's scratch run and grad_residual paths).
+TEST(FunctionalBatchNormRelu, CpuFusedKernelsAreBatchNormAddReluBitForBitAtOddSizes) {
+  struct Case {
+    Shape shape;
+    bool residual, residual_grad, input_grad;
+  };
+  const std::vector<Shape> shapes = {{5, 3, 13, 11}, {9, 5, 14, 14}, {2, 1, 1, 1}, {3, 2, 1, 7}, {2, 4, 28, 28}};
+  std::uint64_t seed = 300;
+  for (const DType dtype : {DType::Float32, DType::Float64}) {
+    for (const Shape& shape : shapes) {
+      const ops::BatchNormShape s{shape[0], shape[1], shape[2], shape[3]};
+      ASSERT_TRUE(ops::batch_norm_relu_fused(ops::Context{Device::cpu(), nullptr, nullptr}, s, dtype));
+      for (const Case& c : {Case{shape, false, false, true}, Case{shape, true, true, true},
+                            Case{shape, true, false, true}, Case{shape, true, true, false}}) {
+        SCOPED_TRACE(shape_str(shape) + " " + dtype_name(dtype) + (c.residual ? " residual" : "") +
+                     (c.residual_grad ? " (its gradient)" : "") + (c.input_grad ? " input gradient" : ""));
+        seed += 10;
+        const std::int64_t channels = shape[1];
+        auto run = [&](bool composed) {
+          Tensor x = random64(shape, seed).to(dtype).requires_grad_(c.input_grad);
+          Tensor r = random64(shape, seed + 1).to(dtype).requires_grad_(c.residual_grad);
+          Tensor w = random64({channels}, seed + 2).to(dtype).requires_grad_(true);
+          Tensor b = random64({channels}, seed + 3).to(dtype).requires_grad_(true);
+          Tensor mean = zeros({channels}, TensorOptions().dtype(dtype)), var = ones({channels}, TensorOptions().dtype(dtype));
+          const Tensor residual = c.residual ? r : Tensor();
+          Tensor out;
+          if (composed) {
+            Tensor y = F::batch_norm(x, mean, var, w, b, true);
+            out = (c.residual ? y + r : y).relu();
+          } else {
+            out = F::batch_norm_relu(x, residual, mean, var, w, b, true);
+          }
+          out.backward(random64(shape, seed + 4).to(dtype));
+          std::vector<std::vector<double>> values = {out.to(DType::Float64).to_vector<double>(),
+                                                     mean.to(DType::Float64).to_vector<double>(),
+                                                     var.to(DType::Float64).to_vector<double>()};
+          for (const Tensor& t : {x, w, b, r}) {
+            if (t.requires_grad()) values.push_back(t.grad().to(DType::Float64).to_vector<double>());
+          }
+          return values;
+        };
+        const auto composed = run(true), fused = run(false);
+        ASSERT_EQ(fused.size(), composed.size());
+        for (std::size_t i = 0; i < fused.size(); ++i) EXPECT_EQ(fused[i], composed[i]) << "value set " << i;
+      }
+    }
+  }
 }
 
 TEST(FunctionalBatchNormRelu, ResidualMustMatchTheInput) {
