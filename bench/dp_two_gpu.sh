@@ -7,7 +7,7 @@
 #    batch); test accuracy within 0.3 points; num_sync_all_streams 0 on both ranks.
 # 2. ResNet-50 224x224, batch 64 per GPU: sublet bench step --nproc-per-node 2 and PyTorch DDP
 #    (torchrun + bench/pytorch_ddp_step.py) in the same job; 2-GPU img/s >= 1.9x 1-GPU and >=
-#    PyTorch DDP's.
+#    PyTorch DDP's; fp32, and bf16 + channels-last.
 # 3. Kill rank 1 mid-run: the launcher stops rank 0 within 60 s; the last checkpoint resumes on
 #    one GPU.
 set -x
@@ -31,21 +31,26 @@ print(f"MNIST test accuracy: 1 GPU {100*a:.2f}%, 2 GPUs {100*b:.2f}%, difference
       f"({'PASS' if all(s == 0 for s in syncs) else 'FAIL'})")
 PY
 
-# 2. Scaling, sublet and PyTorch DDP in the same job.
+# 2. Scaling, sublet and PyTorch DDP in the same job: fp32, and bf16 + channels-last.
 M="--model resnet50 --input 3x224x224 --classes 1000 --batch-size 64 --steps 30 --warmup 5"
-timeout 300 $S bench step --nproc-per-node 2 $M --json $R/sublet_dp2_resnet50.json > $R/sublet_dp2_resnet50.log 2>&1; echo "sublet rc=$?"
-tail -3 $R/sublet_dp2_resnet50.log
-timeout 300 torchrun --nproc-per-node 2 bench/pytorch_ddp_step.py $M --json $R/torch_ddp2_resnet50.json > $R/torch_ddp2_resnet50.log 2>&1; echo "torch rc=$?"
-tail -2 $R/torch_ddp2_resnet50.log
-python3 - "$R" <<'PY'
+for precision in fp32 bf16; do
+  P=""; [ $precision = bf16 ] && P="--precision bf16 --channels-last"
+  timeout 300 $S bench step --nproc-per-node 2 $M $P --json $R/sublet_dp2_resnet50_$precision.json \
+    > $R/sublet_dp2_resnet50_$precision.log 2>&1; echo "sublet $precision rc=$?"
+  tail -3 $R/sublet_dp2_resnet50_$precision.log
+  timeout 300 torchrun --nproc-per-node 2 bench/pytorch_ddp_step.py $M $P --json $R/torch_ddp2_resnet50_$precision.json \
+    > $R/torch_ddp2_resnet50_$precision.log 2>&1; echo "torch $precision rc=$?"
+  tail -2 $R/torch_ddp2_resnet50_$precision.log
+  python3 - "$R" $precision <<'PY'
 import json, sys
-r = sys.argv[1]
-s, t = json.load(open(f"{r}/sublet_dp2_resnet50.json")), json.load(open(f"{r}/torch_ddp2_resnet50.json"))
+r, p = sys.argv[1], sys.argv[2]
+s, t = json.load(open(f"{r}/sublet_dp2_resnet50_{p}.json")), json.load(open(f"{r}/torch_ddp2_resnet50_{p}.json"))
 speedup = s["total_img_per_s"] / s["single_gpu_img_per_s"]
-print(f"sublet 2 GPUs {s['total_img_per_s']:.0f} img/s = {speedup:.2f}x its 1 GPU ({'PASS' if speedup >= 1.9 else 'FAIL'} >= 1.9); "
+print(f"{p}: sublet 2 GPUs {s['total_img_per_s']:.0f} img/s = {speedup:.2f}x its 1 GPU ({'PASS' if speedup >= 1.9 else 'FAIL'} >= 1.9); "
       f"PyTorch DDP 2 GPUs {t['total_img_per_s']:.0f} img/s: sublet {s['total_img_per_s'] / t['total_img_per_s']:.2f}x "
       f"({'PASS' if s['total_img_per_s'] >= t['total_img_per_s'] else 'FAIL'} >= 1.0)")
 PY
+done
 
 # 3. A rank killed mid-run.
 timeout 300 $S train --nproc-per-node 2 --batch-size 64 --epochs 4 --checkpoint $R/kill.ckpt > $R/kill.log 2>&1 &

@@ -219,7 +219,10 @@ void Trainer::open_epoch() {
 }
 
 Trainer::StepOutcome Trainer::forward_backward(const data::Batch& batch) {
-  auto [images, labels] = uploader_->upload(batch);
+  // Not a structured binding: the forward lambda below captures them (clang 14 refuses that).
+  const std::pair<Tensor, Tensor> uploaded = uploader_->upload(batch);
+  const Tensor& images = uploaded.first;
+  const Tensor& labels = uploaded.second;
   optimizer_->zero_grad();
   Tensor logits;
   const Tensor loss = recipe_->forward([&] {
@@ -404,7 +407,7 @@ double Trainer::evaluate() {
     std::int64_t correct = 0;
     try {
       while (std::optional<data::Batch> batch = loader.next()) {
-        auto [images, labels] = uploader_->upload(*batch);
+        const Tensor images = uploader_->upload(*batch).first;
         // Under the training step's autocast, as PyTorch recipes evaluate.
         const Tensor logits = recipe_->forward([&] { return (*model_)(images.contiguous(memory_format_)); });
         correct += count_correct(logits, batch->labels);

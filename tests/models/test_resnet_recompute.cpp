@@ -4,13 +4,16 @@
 //  - the measurement touches neither parameters nor batch-norm statistics and leaves no gradients;
 //  - fit_memory_budget's choice keeps the measured peak within the budget, below the plain peak,
 //    and the peak model's prediction is close to the measured peak;
-//  - an unreachable budget is refused before training with the smallest peak reachable.
+//  - an unreachable budget is refused before training with the smallest peak reachable;
+//  - under autocast (bfloat16 activations) the fit measures the 16-bit step and still keeps its
+//    peak within the budget (issue 19: budgets work with mixed precision).
 #include <gtest/gtest.h>
 
 #include "core/errors.h"
 #include "memory/registry.h"
 #include "models/registry.h"
 #include "models/resnet_recompute.h"
+#include "runtime/amp/autocast.h"
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"
 
@@ -139,6 +142,23 @@ TEST(ResNetRecompute, TheChoiceFitsTheBudgetAndAnUnreachableOneIsRefused) {
   }
   for (const auto& stage : other->stages) EXPECT_TRUE(stage->recompute_runs().empty()) << "nothing left applied";
   EXPECT_FALSE(other->recompute_stem());
+}
+
+TEST(ResNetRecompute, UnderAutocastTheSixteenBitStepFitsItsBudget) {
+  const Batch b = batch(32);
+  auto model = resnet20();
+  const std::size_t fp32_peak = measure_step_peak(*model, b.images, b.labels, 0);
+  AutocastGuard autocast(DType::BFloat16);
+  const std::size_t bf16_peak = measure_step_peak(*model, b.images, b.labels, 0);
+  // bfloat16 activations: the plain 16-bit step holds clearly less than the float32 one.
+  EXPECT_LT(bf16_peak, fp32_peak * 3 / 4) << bf16_peak << " vs " << fp32_peak;
+  const RecomputeReport r = fit_memory_budget(*model, memory::parse_memory_budget("0.6"), b.images, b.labels, 0);
+  // The budget's fraction is of the 16-bit step's peak (within the weight-cast copies, which the
+  // autocast cache makes anew after each measured backward).
+  EXPECT_NEAR(static_cast<double>(r.baseline_peak), static_cast<double>(bf16_peak), 0.02 * static_cast<double>(bf16_peak));
+  EXPECT_FALSE(r.runs.empty());
+  EXPECT_LE(r.measured_peak, r.budget_bytes) << r.summary();
+  EXPECT_EQ(measure_step_peak(*model, b.images, b.labels, 0), r.measured_peak) << "the choice stays applied";
 }
 
 TEST(ResNetRecompute, UnitsJsonRoundTripsAndBackwardBytesMayBeAbsent) {
