@@ -9,15 +9,7 @@
 # temporary folder). Both runs see the same environment (OMP_NUM_THREADS, OMP_WAIT_POLICY, ...).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-sublet="${SUBLET:-$here/../build/sublet}"
-[[ -x "$sublet" ]] || { echo "error: $sublet is not an executable (set SUBLET=path/to/sublet)" >&2; exit 1; }
-python="${PYTHON:-}"
-if [[ -z "$python" ]]; then
-  for candidate in python3 /usr/bin/python3; do
-    if "$candidate" -c "import torch" 2>/dev/null; then python="$candidate"; break; fi
-  done
-fi
-[[ -n "$python" ]] || { echo "error: no python3 with torch found (set PYTHON=...)" >&2; exit 1; }
+source "$here/step_tools.sh"  # sets sublet and python
 for arg in "$@"; do
   [[ "$arg" == --json* ]] && { echo "error: compare_step.sh writes the JSON itself (see OUT)" >&2; exit 1; }
 done

@@ -18,15 +18,7 @@
 # (OMP_NUM_THREADS: sublet's OpenMP threads; PyTorch's default thread count follows it too).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-sublet="${SUBLET:-$here/../build/sublet}"
-[[ -x "$sublet" ]] || { echo "error: $sublet is not an executable (set SUBLET=path/to/sublet)" >&2; exit 1; }
-python="${PYTHON:-}"
-if [[ -z "$python" ]]; then
-  for candidate in python3 /usr/bin/python3; do
-    if "$candidate" -c "import torch" 2>/dev/null; then python="$candidate"; break; fi
-  done
-fi
-[[ -n "$python" ]] || { echo "error: no python3 with torch found (set PYTHON=...)" >&2; exit 1; }
+source "$here/step_tools.sh"  # sets sublet and python
 rounds="${ROUNDS:-5}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "error: ROUNDS must be a positive integer, found '$rounds'" >&2; exit 1; }
 for arg in "$@"; do
