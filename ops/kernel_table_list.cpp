@@ -18,7 +18,7 @@
 namespace sublet::ops {
 
 std::span<const NamedKernelTable> all_kernel_tables() {
-  static const std::array<NamedKernelTable, 36> tables{{
+  static const std::array<NamedKernelTable, 37> tables{{
       {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
       {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
       {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
@@ -43,6 +43,7 @@ std::span<const NamedKernelTable> all_kernel_tables() {
       {"matmul", &matmul_kernels(), true},
       {"sgd_update", &sgd_update_kernels(), true},
       {"adam_update", &adam_update_kernels(), true},
+      {"mark_non_finite", &mark_non_finite_kernels(), true},
       {"max_pool2d_forward", &max_pool2d_forward_kernels(), true},
       {"max_pool2d_backward", &max_pool2d_backward_kernels(), true},
       {"avg_pool2d_forward", &avg_pool2d_forward_kernels(), true},

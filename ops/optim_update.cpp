@@ -73,6 +73,19 @@ void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> te
   kernel(ctx, dtype, tensors, hyper, scalars);
 }
 
+void mark_non_finite(const Context& ctx, DType dtype, std::span<const FiniteCheckTensor> tensors, float* found_inf) {
+  MarkNonFiniteKernel* const kernel = mark_non_finite_kernels().get("mark_non_finite", ctx.device, dtype);
+  if (!found_inf) throw ValueError("mark_non_finite: expected a found_inf flag, got none");
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].numel < 0)
+      throw ValueError("mark_non_finite: tensor " + std::to_string(i) + " has a negative element count");
+    if (tensors[i].numel > 0 && !tensors[i].data)
+      throw ValueError("mark_non_finite: tensor " + std::to_string(i) + " has elements but no data pointer");
+  }
+  if (tensors.empty()) return;
+  kernel(ctx, dtype, tensors, found_inf);
+}
+
 void write_update_scalars(const Context& ctx, double* device_values, const double* host_values, std::int64_t count) {
   if (count <= 0) return;
   if (ctx.device.is_cpu()) {  // the CPU kernels read the same array from host memory

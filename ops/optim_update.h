@@ -97,6 +97,18 @@ void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tens
 void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> tensors, const AdamHyper& hyper,
                  const UpdateScalars& scalars);
 
+// One array for mark_non_finite: `numel` elements of the call's dtype from `data`.
+struct FiniteCheckTensor {
+  const void* data = nullptr;
+  std::int64_t numel = 0;
+};
+
+// GradScaler's inf/NaN check of a step's gradients in one launch over all of them (PyTorch's
+// _amp_foreach_non_finite_check_and_unscale_, without the unscale, which the fused updates do):
+// writes NaN to *found_inf (one float32 in the context device's memory) when any element is
+// inf or NaN, and leaves it as it is otherwise. No host read, so a CUDA graph can capture it.
+void mark_non_finite(const Context& ctx, DType dtype, std::span<const FiniteCheckTensor> tensors, float* found_inf);
+
 // Stream-ordered copy of `count` host doubles to device memory for UpdateScalars::device (on the
 // CPU a plain copy); the host array may be reused as soon as this returns (no synchronisation).
 // Throws Error while the stream is capturing a graph: a captured copy would replay stale values.

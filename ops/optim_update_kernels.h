@@ -12,6 +12,8 @@ using SgdUpdateKernel = void(const Context& ctx, DType dtype, std::span<const Sg
     const SgdHyper& hyper, const UpdateScalars& scalars);
 using AdamUpdateKernel = void(const Context& ctx, DType dtype, std::span<const AdamTensor> tensors,
     const AdamHyper& hyper, const UpdateScalars& scalars);
+using MarkNonFiniteKernel = void(const Context& ctx, DType dtype, std::span<const FiniteCheckTensor> tensors,
+    float* found_inf);
 
 // Constant-initialised, no guard: one address per table, shared by every translation unit.
 inline KernelTable<SgdUpdateKernel>& sgd_update_kernels() {
@@ -20,6 +22,10 @@ inline KernelTable<SgdUpdateKernel>& sgd_update_kernels() {
 }
 inline KernelTable<AdamUpdateKernel>& adam_update_kernels() {
   static constinit KernelTable<AdamUpdateKernel> table;
+  return table;
+}
+inline KernelTable<MarkNonFiniteKernel>& mark_non_finite_kernels() {
+  static constinit KernelTable<MarkNonFiniteKernel> table;
   return table;
 }
 

@@ -6,6 +6,7 @@
 #include "ops/cpu/optim_update_cpu.h"
 
 #include <cmath>
+#include <limits>
 
 
 namespace sublet::ops::cpu {
@@ -143,6 +144,19 @@ void adam_update(const Context&, DType, std::span<const AdamTensor> tensors, con
   }
 }
 
+template <typename T>
+void mark_non_finite(const Context&, DType, std::span<const FiniteCheckTensor> tensors, float* found_inf) {
+  for (const FiniteCheckTensor& t : tensors) {
+    const T* data = static_cast<const T*>(t.data);
+    for (std::int64_t i = 0; i < t.numel; ++i) {
+      if (!std::isfinite(data[i])) {
+        *found_inf = std::numeric_limits<float>::quiet_NaN();
+        return;
+      }
+    }
+  }
+}
+
 template void sgd_update<float>(const Context&, DType, std::span<const SgdTensor>, const SgdHyper&,
                                 const UpdateScalars&);
 template void sgd_update<double>(const Context&, DType, std::span<const SgdTensor>, const SgdHyper&,
@@ -151,5 +165,7 @@ template void adam_update<float>(const Context&, DType, std::span<const AdamTens
                                  const UpdateScalars&);
 template void adam_update<double>(const Context&, DType, std::span<const AdamTensor>, const AdamHyper&,
                                   const UpdateScalars&);
+template void mark_non_finite<float>(const Context&, DType, std::span<const FiniteCheckTensor>, float*);
+template void mark_non_finite<double>(const Context&, DType, std::span<const FiniteCheckTensor>, float*);
 
 }  // namespace sublet::ops::cpu

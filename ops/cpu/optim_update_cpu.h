@@ -15,5 +15,7 @@ void sgd_update(const Context& ctx, DType dtype, std::span<const SgdTensor> tens
 template <typename T>
 void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> tensors, const AdamHyper& hyper,
                  const UpdateScalars& scalars);
+template <typename T>
+void mark_non_finite(const Context& ctx, DType dtype, std::span<const FiniteCheckTensor> tensors, float* found_inf);
 
 }  // namespace sublet::ops::cpu

@@ -69,6 +69,7 @@ void register_floating() {
   matmul_kernels().set(kCpu, dtype, &cpu::matmul<T>);
   sgd_update_kernels().set(kCpu, dtype, &cpu::sgd_update<T>);
   adam_update_kernels().set(kCpu, dtype, &cpu::adam_update<T>);
+  mark_non_finite_kernels().set(kCpu, dtype, &cpu::mark_non_finite<T>);
 }
 
 // Float32, float64 and int64: elementwise, reductions, copies and fills.

@@ -12,8 +12,10 @@
 // in one block, which neither scales to large channels nor reads NHWC rows coalesced.
 //
 // Layout: value (r, c, i) lives at (r * C + c) * inner + i: NCHW is rows = N, inner = H*W; NHWC
-// is rows = N*H*W, inner = 1. NHWC slices are tiles of [rows x 32 channels] whose warps read 32
-// consecutive channels of a row; NCHW slices are runs of one channel's N*H*W values.
+// is rows = N*H*W, inner = 1. NHWC slices are tiles of rows x channel packs whose threads read
+// 16 bytes of consecutive channels of a row (ops/cuda/batch_norm_reduce_packed.cuh), or, when the
+// channels do not split into aligned 16-byte packs, tiles of [rows x 32 channels] whose warps
+// read 32 consecutive channels; NCHW slices are runs of one channel's N*H*W values.
 //
 // Numerics: the statistics are Welford's running mean and sum of squared deviations in float32
 // per thread, merged pairwise (Chan et al.) in float32 in the block and in double over the slices;
@@ -31,13 +33,20 @@
 #include "core/errors.h"
 #include "memory/cuda_device_guard.h"
 #include "ops/cuda/cuda_checks.h"
+#include "ops/cuda/batch_norm_accumulators.cuh"
+#include "ops/cuda/batch_norm_combine.cuh"
+#include "ops/cuda/batch_norm_passes_channels_last.cuh"
+#include "ops/cuda/batch_norm_reduce_packed.cuh"
 #include "ops/cuda/half_types.cuh"
 #include "ops/cuda/int_divider.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/stream.h"
+#include "ops/cuda/vector_pack.cuh"
 
 namespace sublet::ops::cuda {
 namespace {
+
+using namespace batch_norm_detail;
 
 constexpr int kTileChannels = 32;   // NHWC block: 32 channels (one warp's row) ...
 constexpr int kTileRows = 8;        // ... by 8 rows
@@ -45,48 +54,6 @@ constexpr int kPlaneThreads = 256;  // NCHW block
 constexpr std::int64_t kTargetBlocks = 1024;      // about 8 resident 256-thread blocks on each of 132 SMs
 constexpr std::int64_t kMinValuesPerThread = 16;  // a slice gives each thread at least this many values
 constexpr std::int64_t kMaxSlices = 65535;        // gridDim.y
-
-// ---- accumulators -----------------------------------------------------------------------------
-
-struct Welford {  // count, mean and sum of squared deviations of the values pushed
-  float n, mean, m2;
-};
-
-__device__ inline void push_value(Welford& w, float x) {
-  w.n += 1.0f;
-  const float d = x - w.mean;
-  w.mean += d / w.n;
-  w.m2 += d * (x - w.mean);
-}
-
-__device__ inline Welford merge(const Welford& a, const Welford& b) {
-  if (b.n == 0.0f) return a;
-  if (a.n == 0.0f) return b;
-  const float n = a.n + b.n, d = b.mean - a.mean, fb = b.n / n;
-  return {n, a.mean + d * fb, a.m2 + b.m2 + d * d * a.n * fb};
-}
-
-struct GradSums {  // sum(g) and sum(g * (x - centre))
-  float g, g_centred;
-};
-
-__device__ inline GradSums merge(const GradSums& a, const GradSums& b) { return {a.g + b.g, a.g_centred + b.g_centred}; }
-
-// Combines the values of a group of `count` threads (a power of two) whose flat ids are
-// base + k * stride; `pos` is this thread's k, `me` its flat id. A fixed tree: deterministic.
-// Every thread of the block calls it; the group's result is returned to all its members.
-template <typename Acc>
-__device__ Acc merge_group(Acc value, Acc* shared, unsigned me, unsigned pos, unsigned count, unsigned stride) {
-  shared[me] = value;
-  __syncthreads();
-  for (unsigned half = count / 2; half > 0; half /= 2) {
-    if (pos < half) shared[me] = merge(shared[me], shared[me + half * stride]);
-    __syncthreads();
-  }
-  const Acc result = shared[me - pos * stride];
-  __syncthreads();
-  return result;
-}
 
 // ---- what the reductions read -----------------------------------------------------------------
 
@@ -206,121 +173,29 @@ void launch_reduce(const Layout& l, std::int64_t slices, const Source& source, A
   SUBLET_CUDA_LAUNCH_CHECK(batch_norm_reduce_planes);
 }
 
-// ---- per-channel combines ---------------------------------------------------------------------
-// One warp per channel: lane l merges slices l, l + 32, ... in order, then the lanes merge by a
-// fixed shuffle tree (deterministic), in double. A thread per channel looping over all slices
-// took ~15 us for 64 channels of 512 slices (the NHWC stem shape), more than the data's read.
-
-constexpr int kCombineWarps = 8;  // channels per 256-thread block
-
-struct Moments {  // count, mean, sum of squared deviations, in double
-  double n, mean, m2;
+// Which reduction kernel serves a layout: the packed channels-last one
+// (ops/cuda/batch_norm_reduce_packed.cuh) when the channels split into whole 16-byte packs and
+// every pointer it reads is 16-byte aligned, else the one-value-per-thread kernels above.
+struct ReducePlan {
+  bool packed;
+  std::int64_t slices;
+  PackedGeometry geometry;  // when packed
 };
 
-__device__ inline Moments merge(const Moments& a, const Moments& b) {
-  if (b.n == 0) return a;
-  if (a.n == 0) return b;
-  const double n = a.n + b.n, d = b.mean - a.mean;
-  return {n, a.mean + d * b.n / n, a.m2 + b.m2 + d * d * a.n * b.n / n};
+template <typename T>
+ReducePlan plan_reduce(const Layout& l, std::initializer_list<const void*> pointers) {
+  bool packed = l.channels_last && l.channels % kPackWidth<T> == 0;
+  for (const void* p : pointers) packed = packed && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+  if (!packed) return {false, slices_for(l), {}};
+  const PackedGeometry g = packed_geometry(l.rows, l.channels, kPackWidth<T>);
+  return {true, g.slices, g};
 }
 
-__device__ inline Moments shuffle_down(const Moments& m, int offset) {
-  return {__shfl_down_sync(0xffffffffu, m.n, offset), __shfl_down_sync(0xffffffffu, m.mean, offset),
-          __shfl_down_sync(0xffffffffu, m.m2, offset)};
-}
-
-struct Sums2 {  // the backward's two sums, in double
-  double g, g_centred;
-};
-
-__device__ inline Sums2 merge(const Sums2& a, const Sums2& b) { return {a.g + b.g, a.g_centred + b.g_centred}; }
-
-__device__ inline Sums2 shuffle_down(const Sums2& m, int offset) {
-  return {__shfl_down_sync(0xffffffffu, m.g, offset), __shfl_down_sync(0xffffffffu, m.g_centred, offset)};
-}
-
-// Lane 0 gets the warp's total; every lane must call it.
-template <typename V>
-__device__ V warp_merge(V value) {
-  for (int offset = 16; offset > 0; offset /= 2) value = merge(value, shuffle_down(value, offset));
-  return value;
-}
-
-unsigned combine_blocks(std::int64_t channels) {
-  return static_cast<unsigned>((channels + kCombineWarps - 1) / kCombineWarps);
-}
-
-// Forward: y = (x - centre) * scale + shift. Backward: dx = scale * (g - grad_mean - (x - centre) * xhat_factor).
-struct Coefficients {
-  float centre, scale, shift, grad_mean, xhat_factor;
-};
-
-__global__ void combine_statistics(std::int64_t channels, std::int64_t slices, const Welford* partials, double count,
-                                   double momentum, double eps, const float* weight, const float* bias,
-                                   float* running_mean, float* running_var, float* save_mean, float* save_invstd,
-                                   Coefficients* coefficients) {
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kCombineWarps + threadIdx.x / 32;
-  if (c >= channels) return;  // the whole warp: c is the warp's
-  const int lane = threadIdx.x % 32;
-  Moments m{0, 0, 0};
-  for (std::int64_t s = lane; s < slices; s += 32) {
-    const Welford p = partials[s * channels + c];
-    m = merge(m, Moments{p.n, p.mean, p.m2});
-  }
-  m = warp_merge(m);
-  if (lane != 0) return;
-  const double mean = m.mean, m2 = m.m2;
-  const double var = m2 / count;  // biased, for normalising
-  const double invstd = 1.0 / sqrt(var + eps);
-  save_mean[c] = static_cast<float>(mean);
-  save_invstd[c] = static_cast<float>(invstd);
-  if (running_mean != nullptr) running_mean[c] = static_cast<float>((1 - momentum) * running_mean[c] + momentum * mean);
-  if (running_var != nullptr) {
-    running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * (m2 / (count - 1)));
-  }
-  const double scale = invstd * (weight != nullptr ? static_cast<double>(weight[c]) : 1.0);
-  coefficients[c] = {static_cast<float>(mean), static_cast<float>(scale),
-                     bias != nullptr ? bias[c] : 0.0f, 0.0f, 0.0f};
-}
-
-__global__ void eval_coefficients(std::int64_t channels, const float* weight, const float* bias,
-                                  const float* running_mean, const float* running_var, double eps,
-                                  Coefficients* coefficients) {
-  const std::int64_t c = global_thread_index();
-  if (c >= channels) return;
-  const double scale =
-      (weight != nullptr ? static_cast<double>(weight[c]) : 1.0) / sqrt(static_cast<double>(running_var[c]) + eps);
-  coefficients[c] = {running_mean[c], static_cast<float>(scale), bias != nullptr ? bias[c] : 0.0f, 0.0f, 0.0f};
-}
-
-// invstd: save_invstd (training) or from running_var + eps (eval); centres as in GradSource.
-// Without partials (slices = 0) only the input gradient's scale is wanted (eval).
-__global__ void combine_gradients(std::int64_t channels, std::int64_t slices, const GradSums* partials, double count,
-                                  bool training, const float* weight, const float* centres, const float* save_invstd,
-                                  const float* running_var, double eps, float* grad_weight, float* grad_bias,
-                                  Coefficients* coefficients) {
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kCombineWarps + threadIdx.x / 32;
-  if (c >= channels) return;  // the whole warp: c is the warp's
-  const int lane = threadIdx.x % 32;
-  Sums2 sums{0, 0};
-  for (std::int64_t s = lane; s < slices; s += 32) {
-    const GradSums p = partials[s * channels + c];
-    sums = merge(sums, Sums2{p.g, p.g_centred});
-  }
-  sums = warp_merge(sums);
-  if (lane != 0) return;
-  const double g = sums.g, g_centred = sums.g_centred;
-  const double invstd = training ? static_cast<double>(save_invstd[c])
-                                 : 1.0 / sqrt(static_cast<double>(running_var[c]) + eps);
-  if (grad_weight != nullptr) grad_weight[c] = static_cast<float>(g_centred * invstd);
-  if (grad_bias != nullptr) grad_bias[c] = static_cast<float>(g);
-  const double scale = invstd * (weight != nullptr ? static_cast<double>(weight[c]) : 1.0);
-  if (training) {
-    coefficients[c] = {centres[c], static_cast<float>(scale), 0.0f, static_cast<float>(g / count),
-                       static_cast<float>(g_centred * invstd * invstd / count)};
-  } else {
-    coefficients[c] = {0.0f, static_cast<float>(scale), 0.0f, 0.0f, 0.0f};
-  }
+template <typename Source>
+void launch_reduce_packed(const Layout& l, const PackedGeometry& g, const Source& source,
+                          typename Source::Partial* partials, cudaStream_t stream) {
+  reduce_channels_last_packed<Source><<<g.grid, g.block, 0, stream>>>(l.rows, l.channels, source, partials);
+  SUBLET_CUDA_LAUNCH_CHECK(batch_norm_reduce_channels_last_packed);
 }
 
 // ---- element-wise passes ----------------------------------------------------------------------
@@ -346,36 +221,11 @@ ChannelOf channel_of(const Layout& l) {
           narrow ? IntDivider(l.channels) : IntDivider(), narrow};
 }
 
-// V consecutive elements of one thread, moved with one 16-byte load or store when V > 1. The
-// passes below take V > 1 where the layout lets a pack's elements share one channel (NCHW:
-// inner % V == 0) or be V consecutive channels (channels-last: channels % V == 0) and every
-// pointer is 16-byte aligned (vector_width below); measured on the H200 (ResNet-50 bs256 bf16
-// channels-last), the one-element passes took about twice PyTorch's time for the same bytes.
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
-template <typename T, int V>
-__device__ inline Pack<T, V> load_pack(const T* p, std::int64_t i) {
-  if constexpr (V == 1) {
-    return {{p[i]}};
-  } else {
-    static_assert(sizeof(Pack<T, V>) == sizeof(uint4), "a pack is one 16-byte vector");
-    Pack<T, V> out;
-    *reinterpret_cast<uint4*>(out.v) = *reinterpret_cast<const uint4*>(p + i);
-    return out;
-  }
-}
-
-template <typename T, int V>
-__device__ inline void store_pack(T* p, std::int64_t i, const Pack<T, V>& pack) {
-  if constexpr (V == 1) {
-    p[i] = pack.v[0];
-  } else {
-    *reinterpret_cast<uint4*>(p + i) = *reinterpret_cast<const uint4*>(pack.v);
-  }
-}
+// The passes below move V elements per 16-byte load or store (ops/cuda/vector_pack.cuh) where
+// the layout lets a pack's elements share one channel (NCHW: inner % V == 0) or be V consecutive
+// channels (channels-last: channels % V == 0) and every pointer is 16-byte aligned (vector_width
+// below); measured on the H200 (ResNet-50 bs256 bf16 channels-last), the one-element passes took
+// about twice PyTorch's time for the same bytes.
 
 // lane_channels: the pack's elements are consecutive channels (channels-last), else one channel.
 template <typename T, int V>
@@ -444,6 +294,12 @@ void launch_normalize(const Layout& l, const Coefficients* k, const T* input, co
                       cudaStream_t stream) {
   with_vector_width<T>(l, {input, residual, output}, [&](auto width) {
     constexpr int V = decltype(width)::value;
+    if (V > 1 && l.channels_last) {
+      const PassGeometry g = pass_geometry(l.rows, l.channels, V);
+      normalize_channels_last<T, V><<<g.grid, g.block, 0, stream>>>(l.rows, l.channels, k, input, residual, relu,
+                                                                    output);
+      return;
+    }
     normalize<T, V><<<grid_for(l.numel() / V), kBlockThreads, 0, stream>>>(l.numel(), channel_of(l),
                                                                             l.channels_last, k, input, residual, relu,
                                                                             output);
@@ -466,11 +322,17 @@ void forward_training(const Context& ctx, const BatchNormShape& s, const T* inpu
                       double momentum, double eps, T* output, float* save_mean, float* save_invstd) {
   const Layout l = layout_of(s);
   const cudaStream_t stream = stream_of(ctx.stream);
-  const std::int64_t slices = slices_for(l);
+  const ReducePlan plan = plan_reduce<T>(l, {input});
+  const std::int64_t slices = plan.slices;
   memory::ScopedBlock partials = partial_workspace<Welford>(ctx, slices, l.channels);
   memory::ScopedBlock coefficients = ctx.workspace(static_cast<std::size_t>(l.channels) * sizeof(Coefficients));
   auto* k = static_cast<Coefficients*>(coefficients.get());
-  launch_reduce(l, slices, StatsSource<T>{input}, static_cast<Welford*>(partials.get()), stream);
+  auto* welford = static_cast<Welford*>(partials.get());
+  if (plan.packed) {
+    launch_reduce_packed(l, plan.geometry, StatsPackSource<T, kPackWidth<T>>{input}, welford, stream);
+  } else {
+    launch_reduce(l, slices, StatsSource<T>{input}, welford, stream);
+  }
   combine_statistics<<<combine_blocks(l.channels), kCombineWarps * 32, 0, stream>>>(
       l.channels, slices, static_cast<const Welford*>(partials.get()), static_cast<double>(l.count), momentum, eps,
       weight, bias, running_mean, running_var, save_mean, save_invstd, k);
@@ -503,12 +365,18 @@ void backward(const Context& ctx, const BatchNormShape& s, bool training, const 
   const cudaStream_t stream = stream_of(ctx.stream);
   // The sums feed grad_weight, grad_bias and (training only) grad_input.
   const bool need_sums = grad_weight != nullptr || grad_bias != nullptr || (training && grad_input != nullptr);
-  const std::int64_t slices = need_sums ? slices_for(l) : 0;
+  const ReducePlan plan = need_sums ? plan_reduce<T>(l, {grad_output, input, relu_output}) : ReducePlan{false, 0, {}};
+  const std::int64_t slices = plan.slices;
   memory::ScopedBlock partials;
   if (need_sums) {
     partials = partial_workspace<GradSums>(ctx, slices, l.channels);
-    launch_reduce(l, slices, GradSource<T>{grad_output, input, relu_output, centres},
-                  static_cast<GradSums*>(partials.get()), stream);
+    auto* sums = static_cast<GradSums*>(partials.get());
+    if (plan.packed) {
+      launch_reduce_packed(l, plan.geometry,
+                           GradPackSource<T, kPackWidth<T>>{grad_output, input, relu_output, centres}, sums, stream);
+    } else {
+      launch_reduce(l, slices, GradSource<T>{grad_output, input, relu_output, centres}, sums, stream);
+    }
   }
   memory::ScopedBlock coefficients = ctx.workspace(static_cast<std::size_t>(l.channels) * sizeof(Coefficients));
   auto* k = static_cast<Coefficients*>(coefficients.get());
@@ -519,6 +387,12 @@ void backward(const Context& ctx, const BatchNormShape& s, bool training, const 
   if (grad_input == nullptr && grad_residual == nullptr) return;
   with_vector_width<T>(l, {grad_output, input, relu_output, grad_input, grad_residual}, [&](auto width) {
     constexpr int V = decltype(width)::value;
+    if (V > 1 && l.channels_last) {
+      const PassGeometry g = pass_geometry(l.rows, l.channels, V);
+      input_gradient_channels_last<T, V><<<g.grid, g.block, 0, stream>>>(
+          l.rows, l.channels, k, grad_output, input, relu_output, training, grad_input, grad_residual);
+      return;
+    }
     input_gradient<T, V><<<grid_for(l.numel() / V), kBlockThreads, 0, stream>>>(
         l.numel(), channel_of(l), l.channels_last, k, grad_output, input, relu_output, training, grad_input,
         grad_residual);

@@ -176,8 +176,9 @@ std::int64_t engine_index(const BackendDescriptor& engine) {
   return index;
 }
 
-// Are the engine's numerical and behaviour notes allowed under the current settings?
-bool acceptable(const BackendDescriptor& engine, DType dtype, const ConvAlgorithmSettings& settings) {
+// Why the engine's numerical or behaviour notes are not allowed under the current settings
+// (nullptr: they are).
+const char* rejection(const BackendDescriptor& engine, DType dtype, const ConvAlgorithmSettings& settings) {
   cudnnBackendDescriptor_t raw_engine = engine.get();
   std::int64_t count = 0;
   std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
@@ -186,16 +187,16 @@ bool acceptable(const BackendDescriptor& engine, DType dtype, const ConvAlgorith
   for (std::int64_t i = 0; i < count; ++i) {
     switch (notes[static_cast<std::size_t>(i)]) {
       case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
-        return false;
+        return "down-converts inputs";
       case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
-        if (dtype == DType::Float32 && !settings.allow_tf32) return false;
+        if (dtype == DType::Float32 && !settings.allow_tf32) return "TF32 not allowed";
         break;
       case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
         // Sums in the 16-bit storage type: the 16-bit convolutions promise float32 accumulation.
-        if (conv_is_half(dtype)) return false;
+        if (conv_is_half(dtype)) return "reduced-precision reduction";
         break;
       case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
-        if (!settings.benchmark) return false;  // heuristics only: two runs give the same bits
+        if (!settings.benchmark) return "non-deterministic";  // heuristics only: two runs give the same bits
         break;
       default:
         break;
@@ -207,9 +208,9 @@ bool acceptable(const BackendDescriptor& engine, DType dtype, const ConvAlgorith
   // Engines compiled at run time (NVRTC) stall the first step for seconds; the precompiled ones
   // cover every convolution a ResNet has.
   for (std::int64_t i = 0; i < count; ++i) {
-    if (behaviour[static_cast<std::size_t>(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return false;
+    if (behaviour[static_cast<std::size_t>(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return "runtime compilation";
   }
-  return true;
+  return nullptr;
 }
 
 // The engine configurations a heuristics mode proposes for the graph, best first.
@@ -250,7 +251,12 @@ std::vector<ExecutionPlan> candidate_plans(cudnnHandle_t handle, const Conv2dSha
     for (BackendDescriptor& config : engine_configs(graph, mode)) {
       if (plans.size() >= limit) return plans;
       const BackendDescriptor engine = engine_of(config.get());
-      if (!acceptable(engine, dtype, settings)) continue;
+      if (const char* why = rejection(engine, dtype, settings)) {
+        if (std::getenv("SUBLET_LOG_CONV_PLANS") != nullptr) {
+          std::fprintf(stderr, "conv2d: engine %lld refused: %s\n", static_cast<long long>(engine_index(engine)), why);
+        }
+        continue;
+      }
       ExecutionPlan candidate;
       candidate.engine = engine_index(engine);
       candidate.plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1);

@@ -101,6 +101,19 @@ __device__ const Entry& entry_of_block(const Entry* table, int count) {
   return table[found];
 }
 
+// GradScaler's check (ops::mark_non_finite): NaN into *found_inf when the block's chunk holds
+// an inf or NaN. Several blocks may write; they all write the same value.
+template <typename T>
+__global__ void __launch_bounds__(kUpdateThreads) non_finite_kernel(const Entry* table, int count, float* found_inf) {
+  const Entry& e = entry_of_block(table, count);
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x - e.chunk_begin) * kChunk;
+  const std::int64_t end = begin + kChunk < e.numel ? begin + kChunk : e.numel;
+  const T* data = static_cast<const T*>(e.ptr[0]);
+  bool bad = false;
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) bad = bad || !isfinite(data[i]);
+  if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = __int_as_float(0x7fc00000);  // quiet NaN
+}
+
 struct SgdArgs {
   double lr;
   double momentum, dampening, weight_decay;
@@ -293,6 +306,28 @@ void adam_update(const Context& ctx, DType dtype, std::span<const AdamTensor> te
     adam_kernel<T><<<blocks, kUpdateThreads, 0, stream_of(ctx.stream)>>>(
         static_cast<const Entry*>(workspace.get()), static_cast<int>(entries.size()), scalars.device, args, scale);
     SUBLET_CUDA_LAUNCH_CHECK(adam_kernel);
+  });
+}
+
+void mark_non_finite(const Context& ctx, DType dtype, std::span<const FiniteCheckTensor> tensors, float* found_inf) {
+  std::vector<Entry> entries;
+  entries.reserve(tensors.size());
+  for (const FiniteCheckTensor& t : tensors) {
+    if (t.numel == 0) continue;
+    Entry e{};
+    e.ptr[0] = const_cast<void*>(t.data);  // read only
+    e.numel = t.numel;
+    entries.push_back(e);
+  }
+  if (entries.empty()) return;
+  memory::CudaDeviceGuard device(ctx.device);
+  memory::ScopedBlock workspace;
+  const std::int32_t blocks = upload_table(ctx, entries, workspace);
+  dispatch(dtype, "mark_non_finite", [&](auto tag) {
+    using T = decltype(tag);
+    non_finite_kernel<T><<<blocks, kUpdateThreads, 0, stream_of(ctx.stream)>>>(
+        static_cast<const Entry*>(workspace.get()), static_cast<int>(entries.size()), found_inf);
+    SUBLET_CUDA_LAUNCH_CHECK(non_finite_kernel);
   });
 }
 

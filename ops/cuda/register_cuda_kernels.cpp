@@ -149,6 +149,7 @@ void register_tensor_kernels() {
   set_for(fill_normal_kernels(), kFloating, &cuda::fill_normal);
   set_for(sgd_update_kernels(), kFloating, &cuda::sgd_update);
   set_for(adam_update_kernels(), kFloating, &cuda::adam_update);
+  set_for(mark_non_finite_kernels(), kFloating, &cuda::mark_non_finite);
 }
 
 void register_services() {

@@ -1,9 +1,12 @@
 #include "runtime/amp/grad_scaler.h"
 
 #include <cmath>
+#include <map>
+#include <vector>
 #include <string>
 
 #include "core/errors.h"
+#include "ops/optim_update.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
 
@@ -59,10 +62,23 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
 
 void GradScaler::record_non_finite(optim::Optimizer& optimizer) {
   found_inf_.zero_();
+  // Dense float32/float64 gradients on the flag's device: one multi-tensor launch per dtype
+  // (ops::mark_non_finite). Any other gradient: sum(g * 0) is NaN exactly when g holds an inf or
+  // a NaN, added to the flag (a kernel or two per gradient, and a temporary of its size).
+  std::map<DType, std::vector<ops::FiniteCheckTensor>> dense;
   for (const Tensor& p : optimizer.params()) {
     const Tensor g = p.grad();
-    if (g.defined()) found_inf_.add_((g * 0.0).sum().to(DType::Float32).view({1}));
+    if (!g.defined()) continue;
+    const bool fused = g.device() == found_inf_.device() && (g.dtype() == DType::Float32 || g.dtype() == DType::Float64) &&
+                       g.is_non_overlapping_and_dense();
+    if (fused) {
+      dense[g.dtype()].push_back({g.data_ptr(), g.numel()});
+    } else {
+      found_inf_.add_((g * 0.0).sum().to(DType::Float32).view({1}));
+    }
   }
+  const ops::Context ctx = ops::Context::for_device(found_inf_.device());
+  for (const auto& [dtype, tensors] : dense) ops::mark_non_finite(ctx, dtype, tensors, found_inf_.data<float>());
 }
 
 optim::StepOutcome GradScaler::step(optim::Optimizer& optimizer) {

@@ -18,6 +18,9 @@
 //  - plain_steps_continue_the_counts: plain steps after device-decided ones (counts read back
 //    from the device) and device-decided ones after plain ones, against a twin that takes plain
 //    steps on the unscaled gradients of the steps that were not skipped: bit for bit.
+//  - mark_non_finite_flags: ops::mark_non_finite (GradScaler's one-launch check) sets the flag to
+//    NaN for an inf, -inf or NaN in the last chunk of a multi-chunk tensor or in a later tensor of
+//    the launch, and leaves a clear flag clear (largest finite values included) and a set one set.
 // Gradients are random (seeded) times a power-of-two scale, so unscaling is exact and the
 // bit-for-bit comparisons against unscaled twins hold.
 #include <gtest/gtest.h>
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "fused_optim_support.h"
+#include "ops/optim_update.h"
 #include "runtime/amp/grad_scaler.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
@@ -295,6 +299,43 @@ inline void plain_steps_continue_the_counts(Device device) {
     plain_steps(1);
     EXPECT_EQ(opt_a->step_count(), 10);
     EXPECT_EQ(first_difference(snapshot(*opt_a), snapshot(*opt_b)), "") << "at the end";
+  }
+}
+
+// The arrays: 7 elements, then 3 * 32768 + 5 (four chunks of the CUDA kernel), then 3; `bad`
+// (when given) replaces element `at` of array `which`; every other value is finite.
+inline float non_finite_flag(Device device, DType dtype, float initial, std::optional<double> bad = std::nullopt,
+                             std::size_t which = 0, std::int64_t at = 0) {
+  const std::vector<std::int64_t> sizes = {7, 3 * 32768 + 5, 3};
+  const auto cpu = TensorOptions().dtype(dtype);
+  std::vector<Tensor> arrays;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    Tensor t = full({sizes[i]}, i == 1 ? -std::numeric_limits<float>::max() : 1.5, cpu);
+    if (bad && i == which) {
+      if (dtype == DType::Float32) t.data<float>()[at] = static_cast<float>(*bad);
+      else t.data<double>()[at] = *bad;
+    }
+    arrays.push_back(t.to(device));
+  }
+  std::vector<ops::FiniteCheckTensor> list;
+  for (const Tensor& t : arrays) list.push_back({t.data_ptr(), t.numel()});
+  Tensor flag = full({1}, initial, TensorOptions().dtype(DType::Float32).device(device));
+  ops::mark_non_finite(ops::Context::for_device(device), dtype, list, flag.data<float>());
+  return flag.to(Device::cpu()).data<float>()[0];
+}
+
+inline void mark_non_finite_flags(Device device) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    EXPECT_EQ(non_finite_flag(device, dtype, 0.0f), 0.0f) << "finite values (the largest included) leave it clear";
+    EXPECT_TRUE(std::isnan(non_finite_flag(device, dtype, std::numeric_limits<float>::quiet_NaN())))
+        << "a set flag stays set";
+    for (double bad : {inf, -inf, nan}) {
+      SCOPED_TRACE(bad);
+      EXPECT_TRUE(std::isnan(non_finite_flag(device, dtype, 0.0f, bad, 1, 3 * 32768 + 4))) << "the last chunk's last element";
+      EXPECT_TRUE(std::isnan(non_finite_flag(device, dtype, 0.0f, bad, 2, 0))) << "the launch's last tensor";
+    }
   }
 }
 

@@ -36,6 +36,11 @@ TEST(GradScalerCuda, ScaleSequenceOver50StepsWithInjectedInf) {
   testing::scale_sequence(Device::cuda(0));
 }
 
+TEST(GradScalerCuda, MarkNonFiniteFlagsInfAndNaNInOneLaunch) {
+  SUBLET_SKIP_WITHOUT_GPU("the one-launch inf/NaN check of GradScaler on CUDA");
+  testing::mark_non_finite_flags(Device::cuda(0));
+}
+
 TEST(GradScalerCuda, DevicePathMatchesTheHostPath) {
   SUBLET_SKIP_WITHOUT_GPU("fused device-decided skip vs per-parameter host-read skip on CUDA");
   testing::device_matches_host_path(Device::cuda(0));

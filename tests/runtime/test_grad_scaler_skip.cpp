@@ -21,6 +21,8 @@ TEST(GradScalerSkip, ASkippedFirstStepLeavesTheNextOneFirst) { testing::skipped_
 
 TEST(GradScalerSkip, ScaleSequenceOver50StepsWithInjectedInf) { testing::scale_sequence(Device::cpu()); }
 
+TEST(GradScalerSkip, MarkNonFiniteFlagsInfAndNaNInOneLaunch) { testing::mark_non_finite_flags(Device::cpu()); }
+
 TEST(GradScalerSkip, DevicePathMatchesTheHostPath) { testing::device_matches_host_path(Device::cpu()); }
 
 TEST(GradScalerSkip, PlainStepsAndScaledStepsShareTheCounts) {

@@ -1,0 +1,110 @@
+#pragma once
+// The per-thread accumulators of ops/cuda/batch_norm_split.cu's reductions, the fixed-order
+// block merge they share, and the per-channel coefficients its element-wise passes apply. Scalar ones (one channel per thread) and packed ones (V consecutive
+// channels per thread, read with one 16-byte load: the channels-last reductions).
+#include <cstdint>
+
+namespace sublet::ops::cuda::batch_norm_detail {
+
+struct Welford {  // count, mean and sum of squared deviations of the values pushed
+  float n, mean, m2;
+};
+
+__device__ inline void push_value(Welford& w, float x) {
+  w.n += 1.0f;
+  const float d = x - w.mean;
+  w.mean += d / w.n;
+  w.m2 += d * (x - w.mean);
+}
+
+__device__ inline Welford merge(const Welford& a, const Welford& b) {
+  if (b.n == 0.0f) return a;
+  if (a.n == 0.0f) return b;
+  const float n = a.n + b.n, d = b.mean - a.mean, fb = b.n / n;
+  return {n, a.mean + d * fb, a.m2 + b.m2 + d * d * a.n * fb};
+}
+
+struct GradSums {  // sum(g) and sum(g * (x - centre))
+  float g, g_centred;
+};
+
+__device__ inline GradSums merge(const GradSums& a, const GradSums& b) { return {a.g + b.g, a.g_centred + b.g_centred}; }
+
+// Welford over V channels that see the same number of values: one count, and one reciprocal
+// of it per pushed row instead of V divisions (the division made the one-channel reduction
+// compute-bound on 16-bit inputs).
+template <int V>
+struct WelfordPack {
+  float n;
+  float mean[V], m2[V];
+  __device__ Welford channel(int j) const { return {n, mean[j], m2[j]}; }
+};
+
+template <int V>
+__device__ inline void push_values(WelfordPack<V>& w, const float (&x)[V]) {
+  w.n += 1.0f;
+  const float inv_n = 1.0f / w.n;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const float d = x[j] - w.mean[j];
+    w.mean[j] += d * inv_n;
+    w.m2[j] += d * (x[j] - w.mean[j]);
+  }
+}
+
+template <int V>
+__device__ inline WelfordPack<V> merge(const WelfordPack<V>& a, const WelfordPack<V>& b) {
+  if (b.n == 0.0f) return a;
+  if (a.n == 0.0f) return b;
+  WelfordPack<V> out;
+  out.n = a.n + b.n;
+  const float fb = b.n / out.n;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const float d = b.mean[j] - a.mean[j];
+    out.mean[j] = a.mean[j] + d * fb;
+    out.m2[j] = a.m2[j] + b.m2[j] + d * d * a.n * fb;
+  }
+  return out;
+}
+
+template <int V>
+struct GradSumsPack {
+  float g[V], g_centred[V];
+  __device__ GradSums channel(int j) const { return {g[j], g_centred[j]}; }
+};
+
+template <int V>
+__device__ inline GradSumsPack<V> merge(const GradSumsPack<V>& a, const GradSumsPack<V>& b) {
+  GradSumsPack<V> out;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    out.g[j] = a.g[j] + b.g[j];
+    out.g_centred[j] = a.g_centred[j] + b.g_centred[j];
+  }
+  return out;
+}
+
+// What the element-wise passes apply per channel. Forward: y = (x - centre) * scale + shift.
+// Backward: dx = scale * (g - grad_mean - (x - centre) * xhat_factor).
+struct Coefficients {
+  float centre, scale, shift, grad_mean, xhat_factor;
+};
+
+// Combines the values of a group of `count` threads (a power of two) whose flat ids are
+// base + k * stride; `pos` is this thread's k, `me` its flat id. A fixed tree: deterministic.
+// Every thread of the block calls it; the group's result is returned to all its members.
+template <typename Acc>
+__device__ Acc merge_group(Acc value, Acc* shared, unsigned me, unsigned pos, unsigned count, unsigned stride) {
+  shared[me] = value;
+  __syncthreads();
+  for (unsigned half = count / 2; half > 0; half /= 2) {
+    if (pos < half) shared[me] = merge(shared[me], shared[me + half * stride]);
+    __syncthreads();
+  }
+  const Acc result = shared[me - pos * stride];
+  __syncthreads();
+  return result;
+}
+
+}  // namespace sublet::ops::cuda::batch_norm_detail

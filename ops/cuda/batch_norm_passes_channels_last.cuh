@@ -1,0 +1,102 @@
+#pragma once
+// The element-wise passes of ops/cuda/batch_norm_split.cu for channels-last tensors whose
+// channels split into aligned 16-byte packs: each thread keeps one pack of V channels and their
+// coefficients in registers and walks down the rows. The flat kernels (one pack per grid-stride
+// step) re-read 5 floats of coefficients per element and divided the flat index to find the
+// channel: on the H200 (ResNet-50 bs256 fp16 channels-last, bench/results/2026-12-02_h200_kernel_times)
+// their normalize and input-gradient passes ran at about a third of the memory bandwidth.
+// Same formulas, in the same order, as the flat kernels: the same bits.
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/cuda/batch_norm_accumulators.cuh"
+#include "ops/cuda/half_types.cuh"
+#include "ops/cuda/vector_pack.cuh"
+
+namespace sublet::ops::cuda::batch_norm_detail {
+
+inline constexpr int kPassThreads = 256;
+inline constexpr std::int64_t kPassRowsPerThread = 4;
+
+template <typename T, int V>
+__global__ void __launch_bounds__(kPassThreads)
+    normalize_channels_last(std::int64_t rows, std::int64_t channels, const Coefficients* coefficients, const T* input,
+                            const T* residual, bool relu, T* output) {
+  const std::int64_t c0 = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  if (c0 >= channels) return;
+  float centre[V], scale[V], shift[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const Coefficients k = coefficients[c0 + j];
+    centre[j] = k.centre, scale[j] = k.scale, shift[j] = k.shift;
+  }
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.y) * blockDim.y;
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += step) {
+    const std::int64_t i = r * channels + c0;
+    const Pack<T, V> x = load_pack<T, V>(input, i);
+    Pack<T, V> res{}, y;
+    if (residual != nullptr) res = load_pack<T, V>(residual, i);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float value = (load_compute(x.v[j]) - centre[j]) * scale[j] + shift[j];
+      if (residual != nullptr) value += load_compute(res.v[j]);
+      if (relu) value = value > 0.0f ? value : 0.0f;  // as UnaryOp::Relu (NaN -> 0)
+      y.v[j] = store_compute<T>(value);
+    }
+    store_pack<T, V>(output, i, y);
+  }
+}
+
+// training: the batch-statistics gradient; else dx = scale * g (input not read).
+template <typename T, int V>
+__global__ void __launch_bounds__(kPassThreads)
+    input_gradient_channels_last(std::int64_t rows, std::int64_t channels, const Coefficients* coefficients,
+                                 const T* grad_output, const T* input, const T* relu_output, bool training,
+                                 T* grad_input, T* grad_residual) {
+  const std::int64_t c0 = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  if (c0 >= channels) return;
+  float centre[V], scale[V], grad_mean[V], xhat_factor[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const Coefficients k = coefficients[c0 + j];
+    centre[j] = k.centre, scale[j] = k.scale, grad_mean[j] = k.grad_mean, xhat_factor[j] = k.xhat_factor;
+  }
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.y) * blockDim.y;
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += step) {
+    const std::int64_t i = r * channels + c0;
+    const Pack<T, V> g = load_pack<T, V>(grad_output, i);
+    Pack<T, V> kept{}, x{}, dx{}, gated;
+    if (relu_output != nullptr) kept = load_pack<T, V>(relu_output, i);
+    if (grad_input != nullptr && training) x = load_pack<T, V>(input, i);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float gv = load_compute(g.v[j]);
+      if (relu_output != nullptr && !(load_compute(kept.v[j]) > 0.0f)) gv = 0.0f;
+      gated.v[j] = store_compute<T>(gv);
+      const float d = training ? scale[j] * (gv - grad_mean[j] - (load_compute(x.v[j]) - centre[j]) * xhat_factor[j])
+                               : scale[j] * gv;
+      dx.v[j] = store_compute<T>(d);
+    }
+    if (grad_residual != nullptr) store_pack<T, V>(grad_residual, i, gated);
+    if (grad_input != nullptr) store_pack<T, V>(grad_input, i, dx);
+  }
+}
+
+// Block: tx packs (a power of two up to 32) by 256 / tx rows; grid: the packs across, and
+// enough row slices for about kPassRowsPerThread rows per thread.
+struct PassGeometry {
+  dim3 grid, block;
+};
+
+inline PassGeometry pass_geometry(std::int64_t rows, std::int64_t channels, int width) {
+  const std::int64_t packs = channels / width;
+  unsigned tx = 1;
+  while (tx < packs && tx < 32) tx *= 2;
+  const unsigned ty = kPassThreads / tx;
+  const std::int64_t across = (packs + tx - 1) / tx;
+  const std::int64_t slices =
+      std::clamp<std::int64_t>((rows + ty * kPassRowsPerThread - 1) / (ty * kPassRowsPerThread), 1, 65535);
+  return {dim3(static_cast<unsigned>(across), static_cast<unsigned>(slices)), dim3(tx, ty)};
+}
+
+}  // namespace sublet::ops::cuda::batch_norm_detail

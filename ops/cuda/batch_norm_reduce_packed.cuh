@@ -1,0 +1,135 @@
+#pragma once
+// The channels-last per-channel reductions of ops/cuda/batch_norm_split.cu with V consecutive
+// channels per thread (one 16-byte load per row: V = 8 for 16-bit types, 4 for float32). The
+// one-channel-per-thread kernel read 2 bytes per thread per load and divided once per value; on
+// the H200 its Welford and gradient-sum passes took 4.7 and 5.4 ms of a ResNet-50 bs256 bf16
+// step (bench/results/2026-12-01_h200_kernel_times).
+//
+// Geometry: a block of 256 threads is tx channel packs (a power of two up to 32, so a warp reads
+// up to 512 contiguous bytes of a row) by ty = 256 / tx rows; blockIdx.x picks tx packs,
+// blockIdx.y a slice of the rows (rows blockIdx.y * ty + k * ty * gridDim.y). Each block writes
+// one partial per (slice, channel) in the scalar accumulators' layout, so the per-channel
+// combines are shared with the scalar kernels. Every order depends only on the shape: repeated
+// runs give identical bits.
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/cuda/batch_norm_accumulators.cuh"
+#include "ops/cuda/half_types.cuh"
+#include "ops/cuda/vector_pack.cuh"
+
+namespace sublet::ops::cuda::batch_norm_detail {
+
+inline constexpr int kPackedThreads = 256;
+inline constexpr std::int64_t kPackedTargetBlocks = 1024;  // about 8 resident blocks on each of 132 SMs
+inline constexpr std::int64_t kPackedMinRows = 8;          // rows per thread at least, when rows allow
+inline constexpr int kPackedUnroll = 4;                    // rows loaded before any is accumulated
+
+template <typename T>
+inline constexpr int kPackWidth = static_cast<int>(16 / sizeof(T));
+
+template <typename T, int V>
+struct StatsPackSource {  // forward: the input's values
+  using Acc = WelfordPack<V>;
+  using Partial = Welford;
+  static constexpr int kWidth = V;
+  struct Row {
+    Pack<T, V> x;
+  };
+  const T* input;
+  __device__ void centres(std::int64_t, float (&centre)[V]) const {
+#pragma unroll
+    for (int j = 0; j < V; ++j) centre[j] = 0.0f;
+  }
+  __device__ Row load(std::int64_t offset) const { return {load_pack<T, V>(input, offset)}; }
+  __device__ void push(Acc& acc, const Row& row, const float (&)[V]) const {
+    float x[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) x[j] = load_compute(row.x.v[j]);
+    push_values(acc, x);
+  }
+};
+
+template <typename T, int V>
+struct GradPackSource {  // backward: g (masked where the fused ReLU's output is not > 0) and g * (x - centre)
+  using Acc = GradSumsPack<V>;
+  using Partial = GradSums;
+  static constexpr int kWidth = V;
+  struct Row {
+    Pack<T, V> g, x, kept;
+  };
+  const T* grad_output;
+  const T* input;
+  const T* relu_output;  // nullptr without the ReLU
+  const float* centres_; // save_mean (training) or running_mean (eval)
+  __device__ void centres(std::int64_t c0, float (&centre)[V]) const {
+#pragma unroll
+    for (int j = 0; j < V; ++j) centre[j] = centres_[c0 + j];
+  }
+  __device__ Row load(std::int64_t offset) const {
+    Row row;
+    row.g = load_pack<T, V>(grad_output, offset);
+    row.x = load_pack<T, V>(input, offset);
+    if (relu_output != nullptr) row.kept = load_pack<T, V>(relu_output, offset);
+    return row;
+  }
+  __device__ void push(Acc& acc, const Row& row, const float (&centre)[V]) const {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float g = load_compute(row.g.v[j]);
+      if (relu_output != nullptr && !(load_compute(row.kept.v[j]) > 0.0f)) g = 0.0f;
+      acc.g[j] += g;
+      acc.g_centred[j] += g * (load_compute(row.x.v[j]) - centre[j]);
+    }
+  }
+};
+
+template <typename Source>
+__global__ void __launch_bounds__(kPackedThreads)
+    reduce_channels_last_packed(std::int64_t rows, std::int64_t channels, Source source,
+                                typename Source::Partial* partials) {
+  using Acc = typename Source::Acc;
+  constexpr int V = Source::kWidth;
+  __shared__ Acc shared[kPackedThreads];
+  const std::int64_t c0 = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  Acc acc{};
+  if (c0 < channels) {
+    float centre[V];
+    source.centres(c0, centre);
+    const std::int64_t step = static_cast<std::int64_t>(gridDim.y) * blockDim.y;
+    std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
+    for (; r + (kPackedUnroll - 1) * step < rows; r += kPackedUnroll * step) {
+      typename Source::Row row[kPackedUnroll];
+#pragma unroll
+      for (int u = 0; u < kPackedUnroll; ++u) row[u] = source.load((r + u * step) * channels + c0);
+#pragma unroll
+      for (int u = 0; u < kPackedUnroll; ++u) source.push(acc, row[u], centre);
+    }
+    for (; r < rows; r += step) source.push(acc, source.load(r * channels + c0), centre);
+  }
+  acc = merge_group(acc, shared, threadIdx.y * blockDim.x + threadIdx.x, threadIdx.y, blockDim.y, blockDim.x);
+  if (threadIdx.y == 0 && c0 < channels) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) partials[static_cast<std::int64_t>(blockIdx.y) * channels + c0 + j] = acc.channel(j);
+  }
+}
+
+struct PackedGeometry {
+  dim3 grid, block;
+  std::int64_t slices;  // gridDim.y: partials per channel
+};
+
+// rows x channels values, channels % width == 0.
+inline PackedGeometry packed_geometry(std::int64_t rows, std::int64_t channels, int width) {
+  const std::int64_t packs = channels / width;
+  unsigned tx = 1;
+  while (tx < packs && tx < 32) tx *= 2;
+  const unsigned ty = kPackedThreads / tx;
+  const std::int64_t across = (packs + tx - 1) / tx;
+  const std::int64_t by_work = (rows + ty * kPackedMinRows - 1) / (ty * kPackedMinRows);
+  const std::int64_t by_blocks = (kPackedTargetBlocks + across - 1) / across;
+  const std::int64_t slices = std::clamp<std::int64_t>(std::min(by_blocks, by_work), 1, 65535);
+  return {dim3(static_cast<unsigned>(across), static_cast<unsigned>(slices)), dim3(tx, ty), slices};
+}
+
+}  // namespace sublet::ops::cuda::batch_norm_detail
