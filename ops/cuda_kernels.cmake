@@ -1,13 +1,7 @@
-# CUDA kernels beside the CPU ones (ops/cuda/): compiled only when CUDA is found.
-# The .cu files include ops/ headers written in C++20, and CMake derives the CUDA dialect from
-# CMAKE_CXX_STANDARD (20). CMake 3.25 does not know nvcc's C++20 flag, so it is taught here
-# (this directory only). --expt-relaxed-constexpr lets device code call the constexpr mask
-# function of ops/dropout.h, so both devices share one definition of the dropout mask.
-if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION OR CMAKE_CUDA20_STANDARD_COMPILE_OPTION STREQUAL "")
-  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
-  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
-endif()
-set(CMAKE_CUDA_STANDARD 20)
+# CUDA kernels beside the CPU ones (ops/cuda/): compiled only when CUDA is found. (nvcc's C++20
+# dialect flag is taught to CMake at the top level, CMakeLists.txt, for every .cu in the tree.)
+# --expt-relaxed-constexpr lets device code call the constexpr mask function of ops/dropout.h, so
+# both devices share one definition of the dropout mask.
 set(SUBLET_CUDA_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/copy.cu

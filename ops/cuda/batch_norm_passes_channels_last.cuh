@@ -34,16 +34,17 @@ __global__ void __launch_bounds__(kPassThreads)
   for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += step) {
     const std::int64_t i = r * channels + c0;
     const Pack<T, V> x = load_pack<T, V>(input, i);
-    Pack<T, V> res{}, y;
+    Pack<T, V> res{};
     if (residual != nullptr) res = load_pack<T, V>(residual, i);
+    float y[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       float value = (load_compute(x.v[j]) - centre[j]) * scale[j] + shift[j];
       if (residual != nullptr) value += load_compute(res.v[j]);
       if (relu) value = value > 0.0f ? value : 0.0f;  // as UnaryOp::Relu (NaN -> 0)
-      y.v[j] = store_compute<T>(value);
+      y[j] = value;
     }
-    store_pack<T, V>(output, i, y);
+    store_pack<T, V>(output, i, pack_from_floats<T, V>(y));
   }
 }
 
@@ -65,20 +66,20 @@ __global__ void __launch_bounds__(kPassThreads)
   for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += step) {
     const std::int64_t i = r * channels + c0;
     const Pack<T, V> g = load_pack<T, V>(grad_output, i);
-    Pack<T, V> kept{}, x{}, dx{}, gated;
+    Pack<T, V> kept{}, x{}, gated = g;  // gated: g where the ReLU passed it, else 0
     if (relu_output != nullptr) kept = load_pack<T, V>(relu_output, i);
     if (grad_input != nullptr && training) x = load_pack<T, V>(input, i);
+    float dx[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      float gv = load_compute(g.v[j]);
-      if (relu_output != nullptr && !(load_compute(kept.v[j]) > 0.0f)) gv = 0.0f;
-      gated.v[j] = store_compute<T>(gv);
-      const float d = training ? scale[j] * (gv - grad_mean[j] - (load_compute(x.v[j]) - centre[j]) * xhat_factor[j])
-                               : scale[j] * gv;
-      dx.v[j] = store_compute<T>(d);
+      const bool passed = relu_output == nullptr || is_positive(kept.v[j]);
+      if (!passed) gated.v[j] = store_compute<T>(0.0f);
+      const float gv = passed ? load_compute(g.v[j]) : 0.0f;
+      dx[j] = training ? scale[j] * (gv - grad_mean[j] - (load_compute(x.v[j]) - centre[j]) * xhat_factor[j])
+                       : scale[j] * gv;
     }
     if (grad_residual != nullptr) store_pack<T, V>(grad_residual, i, gated);
-    if (grad_input != nullptr) store_pack<T, V>(grad_input, i, dx);
+    if (grad_input != nullptr) store_pack<T, V>(grad_input, i, pack_from_floats<T, V>(dx));
   }
 }
 

@@ -77,7 +77,7 @@ struct GradPackSource {  // backward: g (masked where the fused ReLU's output is
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       float g = load_compute(row.g.v[j]);
-      if (relu_output != nullptr && !(load_compute(row.kept.v[j]) > 0.0f)) g = 0.0f;
+      if (relu_output != nullptr && !is_positive(row.kept.v[j])) g = 0.0f;
       acc.g[j] += g;
       acc.g_centred[j] += g * (load_compute(row.x.v[j]) - centre[j]);
     }

@@ -73,7 +73,7 @@ struct GradSource {  // backward: g (masked where the fused ReLU's output is not
   __device__ float centre(std::int64_t c) const { return centres[c]; }
   __device__ void push(GradSums& acc, std::int64_t offset, float centre) const {
     float g = load_compute(grad_output[offset]);
-    if (relu_output != nullptr && !(load_compute(relu_output[offset]) > 0.0f)) g = 0.0f;
+    if (relu_output != nullptr && !is_positive(relu_output[offset])) g = 0.0f;
     acc.g += g;
     acc.g_centred += g * (load_compute(input[offset]) - centre);
   }
@@ -235,17 +235,18 @@ __global__ void normalize(std::int64_t numel, ChannelOf channel, bool lane_chann
     const std::int64_t i = p * V;
     const std::int64_t c0 = channel(i);
     const Pack<T, V> x = load_pack<T, V>(input, i);
-    Pack<T, V> r{}, y;
+    Pack<T, V> r{};
     if (residual != nullptr) r = load_pack<T, V>(residual, i);
+    float y[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const Coefficients k = coefficients[lane_channels ? c0 + j : c0];
       float value = (load_compute(x.v[j]) - k.centre) * k.scale + k.shift;
       if (residual != nullptr) value += load_compute(r.v[j]);
       if (relu) value = value > 0.0f ? value : 0.0f;  // as UnaryOp::Relu (NaN -> 0)
-      y.v[j] = store_compute<T>(value);
+      y[j] = value;
     }
-    store_pack<T, V>(output, i, y);
+    store_pack<T, V>(output, i, pack_from_floats<T, V>(y));
   }
 }
 
@@ -258,21 +259,21 @@ __global__ void input_gradient(std::int64_t numel, ChannelOf channel, bool lane_
     const std::int64_t i = p * V;
     const std::int64_t c0 = channel(i);
     const Pack<T, V> g = load_pack<T, V>(grad_output, i);
-    Pack<T, V> kept{}, x{}, dx{}, gated;
+    Pack<T, V> kept{}, x{}, gated = g;  // gated: g where the ReLU passed it, else 0
     if (relu_output != nullptr) kept = load_pack<T, V>(relu_output, i);
     if (grad_input != nullptr && training) x = load_pack<T, V>(input, i);
+    float dx[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const Coefficients k = coefficients[lane_channels ? c0 + j : c0];
-      float gv = load_compute(g.v[j]);
-      if (relu_output != nullptr && !(load_compute(kept.v[j]) > 0.0f)) gv = 0.0f;
-      gated.v[j] = store_compute<T>(gv);
-      const float d = training ? k.scale * (gv - k.grad_mean - (load_compute(x.v[j]) - k.centre) * k.xhat_factor)
-                               : k.scale * gv;
-      dx.v[j] = store_compute<T>(d);
+      const bool passed = relu_output == nullptr || is_positive(kept.v[j]);
+      if (!passed) gated.v[j] = store_compute<T>(0.0f);
+      const float gv = passed ? load_compute(g.v[j]) : 0.0f;
+      dx[j] = training ? k.scale * (gv - k.grad_mean - (load_compute(x.v[j]) - k.centre) * k.xhat_factor)
+                       : k.scale * gv;
     }
     if (grad_residual != nullptr) store_pack<T, V>(grad_residual, i, gated);
-    if (grad_input != nullptr) store_pack<T, V>(grad_input, i, dx);
+    if (grad_input != nullptr) store_pack<T, V>(grad_input, i, pack_from_floats<T, V>(dx));
   }
 }
 
@@ -333,7 +334,7 @@ void forward_training(const Context& ctx, const BatchNormShape& s, const T* inpu
   } else {
     launch_reduce(l, slices, StatsSource<T>{input}, welford, stream);
   }
-  combine_statistics<<<combine_blocks(l.channels), kCombineWarps * 32, 0, stream>>>(
+  combine_statistics<<<combine_blocks(l.channels), kCombineThreads, 0, stream>>>(
       l.channels, slices, static_cast<const Welford*>(partials.get()), static_cast<double>(l.count), momentum, eps,
       weight, bias, running_mean, running_var, save_mean, save_invstd, k);
   SUBLET_CUDA_LAUNCH_CHECK(batch_norm_combine_statistics);
@@ -380,7 +381,7 @@ void backward(const Context& ctx, const BatchNormShape& s, bool training, const 
   }
   memory::ScopedBlock coefficients = ctx.workspace(static_cast<std::size_t>(l.channels) * sizeof(Coefficients));
   auto* k = static_cast<Coefficients*>(coefficients.get());
-  combine_gradients<<<combine_blocks(l.channels), kCombineWarps * 32, 0, stream>>>(
+  combine_gradients<<<combine_blocks(l.channels), kCombineThreads, 0, stream>>>(
       l.channels, slices, static_cast<const GradSums*>(partials.get()), static_cast<double>(l.count), training,
       weight, centres, save_invstd, running_var, eps, grad_weight, grad_bias, k);
   SUBLET_CUDA_LAUNCH_CHECK(batch_norm_combine_gradients);

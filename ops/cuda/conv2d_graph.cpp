@@ -235,6 +235,14 @@ std::vector<BackendDescriptor> engine_configs(const BackendDescriptor& graph, cu
   return configs;
 }
 
+// Which heuristics propose the engines, in order: cuDNN's mode A (instant), then its fallback
+// list. SUBLET_CUDNN_HEURISTICS=b puts mode B (slower to query, a different ranking) first.
+std::vector<cudnnBackendHeurMode_t> heuristic_modes() {
+  const char* choice = std::getenv("SUBLET_CUDNN_HEURISTICS");
+  if (choice != nullptr && std::string(choice) == "b") return {CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK};
+  return {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+}
+
 // The plans cuDNN can build for the pass, heuristics' order; at most `limit`.
 std::vector<ExecutionPlan> candidate_plans(cudnnHandle_t handle, const Conv2dShape& s, DType dtype, ConvPass pass,
                                            std::int64_t alignment, std::size_t limit) {
@@ -247,7 +255,7 @@ std::vector<ExecutionPlan> candidate_plans(cudnnHandle_t handle, const Conv2dSha
   if (graph.try_finalize() != CUDNN_STATUS_SUCCESS) return {};
 
   std::vector<ExecutionPlan> plans;
-  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+  for (cudnnBackendHeurMode_t mode : heuristic_modes()) {
     for (BackendDescriptor& config : engine_configs(graph, mode)) {
       if (plans.size() >= limit) return plans;
       const BackendDescriptor engine = engine_of(config.get());

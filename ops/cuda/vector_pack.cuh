@@ -4,6 +4,8 @@
 // a multiple of V; ops/cuda/batch_norm_split.cu's passes and reductions use it.
 #include <cstdint>
 
+#include "ops/cuda/half_types.cuh"
+
 namespace sublet::ops::cuda {
 
 template <typename T, int V>
@@ -30,6 +32,33 @@ __device__ inline void store_pack(T* p, std::int64_t i, const Pack<T, V>& pack) 
   } else {
     *reinterpret_cast<uint4*>(p + i) = *reinterpret_cast<const uint4*>(pack.v);
   }
+}
+
+// V floats to a pack of T with the bits of V store_compute<T> calls, converting two at a time for
+// the 16-bit types (cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32: one conversion instruction, quarter
+// rate on sm_90, for two values; each rounds to nearest even on its own). NaN takes the host's
+// rule (float_to_half) instead of the instruction's canonical NaN.
+template <typename T, int V>
+__device__ inline Pack<T, V> pack_from_floats(const float (&v)[V]) {
+  Pack<T, V> out;
+  if constexpr (kIsHalf<T> && V % 2 == 0) {
+#pragma unroll
+    for (int j = 0; j < V; j += 2) {
+      if constexpr (std::is_same_v<T, __half>) {
+        const __half2 two = __floats2half2_rn(v[j], v[j + 1]);
+        out.v[j] = __low2half(two), out.v[j + 1] = __high2half(two);
+      } else {
+        const __nv_bfloat162 two = __floats2bfloat162_rn(v[j], v[j + 1]);
+        out.v[j] = __low2bfloat16(two), out.v[j + 1] = __high2bfloat16(two);
+      }
+      if (v[j] != v[j]) out.v[j] = float_to_half<T>(v[j]);
+      if (v[j + 1] != v[j + 1]) out.v[j + 1] = float_to_half<T>(v[j + 1]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) out.v[j] = store_compute<T>(v[j]);
+  }
+  return out;
 }
 
 }  // namespace sublet::ops::cuda

@@ -18,4 +18,10 @@ if(SUBLET_HAVE_CUDA)
   # checked against core/half.h on the CPU (CUDA's intrinsics emulate their rounding on the host).
   sublet_add_test(test_half_types_host LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_half_types_host.cpp LIBS ops)
   target_include_directories(test_half_types_host PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  # The batch-norm passes' 16-bit pair stores and bit-level sign test, run in a probe kernel
+  # (a library of its own: the test's .cpp keeps the shared precompiled header).
+  add_library(test_vector_pack_probe STATIC ${CMAKE_CURRENT_LIST_DIR}/vector_pack_probe.cu)
+  target_link_libraries(test_vector_pack_probe PUBLIC ops)
+  sublet_add_test(test_cuda_vector_pack LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_vector_pack.cpp
+                  LIBS test_vector_pack_probe)
 endif()
