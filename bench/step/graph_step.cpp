@@ -14,8 +14,8 @@
 
 namespace sublet::bench {
 
-void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, amp::StepRecipe& recipe, const Tensor& images,
-                        const Tensor& labels, StepBenchResult& result) {
+void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, amp::StepRecipe& recipe, Tensor images,
+                        Tensor labels, StepBenchResult& result) {
   const StepBenchOptions& options = result.options;
   if (!options.device.is_cuda()) throw DeviceError("bench step --cuda-graph: needs --device cuda");
   if (options.allocator != memory::AllocatorKind::Caching)
@@ -36,6 +36,11 @@ void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, amp::Ste
   graphed.set_memory_plan(options.memory_plan, options.plan_heuristic);
   for (std::int64_t i = 0; i < std::max<std::int64_t>(options.warmup, 1); ++i) graphed.run(images, labels).item<float>();
   graphed.graph().synchronize();
+  // The replays read the batch from the graph's static input, which holds it now: the source
+  // copy goes, as in a training loop that loads each batch straight into the static input
+  // (otherwise the graphed step's peak counts the batch twice).
+  images = Tensor();
+  labels = Tensor();
   reset_peak_memory_stats(options.device);
   graphed.replay_static().item<float>();  // capture + first replay (untimed)
   // Replays make no allocator call: the step's live peak is the capture's, and what the replays

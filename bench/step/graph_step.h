@@ -7,11 +7,12 @@
 
 namespace sublet::bench {
 
-// Fills result.step_ms and the peaks (reset before the capture, so they include the memory
-// the graph's pool holds for its activations). Throws DeviceError without CUDA, ValueError for
+// Takes the batch (freed once the graph's static input holds it). Fills result.step_ms and the
+// peaks (reset before the capture, so they include the memory the graph's pool holds for its
+// activations). Throws DeviceError without CUDA, ValueError for
 // an allocator other than the caching one (raw would cudaFree inside the capture; async
 // allocations would become graph memory nodes).
-void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, amp::StepRecipe& recipe, const Tensor& images,
-                        const Tensor& labels, StepBenchResult& result);
+void time_graphed_steps(nn::Module& model, optim::Optimizer& optimizer, amp::StepRecipe& recipe, Tensor images,
+                        Tensor labels, StepBenchResult& result);
 
 }  // namespace sublet::bench

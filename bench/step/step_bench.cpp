@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "core/errors.h"
 #include "memory/history.h"
@@ -131,14 +132,14 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   if (options.nvtx) ranges.emplace(*model, nn::nvtx_range_sink());
 
   Generator generator(options.seed + 1);
-  const Tensor images =
+  Tensor images =
       randn({options.batch_size, options.input.channels, options.input.height, options.input.width}, generator)
           .to(device)
           .contiguous(options.memory_format);
   std::vector<std::int64_t> label_values(static_cast<std::size_t>(options.batch_size));
   std::uniform_int_distribution<std::int64_t> pick(0, options.num_classes - 1);
   for (auto& label : label_values) label = pick(generator.engine());
-  const Tensor labels = Tensor::from_vector(label_values, {options.batch_size}).to(device);
+  Tensor labels = Tensor::from_vector(label_values, {options.batch_size}).to(device);
 
   if (!options.memory_budget.empty()) {
     auto* resnet = dynamic_cast<models::ResNet*>(model.get());
@@ -153,7 +154,7 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   if (progress) *progress << "bench step: " << options.model << " on " << device.str() << ", " << options.warmup
                           << " warm-up + " << options.steps << " timed steps\n";
   if (options.cuda_graph) {
-    time_graphed_steps(*model, optimizer, recipe, images, labels, result);
+    time_graphed_steps(*model, optimizer, recipe, std::move(images), std::move(labels), result);
     result.ms_per_step = median(result.step_ms);
     result.img_per_s = static_cast<double>(options.batch_size) * 1000.0 / result.ms_per_step;
     return result;
