@@ -18,8 +18,9 @@
 // read 32 consecutive channels; NCHW slices are runs of one channel's N*H*W values.
 //
 // Numerics: the statistics are Welford's running mean and sum of squared deviations in float32
-// per thread, merged pairwise (Chan et al.) in float32 in the block and in double over the slices;
-// the backward's two sums are float32 per thread and block, double over the slices. Every
+// per thread, merged pairwise (Chan et al.) in float32 in the block, and combined over the slices
+// in double by Chan's formula as two passes of sums (ops/cuda/batch_norm_combine.cuh); the
+// backward's two sums are float32 per thread and block, double over the slices. Every
 // order is fixed by the launch geometry, which depends only on the shape: repeated runs give
 // identical bits.
 #include "ops/cuda/batch_norm_split_cuda.h"

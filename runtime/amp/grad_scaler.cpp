@@ -69,8 +69,8 @@ void GradScaler::record_non_finite(optim::Optimizer& optimizer) {
   for (const Tensor& p : optimizer.params()) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    const bool fused = g.device() == found_inf_.device() && (g.dtype() == DType::Float32 || g.dtype() == DType::Float64) &&
-                       g.is_non_overlapping_and_dense();
+    const bool float_dtype = g.dtype() == DType::Float32 || g.dtype() == DType::Float64;
+    const bool fused = g.device() == found_inf_.device() && float_dtype && g.is_non_overlapping_and_dense();
     if (fused) {
       dense[g.dtype()].push_back({g.data_ptr(), g.numel()});
     } else {
