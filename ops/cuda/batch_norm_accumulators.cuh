@@ -91,6 +91,21 @@ struct Coefficients {
   float centre, scale, shift, grad_mean, xhat_factor;
 };
 
+// The channels-last kernels' block: tx channel packs of `width` channels (a power of two up to
+// 32, so a warp reads up to 32 consecutive packs of a row) by ty = threads / tx rows; `across`
+// blocks side by side cover the channels.
+struct PackTile {
+  unsigned tx, ty;
+  std::int64_t across;
+};
+
+inline PackTile pack_tile(std::int64_t channels, int width, unsigned threads) {
+  const std::int64_t packs = channels / width;
+  unsigned tx = 1;
+  while (tx < packs && tx < 32) tx *= 2;
+  return {tx, threads / tx, (packs + tx - 1) / tx};
+}
+
 // Combines the values of a group of `count` threads (a power of two) whose flat ids are
 // base + k * stride; `pos` is this thread's k, `me` its flat id. A fixed tree: deterministic.
 // Every thread of the block calls it; the group's result is returned to all its members.

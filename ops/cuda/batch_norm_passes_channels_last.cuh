@@ -5,7 +5,8 @@
 // step) re-read 5 floats of coefficients per element and divided the flat index to find the
 // channel: on the H200 (ResNet-50 bs256 fp16 channels-last, bench/results/2026-12-02_h200_kernel_times)
 // their normalize and input-gradient passes ran at about a third of the memory bandwidth.
-// Same formulas, in the same order, as the flat kernels: the same bits.
+// Same formulas, in the same order, as the flat kernels (normalize and input_gradient in
+// batch_norm_split.cu; a change to one belongs in both): the same bits.
 #include <algorithm>
 #include <cstdint>
 
@@ -83,21 +84,17 @@ __global__ void __launch_bounds__(kPassThreads)
   }
 }
 
-// Block: tx packs (a power of two up to 32) by 256 / tx rows; grid: the packs across, and
-// enough row slices for about kPassRowsPerThread rows per thread.
+// Block: pack_tile's; grid: the packs across, and enough row slices for about
+// kPassRowsPerThread rows per thread.
 struct PassGeometry {
   dim3 grid, block;
 };
 
 inline PassGeometry pass_geometry(std::int64_t rows, std::int64_t channels, int width) {
-  const std::int64_t packs = channels / width;
-  unsigned tx = 1;
-  while (tx < packs && tx < 32) tx *= 2;
-  const unsigned ty = kPassThreads / tx;
-  const std::int64_t across = (packs + tx - 1) / tx;
+  const PackTile t = pack_tile(channels, width, kPassThreads);
   const std::int64_t slices =
-      std::clamp<std::int64_t>((rows + ty * kPassRowsPerThread - 1) / (ty * kPassRowsPerThread), 1, 65535);
-  return {dim3(static_cast<unsigned>(across), static_cast<unsigned>(slices)), dim3(tx, ty)};
+      std::clamp<std::int64_t>((rows + t.ty * kPassRowsPerThread - 1) / (t.ty * kPassRowsPerThread), 1, 65535);
+  return {dim3(static_cast<unsigned>(t.across), static_cast<unsigned>(slices)), dim3(t.tx, t.ty)};
 }
 
 }  // namespace sublet::ops::cuda::batch_norm_detail

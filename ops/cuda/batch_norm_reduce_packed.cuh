@@ -121,15 +121,11 @@ struct PackedGeometry {
 
 // rows x channels values, channels % width == 0.
 inline PackedGeometry packed_geometry(std::int64_t rows, std::int64_t channels, int width) {
-  const std::int64_t packs = channels / width;
-  unsigned tx = 1;
-  while (tx < packs && tx < 32) tx *= 2;
-  const unsigned ty = kPackedThreads / tx;
-  const std::int64_t across = (packs + tx - 1) / tx;
-  const std::int64_t by_work = (rows + ty * kPackedMinRows - 1) / (ty * kPackedMinRows);
-  const std::int64_t by_blocks = (kPackedTargetBlocks + across - 1) / across;
+  const PackTile t = pack_tile(channels, width, kPackedThreads);
+  const std::int64_t by_work = (rows + t.ty * kPackedMinRows - 1) / (t.ty * kPackedMinRows);
+  const std::int64_t by_blocks = (kPackedTargetBlocks + t.across - 1) / t.across;
   const std::int64_t slices = std::clamp<std::int64_t>(std::min(by_blocks, by_work), 1, 65535);
-  return {dim3(static_cast<unsigned>(across), static_cast<unsigned>(slices)), dim3(tx, ty), slices};
+  return {dim3(static_cast<unsigned>(t.across), static_cast<unsigned>(slices)), dim3(t.tx, t.ty), slices};
 }
 
 }  // namespace sublet::ops::cuda::batch_norm_detail
