@@ -10,6 +10,7 @@
 
 #include "ops/cpu/conv2d_avx2_cpu.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
+#include "ops/cpu/conv2d_winograd_cpu.h"
 #include "ops/cpu/gemm_avx512_cpu.h"
 #include "ops/cpu/im2col_cpu.h"
 
@@ -192,6 +193,7 @@ template <typename T>
 void conv2d_forward(const Context& ctx, const Conv2dShape& s, const T* input, const T* weight,
                     const T* bias, T* output) {
   if constexpr (std::is_same_v<T, float>) {
+    if (conv2d_winograd_applies(s)) return conv2d_forward_winograd(ctx, s, input, weight, bias, output);
     if (conv2d_avx2_applies(s)) return conv2d_forward_avx2(ctx, s, input, weight, bias, output);
   }
   const Plan p = make_plan(s);
