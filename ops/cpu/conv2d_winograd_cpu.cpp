@@ -39,19 +39,22 @@ constexpr std::int64_t kPositions = 16;
 // The register tile's widths: 16 * 3 tiles of pixels, 8 output channels (two quads of 4).
 constexpr std::int64_t kTileColumns = 16 * kMaxTileVectors512;
 constexpr std::int64_t kQuad = 4;
-// Tiles per work item, about: enough for whole register tiles, few enough that the item's
-// transformed input and output (16 * (C + OC) * tiles floats) stay in the core's L2 cache.
+// Tiles per work item (a scheduling unit of whole images), about.
 constexpr std::int64_t kTargetTilesPerItem = 192;
 // Fewer channels, and the transforms cost more than the GEMMs save: ResNet-20's 16 -> 16
-// channels at 28x28 ran 4.3 ms against the direct tile's 3.9 (one thread, batch 128), where
-// 32 -> 32 at 14x14 ran 3.1 against 3.7 and 64 -> 64 at 7x7 3.6 against 4.9 (im2col + GEMM).
+// channels at 28x28 ran 4.2-4.5 ms against the direct tile's 3.9 (one thread, batch 128), where
+// 32 -> 32 at 14x14 ran 3.2 against 3.7 and 64 -> 64 at 7x7 3.2 against 4.9 (im2col + GEMM).
 constexpr std::int64_t kMinChannels = 32;
 
 struct Plan {
   std::int64_t channels, out_channels, height, width;
   std::int64_t tiles_h, tiles_w, tiles_per_image;
   std::int64_t images_per_item, items;
-  std::int64_t stride;  // floats per row of V and M: an item's tiles rounded up to 16
+  // A block: the tile rows whose transforms, GEMMs and inverse transforms run back to back, as many
+  // as fill a register tile (48 tiles; at least one row), so V and M stay in L1 (16 channels)
+  // or L2: with V and M for a whole item the transforms ran at the speed of L2 stores.
+  std::int64_t rows_per_block;
+  std::int64_t stride;  // floats per row of V and M: a block's tiles rounded up to 16
   std::int64_t quads;   // packed weight blocks of 4 output channels per position
   // Floats between the positions of V (C rows) and of M (OC rows). One cache line more than the
   // rows: the transforms write and read all 16 positions of a tile at once, and 16 streams a
@@ -76,7 +79,8 @@ Plan make_plan(const Conv2dShape& s) {
   const std::int64_t per_thread = (s.batch + p.threads - 1) / p.threads;
   p.images_per_item = std::clamp<std::int64_t>(p.images_per_item, 1, std::max<std::int64_t>(per_thread, 1));
   p.items = (s.batch + p.images_per_item - 1) / p.images_per_item;
-  p.stride = (p.images_per_item * p.tiles_per_image + 15) / 16 * 16;
+  p.rows_per_block = std::max<std::int64_t>(1, kTileColumns / p.tiles_w);
+  p.stride = (p.rows_per_block * p.tiles_w + 15) / 16 * 16;
   p.quads = (p.out_channels + kQuad - 1) / kQuad;
   p.input_position_stride = p.channels * p.stride + 16;
   p.output_position_stride = p.out_channels * p.stride + 16;
@@ -123,14 +127,30 @@ __mmask16 inside_lanes(std::int64_t first, std::int64_t width) {
   return static_cast<__mmask16>(((1u << to) - 1) & ~((1u << from) - 1));
 }
 
-// V[position][c][first_tile + tile] = B^T d B for every tile of one image's plane of channel c,
+// V[position][c][(row - first_row) * tiles_w + tile] = B^T d B for the tiles of the tile rows
+// [first_row, first_row + rows) of channel c (tile rows numbered through the item's images),
 // B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]; d is the 4x4 block of the
 // zero-padded plane whose top left is input pixel (2 * tile row - 1, 2 * tile column - 1).
 // 16 tiles of a tile row at a time, all in registers: the columns 2t - 1 .. 2t + 2 of each input
 // row come from masked loads (the masks are the padding) deinterleaved into even and odd.
-SUBLET_WINOGRAD_AVX512 void transform_input_plane(const Plan& p, const float* plane, float* v,
-                                                  std::int64_t first_tile) {
-  const std::int64_t plane_stride = p.input_position_stride;
+// The input rows of tile row `row` (numbered through the item's images) into L1: the transform
+// reads 16 channel planes at once, too many streams for the hardware prefetchers (its loads
+// waited on memory for most of its time).
+SUBLET_WINOGRAD_AVX512 void prefetch_tile_row(const Plan& p, const float* channel_input, std::int64_t row,
+                                              std::int64_t item_rows) {
+  if (row >= item_rows) return;
+  const std::int64_t ti = row % p.tiles_h;
+  const float* plane = channel_input + row / p.tiles_h * p.channels * p.height * p.width;
+  for (std::int64_t y = std::max<std::int64_t>(2 * ti - 1, 0); y < std::min(2 * ti + 3, p.height); ++y) {
+    const float* in = plane + y * p.width;
+    for (std::int64_t x = 0; x < p.width; x += 16) _mm_prefetch(reinterpret_cast<const char*>(in + x), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(in + p.width - 1), _MM_HINT_T0);
+  }
+}
+
+SUBLET_WINOGRAD_AVX512 void transform_input_rows(const Plan& p, const float* channel_input, std::int64_t first_row,
+                                                 std::int64_t rows, std::int64_t item_rows, float* v) {
+  const std::int64_t position_stride = p.input_position_stride, in_image = p.channels * p.height * p.width;
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   for (std::int64_t tj = 0; tj < p.tiles_w; tj += 16) {
@@ -138,7 +158,10 @@ SUBLET_WINOGRAD_AVX512 void transform_input_plane(const Plan& p, const float* pl
     const std::int64_t left = 2 * tj - 1, right = 2 * tj + 1;  // first columns of the two load pairs
     const __mmask16 left_lo = inside_lanes(left, p.width), left_hi = inside_lanes(left + 16, p.width);
     const __mmask16 right_lo = inside_lanes(right, p.width), right_hi = inside_lanes(right + 16, p.width);
-    for (std::int64_t ti = 0; ti < p.tiles_h; ++ti) {
+    for (std::int64_t row = first_row; row < first_row + rows; ++row) {
+      if (tj == 0) prefetch_tile_row(p, channel_input, row + rows, item_rows);  // the next block's
+      const std::int64_t ti = row % p.tiles_h;
+      const float* plane = channel_input + row / p.tiles_h * in_image;
       __m512 h[4][4];  // d B: per input row r, the 4 columns a of the row transform
       for (int r = 0; r < 4; ++r) {
         const std::int64_t y = 2 * ti + r - 1;
@@ -146,10 +169,10 @@ SUBLET_WINOGRAD_AVX512 void transform_input_plane(const Plan& p, const float* pl
           for (int a = 0; a < 4; ++a) h[r][a] = _mm512_setzero_ps();
           continue;
         }
-        const float* row = plane + y * p.width;
-        const __m512 l0 = _mm512_maskz_loadu_ps(left_lo, row + left), l1 = _mm512_maskz_loadu_ps(left_hi, row + left + 16);
-        const __m512 r0 = _mm512_maskz_loadu_ps(right_lo, row + right);
-        const __m512 r1 = _mm512_maskz_loadu_ps(right_hi, row + right + 16);
+        const float* in = plane + y * p.width;
+        const __m512 l0 = _mm512_maskz_loadu_ps(left_lo, in + left), l1 = _mm512_maskz_loadu_ps(left_hi, in + left + 16);
+        const __m512 r0 = _mm512_maskz_loadu_ps(right_lo, in + right);
+        const __m512 r1 = _mm512_maskz_loadu_ps(right_hi, in + right + 16);
         const __m512 x0 = _mm512_permutex2var_ps(l0, even, l1), x1 = _mm512_permutex2var_ps(l0, odd, l1);
         const __m512 x2 = _mm512_permutex2var_ps(r0, even, r1), x3 = _mm512_permutex2var_ps(r0, odd, r1);
         h[r][0] = _mm512_sub_ps(x0, x2);
@@ -157,33 +180,35 @@ SUBLET_WINOGRAD_AVX512 void transform_input_plane(const Plan& p, const float* pl
         h[r][2] = _mm512_sub_ps(x2, x1);
         h[r][3] = _mm512_sub_ps(x1, x3);
       }
-      float* out = v + first_tile + ti * p.tiles_w + tj;
+      float* out = v + (row - first_row) * p.tiles_w + tj;
       for (int a = 0; a < 4; ++a) {  // B^T (d B): down the rows
-        _mm512_mask_storeu_ps(out + (0 + a) * plane_stride, store, _mm512_sub_ps(h[0][a], h[2][a]));
-        _mm512_mask_storeu_ps(out + (4 + a) * plane_stride, store, _mm512_add_ps(h[1][a], h[2][a]));
-        _mm512_mask_storeu_ps(out + (8 + a) * plane_stride, store, _mm512_sub_ps(h[2][a], h[1][a]));
-        _mm512_mask_storeu_ps(out + (12 + a) * plane_stride, store, _mm512_sub_ps(h[1][a], h[3][a]));
+        _mm512_mask_storeu_ps(out + (0 + a) * position_stride, store, _mm512_sub_ps(h[0][a], h[2][a]));
+        _mm512_mask_storeu_ps(out + (4 + a) * position_stride, store, _mm512_add_ps(h[1][a], h[2][a]));
+        _mm512_mask_storeu_ps(out + (8 + a) * position_stride, store, _mm512_sub_ps(h[2][a], h[1][a]));
+        _mm512_mask_storeu_ps(out + (12 + a) * position_stride, store, _mm512_sub_ps(h[1][a], h[3][a]));
       }
     }
   }
 }
 
-// One image's output plane of channel k from M[position][k][first_tile + tile]: Y = A^T m A + bias,
+// Output channel k of the tile rows [first_row, first_row + rows) from
+// M[position][k][(row - first_row) * tiles_w + tile]: Y = A^T m A + bias,
 // A^T = [[1, 1, 1, 0], [0, 1, -1, -1]], cropped to the plane (odd sizes).
-SUBLET_WINOGRAD_AVX512 void transform_output_plane(const Plan& p, const float* m, std::int64_t first_tile,
-                                                   float bias, float* plane) {
-  const std::int64_t plane_stride = p.output_position_stride;
+SUBLET_WINOGRAD_AVX512 void transform_output_rows(const Plan& p, const float* m, std::int64_t first_row,
+                                                  std::int64_t rows, float bias, float* channel_output) {
+  const std::int64_t position_stride = p.output_position_stride, out_image = p.out_channels * p.height * p.width;
   const __m512i low = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   const __m512i high = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
   const __m512 b = _mm512_set1_ps(bias);
-  for (std::int64_t ti = 0; ti < p.tiles_h; ++ti) {
-    const float* at = m + first_tile + ti * p.tiles_w;
-    float* row0 = plane + 2 * ti * p.width;
+  for (std::int64_t row = first_row; row < first_row + rows; ++row) {
+    const std::int64_t ti = row % p.tiles_h;
+    const float* at = m + (row - first_row) * p.tiles_w;
+    float* row0 = channel_output + row / p.tiles_h * out_image + 2 * ti * p.width;
     const bool second_row = 2 * ti + 1 < p.height;
     for (std::int64_t tj = 0; tj < p.tiles_w; tj += 16) {
       const __mmask16 mask = first_lanes(p.tiles_w - tj);
       __m512 mm[kPositions];
-      for (std::int64_t i = 0; i < kPositions; ++i) mm[i] = _mm512_maskz_loadu_ps(mask, at + i * plane_stride + tj);
+      for (std::int64_t i = 0; i < kPositions; ++i) mm[i] = _mm512_maskz_loadu_ps(mask, at + i * position_stride + tj);
       __m512 s0[4], s1[4];  // A^T m: rows
       for (int a = 0; a < 4; ++a) {
         s0[a] = _mm512_add_ps(_mm512_add_ps(mm[a], mm[4 + a]), mm[8 + a]);
@@ -206,10 +231,10 @@ SUBLET_WINOGRAD_AVX512 void transform_output_plane(const Plan& p, const float* m
 
 #else
 
-void transform_input_plane(const Plan&, const float*, float*, std::int64_t) {
+void transform_input_rows(const Plan&, const float*, std::int64_t, std::int64_t, std::int64_t, float*) {
   throw Error("conv2d: the Winograd CPU kernel is not built (needs GCC or Clang on x86-64)");
 }
-void transform_output_plane(const Plan&, const float*, std::int64_t, float, float*) {
+void transform_output_rows(const Plan&, const float*, std::int64_t, std::int64_t, float, float*) {
   throw Error("conv2d: the Winograd CPU kernel is not built (needs GCC or Clang on x86-64)");
 }
 
@@ -259,13 +284,14 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const flo
     for (std::int64_t item = 0; item < p.items; ++item) {
       const std::int64_t first_image = item * p.images_per_item;
       const std::int64_t images = std::min(p.images_per_item, s.batch - first_image);
-      const std::int64_t tiles = images * p.tiles_per_image;
-      for (std::int64_t i = 0; i < images; ++i) {
+      const std::int64_t item_rows = images * p.tiles_h;
+      for (std::int64_t first_row = 0; first_row < item_rows; first_row += p.rows_per_block) {
+        const std::int64_t rows = std::min(p.rows_per_block, item_rows - first_row);
+        const std::int64_t tiles = rows * p.tiles_w;
         for (std::int64_t c = 0; c < p.channels; ++c) {
-          transform_input_plane(p, input + (first_image + i) * in_image + c * out_plane,
-                                v + c * p.stride, i * p.tiles_per_image);
+          transform_input_rows(p, input + first_image * in_image + c * out_plane, first_row, rows, item_rows,
+                               v + c * p.stride);
         }
-      }
       // Per position, M [OC x tiles] = U [OC x C] V [C x tiles], 48 tiles x 8 channels at a time.
       for (std::int64_t position = 0; position < kPositions; ++position) {
         const float* vp = v + position * p.input_position_stride;
@@ -291,10 +317,9 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const flo
           }
         }
       }
-      for (std::int64_t i = 0; i < images; ++i) {
         for (std::int64_t k = 0; k < p.out_channels; ++k) {
-          transform_output_plane(p, m + k * p.stride, i * p.tiles_per_image, bias != nullptr ? bias[k] : 0.0f,
-                                 output + (first_image + i) * out_image + k * out_plane);
+          transform_output_rows(p, m + k * p.stride, first_row, rows, bias != nullptr ? bias[k] : 0.0f,
+                                output + first_image * out_image + k * out_plane);
         }
       }
     }
