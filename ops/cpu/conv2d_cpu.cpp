@@ -293,6 +293,9 @@ template <typename T>
 void conv2d_backward_weight(const Context& ctx, const Conv2dShape& s, const T* grad_output,
                             const T* input, T* grad_weight, T* grad_bias) {
   if constexpr (std::is_same_v<T, float>) {
+    if (conv2d_winograd_weight_gradient_applies(s)) {
+      return conv2d_backward_weight_winograd(ctx, s, grad_output, input, grad_weight, grad_bias);
+    }
     // The direct weight-gradient tile, AVX-512 where the CPU has it (8 gradient rows x 3 taps):
     // at 28x28 with 16 input channels it beats im2col + the AVX-512 GEMM by 5% (7.2 against
     // 7.6 ms, one thread, conv_cpu_bench; the AVX2 tile lost to the GEMM by 1.4x). With a single

@@ -22,7 +22,17 @@ bool conv2d_winograd_applies(const Conv2dShape& shape);
 void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& shape, const float* input,
                              const float* weight, const float* bias, float* output);
 
-// Tests and benchmarks: false makes conv2d_winograd_applies() false (the direct kernels run),
+// True when conv2d_backward_weight_winograd handles the shape: as conv2d_winograd_applies, but
+// from 16 input and output channels.
+bool conv2d_winograd_weight_gradient_applies(const Conv2dShape& shape);
+
+// grad_weight (and grad_bias unless nullptr) overwritten; needs
+// conv2d_winograd_weight_gradient_applies(shape). Items of images are summed per thread in a fixed
+// order and the threads' sums added in thread order, so the result does not depend on scheduling.
+void conv2d_backward_weight_winograd(const Context& ctx, const Conv2dShape& shape, const float* grad_output,
+                                     const float* input, float* grad_weight, float* grad_bias);
+
+// Tests and benchmarks: false makes both applies() false (the direct kernels run),
 // true gives back the default.
 void set_winograd_allowed(bool allowed);
 

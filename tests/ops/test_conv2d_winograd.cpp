@@ -1,6 +1,7 @@
 // The float32 Winograd F(2x2, 3x3) convolution (ops/cpu/conv2d_winograd_cpu.h): forward with and
-// without bias, and the input gradient that conv2d_backward_input runs through it (a 3x3
-// stride-1 padding-1 convolution of grad_output with the flipped weight), against the float64
+// without bias, the input gradient that conv2d_backward_input runs through it (a 3x3 stride-1
+// padding-1 convolution of grad_output with the flipped weight), and the weight and bias
+// gradients (conv2d_winograd_weight_cpu.cpp), against the float64
 // kernels (themselves checked against a naive loop and finite differences in test_conv2d), on
 // random data: odd and even planes, planes wider than 16 tiles, a batch of one, an item of
 // images cut short, channel counts that are not multiples of 4, 8 or 16.
@@ -57,6 +58,38 @@ std::vector<NamedShape> shapes() {
       // Planes smaller than one tile's 4x4 input block.
       {"2x3_40", same_3x3(3, 40, 2, 3, 40)},
   };
+}
+
+// The weight gradient runs from 16 channels: ResNet-20's first stage, 17 and 20 channels (short
+// last groups of 3 input channels and of 8 gradient rows), and the shapes above.
+std::vector<NamedShape> weight_gradient_shapes() {
+  std::vector<NamedShape> all = {
+      {"28x28_16_batch6", same_3x3(6, 16, 28, 28, 16)},
+      {"11x13_17_to_20_batch1", same_3x3(1, 17, 11, 13, 20)},
+  };
+  for (const NamedShape& shape : shapes()) all.push_back(shape);
+  return all;
+}
+
+struct WeightGradients {
+  std::vector<double> weight, bias;
+};
+
+WeightGradients weight_gradients32(const Conv2dShape& s, const std::vector<double>& grad_output,
+                                   const std::vector<double>& input, bool with_bias) {
+  const auto g = testing::cast_values<float>(grad_output), in = testing::cast_values<float>(input);
+  std::vector<float> gw(static_cast<std::size_t>(s.weight_numel())), gb(static_cast<std::size_t>(s.out_channels));
+  conv2d_backward_weight(cpu_context(), s, DType::Float32, g.data(), in.data(), gw.data(), with_bias ? gb.data() : nullptr);
+  return {testing::cast_values<double>(gw), testing::cast_values<double>(gb)};
+}
+
+WeightGradients weight_gradients64(const Conv2dShape& s, const std::vector<double>& grad_output,
+                                   const std::vector<double>& input) {
+  WeightGradients out{std::vector<double>(static_cast<std::size_t>(s.weight_numel())),
+                      std::vector<double>(static_cast<std::size_t>(s.out_channels))};
+  conv2d_backward_weight(cpu_context(), s, DType::Float64, grad_output.data(), input.data(), out.weight.data(),
+                         out.bias.data());
+  return out;
 }
 
 // Makes conv2d_winograd_applies() false for a scope, so the direct kernels run.
@@ -127,39 +160,79 @@ TEST(Conv2dWinograd, ForwardAndInputGradientMatchFloat64) {
   }
 }
 
+TEST(Conv2dWinograd, WeightAndBiasGradientsMatchFloat64) {
+  if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the Winograd kernel does not run";
+  std::uint64_t seed = 800;
+  for (const auto& [name, s] : weight_gradient_shapes()) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(cpu::conv2d_winograd_weight_gradient_applies(s));
+    const auto input = random_values(s.input_numel(), seed++);
+    const auto grad_output = random_values(s.output_numel(), seed++);
+    const WeightGradients expected = weight_gradients64(s, grad_output, input);
+    const WeightGradients with_bias = weight_gradients32(s, grad_output, input, true);
+    EXPECT_LE(max_relative_error(with_bias.weight, expected.weight), kTolerance);
+    EXPECT_LE(max_relative_error(with_bias.bias, expected.bias), kTolerance);
+    // Without the bias gradient, the same weight gradient bit for bit.
+    EXPECT_EQ(weight_gradients32(s, grad_output, input, false).weight, with_bias.weight);
+  }
+}
+
+TEST(Conv2dWinograd, WeightGradientDoesNotDependOnTheRun) {
+  // Items are summed per thread in a fixed order and the threads' sums in thread order: two runs
+  // give the same bits (resuming a training run relies on it).
+  if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the Winograd kernel does not run";
+  const Conv2dShape s = weight_gradient_shapes()[0].shape;
+  const auto input = random_values(s.input_numel(), 31), grad_output = random_values(s.output_numel(), 32);
+  EXPECT_EQ(weight_gradients32(s, grad_output, input, true).weight,
+            weight_gradients32(s, grad_output, input, true).weight);
+}
+
 TEST(Conv2dWinograd, AgreesWithTheDirectFloat32Kernels) {
   if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the Winograd kernel does not run";
   const Conv2dShape s = shapes()[0].shape;
   const auto input = random_values(s.input_numel(), 91), weight = random_values(s.weight_numel(), 92);
   const auto bias = random_values(s.out_channels, 93);
+  const auto grad_output = random_values(s.output_numel(), 94);
   const auto winograd = forward32(s, input, weight, &bias);
-  std::vector<double> direct;
+  const auto winograd_weight = weight_gradients32(s, grad_output, input, true).weight;
+  std::vector<double> direct, direct_weight;
   {
     const WinogradAllowed off(false);
     ASSERT_FALSE(cpu::conv2d_winograd_applies(s));
+    ASSERT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(s));
     direct = forward32(s, input, weight, &bias);
+    direct_weight = weight_gradients32(s, grad_output, input, true).weight;
   }
   EXPECT_LE(max_relative_error(winograd, direct), kTolerance);
   EXPECT_NE(winograd, direct) << "the same bits: the Winograd kernel probably did not run";
+  EXPECT_LE(max_relative_error(winograd_weight, direct_weight), kTolerance);
+  EXPECT_NE(winograd_weight, direct_weight) << "the same bits: the Winograd kernel probably did not run";
 }
 
 TEST(Conv2dWinograd, AppliesOnlyToItsShapesAndWithAvx512) {
   Conv2dShape s = shapes()[0].shape;
   const bool avx512 = cpu::cpu_has_avx512();
   EXPECT_EQ(cpu::conv2d_winograd_applies(s), avx512);
+  EXPECT_EQ(cpu::conv2d_winograd_weight_gradient_applies(s), avx512);
   {
     const WinogradAllowed off(false);
     EXPECT_FALSE(cpu::conv2d_winograd_applies(s));
+    EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(s));
   }
   cpu::set_cpu_avx512_allowed(false);
   EXPECT_FALSE(cpu::conv2d_winograd_applies(s)) << "the AVX2 build's kernels must run with AVX-512 off";
+  EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(s));
   cpu::set_cpu_avx512_allowed(true);
   Conv2dShape strided = s;
   strided.stride_h = strided.stride_w = 2;
   Conv2dShape grouped = s;
   grouped.groups = 2;
   Conv2dShape few_channels = s;
-  few_channels.in_channels = 16;
+  few_channels.in_channels = 16;  // the forward needs 32, the weight gradient 16
+  EXPECT_EQ(cpu::conv2d_winograd_weight_gradient_applies(few_channels), avx512);
+  Conv2dShape fewer_channels = s;
+  fewer_channels.out_channels = 8;
+  EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(fewer_channels));
   Conv2dShape unpadded = s;
   unpadded.pad_h = 0;
   Conv2dShape five = s;
@@ -167,6 +240,9 @@ TEST(Conv2dWinograd, AppliesOnlyToItsShapesAndWithAvx512) {
   five.pad_h = five.pad_w = 2;
   for (const Conv2dShape& other : {strided, grouped, few_channels, unpadded, five}) {
     EXPECT_FALSE(cpu::conv2d_winograd_applies(other));
+  }
+  for (const Conv2dShape& other : {strided, grouped, unpadded, five}) {
+    EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(other));
   }
 }
 
