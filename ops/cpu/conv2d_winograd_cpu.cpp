@@ -37,7 +37,12 @@ constexpr std::int64_t kQuad = 4;
 // channels at 28x28 ran 4.2-4.5 ms against the direct tile's 3.9 (one thread, batch 128), where
 // 32 -> 32 at 14x14 ran 3.2 against 3.7 and 64 -> 64 at 7x7 3.2 against 4.9 (im2col + GEMM).
 constexpr std::int64_t kMinChannels = 32;
+// The weight gradient sums over tiles on a tile that sums its 24 dot products horizontally
+// once per call, below the forward's GEMM rate; it won at 16 -> 16 @28 (5.5 against 7.3 ms, one
+// thread, batch 128) and 32 -> 32 @14 (4.4 against 5.4), not at 64 -> 64 @7 (4.7-5.6 against
+// 4.7 for im2col + GEMM: there the tiles cover 8x8, 1.3x the plane).
 constexpr std::int64_t kMinWeightGradientChannels = 16;
+constexpr std::int64_t kMinWeightGradientPixels = 100;
 
 // Tiles per work item (a scheduling unit of whole images), about.
 constexpr std::int64_t kTargetTilesPerItem = 192;
@@ -90,10 +95,13 @@ SUBLET_WINOGRAD_AVX512 void transform_output_rows(const Plan& p, const float* m,
   const __m512i low = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   const __m512i high = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
   const __m512 b = _mm512_set1_ps(bias);
-  for (std::int64_t row = first_row; row < first_row + rows; ++row) {
-    const std::int64_t ti = row % p.tiles_h;
+  // Tile row and plane counted along (no 64-bit division per row).
+  std::int64_t ti = first_row % p.tiles_h;
+  float* plane = channel_output + first_row / p.tiles_h * out_image;
+  for (std::int64_t row = first_row; row < first_row + rows; ++row, ti = ti + 1 == p.tiles_h ? 0 : ti + 1,
+                    plane += ti == 0 ? out_image : 0) {
     const float* at = m + (row - first_row) * p.tiles_w;
-    float* row0 = channel_output + row / p.tiles_h * out_image + 2 * ti * p.width;
+    float* row0 = plane + 2 * ti * p.width;
     const bool second_row = 2 * ti + 1 < p.height;
     for (std::int64_t tj = 0; tj < p.tiles_w; tj += 16) {
       const __mmask16 mask = first_lanes(p.tiles_w - tj);
@@ -149,7 +157,7 @@ bool conv2d_winograd_applies(const Conv2dShape& s) {
 
 bool conv2d_winograd_weight_gradient_applies(const Conv2dShape& s) {
   return s.in_channels >= kMinWeightGradientChannels && s.out_channels >= kMinWeightGradientChannels &&
-         winograd_shape(s);
+         s.in_height * s.in_width >= kMinWeightGradientPixels && winograd_shape(s);
 }
 
 void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const float* input, const float* weight,

@@ -23,7 +23,7 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& shape, const
                              const float* weight, const float* bias, float* output);
 
 // True when conv2d_backward_weight_winograd handles the shape: as conv2d_winograd_applies, but
-// from 16 input and output channels.
+// from 16 input and output channels, and for planes of at least 100 pixels.
 bool conv2d_winograd_weight_gradient_applies(const Conv2dShape& shape);
 
 // grad_weight (and grad_bias unless nullptr) overwritten; needs

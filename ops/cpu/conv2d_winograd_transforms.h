@@ -105,10 +105,12 @@ SUBLET_WINOGRAD_AVX512 inline void transform_input_rows(const Plan& p, const flo
     const std::int64_t left = 2 * tj - 1, right = 2 * tj + 1;  // first columns of the two load pairs
     const __mmask16 left_lo = inside_lanes(left, p.width), left_hi = inside_lanes(left + 16, p.width);
     const __mmask16 right_lo = inside_lanes(right, p.width), right_hi = inside_lanes(right + 16, p.width);
-    for (std::int64_t row = first_row; row < first_row + rows; ++row) {
+    // Tile row and plane counted along (a 64-bit division per row cost more than its loads).
+    std::int64_t ti = first_row % p.tiles_h;
+    const float* plane = channel_input + first_row / p.tiles_h * in_image;
+    for (std::int64_t row = first_row; row < first_row + rows; ++row, ti = ti + 1 == p.tiles_h ? 0 : ti + 1,
+                      plane += ti == 0 ? in_image : 0) {
       if (tj == 0) prefetch_tile_row(p, channel_input, row + rows, item_rows);  // the next block's
-      const std::int64_t ti = row % p.tiles_h;
-      const float* plane = channel_input + row / p.tiles_h * in_image;
       __m512 h[4][4];  // d B: per input row r, the 4 columns a of the row transform
       for (int r = 0; r < 4; ++r) {
         const std::int64_t y = 2 * ti + r - 1;

@@ -60,15 +60,17 @@ std::vector<NamedShape> shapes() {
   };
 }
 
-// The weight gradient runs from 16 channels: ResNet-20's first stage, 17 and 20 channels (short
-// last groups of 3 input channels and of 8 gradient rows), and the shapes above.
+// The weight gradient runs from 16 channels and 100 pixels: ResNet-20's first stage, 17 and 20
+// channels (short last groups of 3 input channels and of 8 gradient rows) at odd sides and one
+// image, 9 quads, 19 tiles a row, and an odd plane over 5 images (items of unequal length).
 std::vector<NamedShape> weight_gradient_shapes() {
-  std::vector<NamedShape> all = {
+  return {
       {"28x28_16_batch6", same_3x3(6, 16, 28, 28, 16)},
       {"11x13_17_to_20_batch1", same_3x3(1, 17, 11, 13, 20)},
+      {"14x14_32_to_36", same_3x3(4, 32, 14, 14, 36)},
+      {"38x37_32_to_35", same_3x3(2, 32, 38, 37, 35)},
+      {"13x9_40_batch5", same_3x3(5, 40, 13, 9, 40)},
   };
-  for (const NamedShape& shape : shapes()) all.push_back(shape);
-  return all;
 }
 
 struct WeightGradients {
@@ -189,7 +191,7 @@ TEST(Conv2dWinograd, WeightGradientDoesNotDependOnTheRun) {
 
 TEST(Conv2dWinograd, AgreesWithTheDirectFloat32Kernels) {
   if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the Winograd kernel does not run";
-  const Conv2dShape s = shapes()[0].shape;
+  const Conv2dShape s = shapes()[1].shape;  // both kernels run on it
   const auto input = random_values(s.input_numel(), 91), weight = random_values(s.weight_numel(), 92);
   const auto bias = random_values(s.out_channels, 93);
   const auto grad_output = random_values(s.output_numel(), 94);
@@ -210,8 +212,10 @@ TEST(Conv2dWinograd, AgreesWithTheDirectFloat32Kernels) {
 }
 
 TEST(Conv2dWinograd, AppliesOnlyToItsShapesAndWithAvx512) {
-  Conv2dShape s = shapes()[0].shape;
+  Conv2dShape s = shapes()[1].shape;
   const bool avx512 = cpu::cpu_has_avx512();
+  EXPECT_EQ(cpu::conv2d_winograd_applies(shapes()[0].shape), avx512);  // 7x7: the forward only
+  EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(shapes()[0].shape));
   EXPECT_EQ(cpu::conv2d_winograd_applies(s), avx512);
   EXPECT_EQ(cpu::conv2d_winograd_weight_gradient_applies(s), avx512);
   {
