@@ -57,6 +57,8 @@ std::vector<NamedShape> shapes() {
       {"38x37_32_to_35", same_3x3(2, 32, 38, 37, 35)},
       // Planes smaller than one tile's 4x4 input block.
       {"2x3_40", same_3x3(3, 40, 2, 3, 40)},
+      // Odd channel counts on a small odd plane.
+      {"9x7_33", same_3x3(2, 33, 9, 7, 33)},
   };
 }
 
@@ -70,6 +72,7 @@ std::vector<NamedShape> weight_gradient_shapes() {
       {"14x14_32_to_36", same_3x3(4, 32, 14, 14, 36)},
       {"38x37_32_to_35", same_3x3(2, 32, 38, 37, 35)},
       {"13x9_40_batch5", same_3x3(5, 40, 13, 9, 40)},
+      {"11x15_17_to_19", same_3x3(3, 17, 11, 15, 19)},  // odd channel counts
   };
 }
 
