@@ -63,7 +63,7 @@ inline Plan make_plan(const Conv2dShape& s, std::int64_t images_per_item, std::i
 
 #ifdef SUBLET_WINOGRAD_AVX512
 
-
+// The first n lanes (all 16 from n = 16 on, none for n <= 0).
 inline __mmask16 first_lanes(std::int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<std::int64_t>(n, 0)) - 1);
 }
@@ -74,15 +74,9 @@ inline __mmask16 inside_lanes(std::int64_t first, std::int64_t width) {
   return static_cast<__mmask16>(((1u << to) - 1) & ~((1u << from) - 1));
 }
 
-// V[position][c][(row - first_row) * tiles_w + tile] = B^T d B for the tiles of the tile rows
-// [first_row, first_row + rows) of channel c (tile rows numbered through the item's images),
-// B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]; d is the 4x4 block of the
-// zero-padded plane whose top left is input pixel (2 * tile row - 1, 2 * tile column - 1).
-// 16 tiles of a tile row at a time, all in registers: the columns 2t - 1 .. 2t + 2 of each input
-// row come from masked loads (the masks are the padding) deinterleaved into even and odd.
-// The input rows of tile row `row` (numbered through the item's images) into L1: the transform
-// reads 16 channel planes at once, too many streams for the hardware prefetchers (its loads
-// waited on memory for most of its time).
+// The input rows of tile row `row` (numbered through the item's images) into L1, ahead of the
+// transform: it reads a row of every channel plane in turn, more streams than the hardware
+// prefetchers follow. item_rows: the item's tile rows (none past them).
 SUBLET_WINOGRAD_AVX512 inline void prefetch_tile_row(const Plan& p, const float* channel_input, std::int64_t row,
                                               std::int64_t item_rows) {
   if (row >= item_rows) return;
@@ -95,6 +89,13 @@ SUBLET_WINOGRAD_AVX512 inline void prefetch_tile_row(const Plan& p, const float*
   }
 }
 
+// V[position][c][(row - first_row) * tiles_w + tile] = B^T d B for the tiles of the tile rows
+// [first_row, first_row + rows) of channel c (tile rows numbered through the item's images),
+// B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]; d is the 4x4 block of the
+// zero-padded plane whose top left is input pixel (2 * tile row - 1, 2 * tile column - 1).
+// 16 tiles of a tile row at a time, all in registers: the columns 2t - 1 .. 2t + 2 of each input
+// row come from masked loads (the masks are the padding) deinterleaved into even and odd.
+// item_rows: the item's tile rows; the rows of the next block are prefetched.
 SUBLET_WINOGRAD_AVX512 inline void transform_input_rows(const Plan& p, const float* channel_input, std::int64_t first_row,
                                                  std::int64_t rows, std::int64_t item_rows, float* v) {
   const std::int64_t position_stride = p.input_position_stride, in_image = p.channels * p.height * p.width;
