@@ -5,6 +5,9 @@ list(APPEND SUBLET_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_cpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_avx2_cpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_avx512_tiles.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_winograd_cpu.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_winograd_weight_cpu.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_stride2_cpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/gemm_avx512_cpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/batch_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/batch_norm_cpu.cpp

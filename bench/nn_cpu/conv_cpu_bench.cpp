@@ -4,6 +4,8 @@
 // Baseline in the same run: the same kernels on one OpenMP thread, so the table shows the
 // multi-thread speed-up next to the absolute time. Prints a table; writes JSON to argv[1]
 // (default conv_cpu_bench.json). SUBLET_BENCH_CLOCK=cpu times process CPU time (see now_ms).
+// SUBLET_BENCH_LAYERS=TEXT times only the layers whose name contains TEXT (batch norms: "batch_norm"),
+// for profiling one kernel.
 #include <omp.h>
 
 #include <algorithm>
@@ -129,6 +131,12 @@ double time_batch_norm(std::int64_t batch, std::int64_t channels, std::int64_t s
 
 }  // namespace
 
+// SUBLET_BENCH_LAYERS: unset or empty times everything.
+bool selected(const std::string& name) {
+  const char* filter = std::getenv("SUBLET_BENCH_LAYERS");
+  return filter == nullptr || *filter == '\0' || name.find(filter) != std::string::npos;
+}
+
 int main(int argc, char** argv) {
   const std::string json_path = argc > 1 ? argv[1] : "conv_cpu_bench.json";
   const int threads = omp_get_max_threads();
@@ -141,6 +149,7 @@ int main(int argc, char** argv) {
   double network_ms = 0, network_baseline_ms = 0;
   bool first = true;
   for (const Layer& layer : resnet20_layers(128)) {
+    if (!selected(layer.name)) continue;
     omp_set_num_threads(1);
     const Timing baseline = time_layer(layer.shape, repeats);
     omp_set_num_threads(threads);
@@ -166,6 +175,7 @@ int main(int argc, char** argv) {
   std::printf("\n%-24s %5s %12s %9s %8s\n", "batch_norm fwd+bwd", "count", "ms", "1-thr ms", "speedup");
   double norm_ms = 0, norm_baseline_ms = 0;
   for (const NormLayer& n : norms) {
+    if (!selected("batch_norm")) break;
     omp_set_num_threads(1);
     const double baseline = time_batch_norm(128, n.channels, n.size, repeats);
     omp_set_num_threads(threads);

@@ -51,21 +51,34 @@ ScaleShift channel_statistics(double mean, double squares, double count, std::in
   return {mean, scale, (bias ? static_cast<double>(bias[c]) : 0.0) - mean * scale};
 }
 
+// A channel's count, mean and sum of squared deviations, added one run at a time (Chan, Golub and
+// LeVeque's pairwise update, in double). Each run is read twice, its mean and then its squared
+// deviations, but the second read hits L1: one pass over the activations instead of two (one
+// for the mean, one for the deviations from it), and as stable where E[x^2] - E[x]^2 is not.
+struct Moments {
+  double count = 0, mean = 0, squares = 0;
+};
+template <typename T>
+void add_run(Moments& m, const T* run, std::int64_t len) {
+  const double n = static_cast<double>(len);
+  const double run_mean = static_cast<double>(as_array(run, len).sum()) / n;
+  const T centre = static_cast<T>(run_mean);
+  // Deviations from the rounded mean: their squares exceed those from the exact one by n * d^2.
+  const double offset = run_mean - static_cast<double>(centre);
+  const double run_squares = static_cast<double>((as_array(run, len) - centre).square().sum()) - n * offset * offset;
+  const double total = m.count + n, delta = run_mean - m.mean;
+  m.mean += delta * n / total;
+  m.squares += run_squares + delta * delta * m.count * n / total;
+  m.count = total;
+}
+
 template <typename T>
 ScaleShift training_statistics(const BatchNormShape& s, std::int64_t c, const T* input, const T* weight,
                                const T* bias, T* running_mean, T* running_var, double momentum, double eps,
                                T* save_mean, T* save_invstd) {
-  const double count = static_cast<double>(s.batch * s.spatial());
-  // Two passes (mean, then squared deviations): stable where E[x^2] - E[x]^2 is not.
-  double sum = 0;
-  for_each_run(s, c, input, [&](const T* run, std::int64_t len) { sum += as_array(run, len).sum(); });
-  const double mean = sum / count;
-  double squares = 0;
-  const T mean_t = static_cast<T>(mean);
-  for_each_run(s, c, input, [&](const T* run, std::int64_t len) {
-    squares += (as_array(run, len) - mean_t).square().sum();
-  });
-  return channel_statistics(mean, squares, count, c, weight, bias, running_mean, running_var, momentum, eps,
+  Moments m;
+  for_each_run(s, c, input, [&](const T* run, std::int64_t len) { add_run(m, run, len); });
+  return channel_statistics(m.mean, m.squares, m.count, c, weight, bias, running_mean, running_var, momentum, eps,
                             save_mean, save_invstd);
 }
 

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ops/cpu/batch_norm_cpu_detail.h"
@@ -32,12 +33,24 @@ class ScratchRun {
   std::vector<T> storage_;
 };
 
-// masked = grad_output where output > 0, else 0 (as BinaryOp::ReluBackward).
+// masked = grad_output where output > 0, else 0 (as BinaryOp::ReluBackward); keep[i] records
+// output > 0 for the second pass, which then reads a byte per element instead of output's T.
 template <typename T>
-void mask_run(const T* grad_output, const T* output, std::int64_t len, T* masked) {
+void mask_run(const T* grad_output, const T* output, std::int64_t len, T* masked, std::uint8_t* keep) {
   for (std::int64_t i = 0; i < len; ++i) {
     const T g = grad_output[i];  // read unconditionally: a blend, not a masked load
-    masked[i] = output[i] > T(0) ? g : T(0);
+    const bool positive = output[i] > T(0);
+    keep[i] = positive ? 1 : 0;
+    masked[i] = positive ? g : T(0);
+  }
+}
+
+// masked = grad_output where keep, else 0: mask_run's values again, from its record.
+template <typename T>
+void remask_run(const T* grad_output, const std::uint8_t* keep, std::int64_t len, T* masked) {
+  for (std::int64_t i = 0; i < len; ++i) {
+    const T g = grad_output[i];
+    masked[i] = keep[i] != 0 ? g : T(0);
   }
 }
 
@@ -63,30 +76,23 @@ void batch_norm_relu_forward_training(const BatchNormShape& s, const T* input, c
                                       const T* weight, const T* bias, T* running_mean, T* running_var,
                                       double momentum, double eps, T* output, T* save_mean, T* save_invstd) {
   const std::int64_t spatial = s.spatial();
-  const double count = static_cast<double>(s.batch * spatial);
 #pragma omp parallel
   {
     const ChannelRange range = thread_channels(s.channels);
     const std::int64_t mine = range.last - range.first;
-    std::vector<double> sums(static_cast<std::size_t>(mine), 0.0), squares(sums.size(), 0.0);
-    std::vector<T> means(sums.size()), scales(sums.size()), shifts(sums.size());
+    std::vector<detail::Moments> moments(static_cast<std::size_t>(mine));
+    std::vector<T> scales(moments.size()), shifts(moments.size());
     auto run_at = [&](std::int64_t n, std::int64_t c) { return (n * s.channels + c) * spatial; };
     for (std::int64_t n = 0; n < s.batch; ++n) {
       for (std::int64_t c = range.first; c < range.last; ++c) {
-        sums[c - range.first] += detail::as_array(input + run_at(n, c), spatial).sum();
-      }
-    }
-    for (std::int64_t i = 0; i < mine; ++i) means[i] = static_cast<T>(sums[i] / count);
-    for (std::int64_t n = 0; n < s.batch; ++n) {
-      for (std::int64_t c = range.first; c < range.last; ++c) {
-        const std::int64_t i = c - range.first;
-        squares[i] += (detail::as_array(input + run_at(n, c), spatial) - means[i]).square().sum();
+        detail::add_run(moments[c - range.first], input + run_at(n, c), spatial);
       }
     }
     for (std::int64_t c = range.first; c < range.last; ++c) {
       const std::int64_t i = c - range.first;
+      const detail::Moments& m = moments[i];
       const detail::ScaleShift affine = detail::channel_statistics(
-          sums[i] / count, squares[i], count, c, weight, bias, running_mean, running_var, momentum, eps, save_mean,
+          m.mean, m.squares, m.count, c, weight, bias, running_mean, running_var, momentum, eps, save_mean,
           save_invstd);
       scales[i] = static_cast<T>(affine.scale);
       shifts[i] = static_cast<T>(affine.shift);
@@ -127,21 +133,27 @@ void batch_norm_relu_backward_training(const BatchNormShape& s, const T* grad_ou
   {
     const ChannelRange range = thread_channels(s.channels);
     const std::int64_t mine = range.last - range.first;
-    // Each thread's scratch; unused where grad_residual holds the masked gradient.
+    // Each thread's scratch; unused where grad_residual holds the masked gradient. keep: which
+    // elements of the thread's runs (in the order visited) pass the ReLU, for the second pass.
     ScratchRun<T> scratch(grad_residual != nullptr ? 0 : spatial);
+    const bool second_pass = grad_input != nullptr && grad_residual == nullptr;
+    std::unique_ptr<std::uint8_t[]> keep(new std::uint8_t[second_pass ? s.batch * mine * spatial : spatial]);
     std::vector<detail::GradSums> sums(static_cast<std::size_t>(mine));
     auto run_at = [&](std::int64_t n, std::int64_t c) { return (n * s.channels + c) * spatial; };
+    auto keep_at = [&](std::int64_t n, std::int64_t c) {
+      return second_pass ? keep.get() + (n * mine + c - range.first) * spatial : keep.get();
+    };
     // The masked run at offset: in grad_residual (which is it), or in the scratch run.
     auto masked_run = [&](std::int64_t offset) {
-      T* masked = grad_residual != nullptr ? grad_residual + offset : scratch.like(grad_output + offset);
-      mask_run(grad_output + offset, output + offset, spatial, masked);
-      return masked;
+      return grad_residual != nullptr ? grad_residual + offset : scratch.like(grad_output + offset);
     };
     for (std::int64_t n = 0; n < s.batch; ++n) {
       for (std::int64_t c = range.first; c < range.last; ++c) {
         const std::int64_t offset = run_at(n, c);
-        detail::add_grad_sums(sums[c - range.first], static_cast<const T*>(masked_run(offset)), input + offset,
-                              spatial, static_cast<T>(save_mean[c]));
+        T* masked = masked_run(offset);
+        mask_run(grad_output + offset, output + offset, spatial, masked, keep_at(n, c));
+        detail::add_grad_sums(sums[c - range.first], static_cast<const T*>(masked), input + offset, spatial,
+                              static_cast<T>(save_mean[c]));
       }
     }
     std::vector<detail::InputGradCoefficients> coefficients(sums.size());
@@ -157,7 +169,8 @@ void batch_norm_relu_backward_training(const BatchNormShape& s, const T* grad_ou
       for (std::int64_t n = 0; n < s.batch; ++n) {
         for (std::int64_t c = range.first; c < range.last; ++c) {
           const std::int64_t offset = run_at(n, c);
-          const T* masked = grad_residual != nullptr ? grad_residual + offset : masked_run(offset);
+          T* masked = masked_run(offset);
+          if (grad_residual == nullptr) remask_run(grad_output + offset, keep_at(n, c), spatial, masked);
           detail::input_grad_run(coefficients[c - range.first], static_cast<T>(save_mean[c]), masked,
                                  input + offset, spatial, grad_input + offset);
         }

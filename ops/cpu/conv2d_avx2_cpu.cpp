@@ -203,6 +203,26 @@ void weight_tile(const float* const* grad, const float* x, const std::int64_t* o
   }
 }
 
+// Software prefetch of the input group a thread will most likely copy next, a slice per tile
+// row of work: fill_copies read its first copy from memory (in a training step the activations
+// are not in cache), and the three copies took a third of the forward's time at 28x28 with 16
+// channels. Into L2 (T1): the tiles' own data fill L1.
+class NextInputPrefetch {
+ public:
+  NextInputPrefetch(const float* next, std::int64_t floats, std::int64_t steps)
+      : at_(reinterpret_cast<const char*>(next)),
+        end_(next != nullptr ? at_ + floats * static_cast<std::int64_t>(sizeof(float)) : nullptr),
+        lines_per_step_(next != nullptr ? (floats * static_cast<std::int64_t>(sizeof(float)) / 64 + steps) / steps : 0) {}
+  void step() {
+    for (std::int64_t i = 0; i < lines_per_step_ && at_ < end_; ++i, at_ += 64) _mm_prefetch(at_, _MM_HINT_T1);
+  }
+
+ private:
+  const char* at_;
+  const char* end_;
+  std::int64_t lines_per_step_;
+};
+
 // How both kernels split a convolution between threads. A work item is one image and group,
 // or, for batches too small to occupy every thread, one tile of output channels of it (each
 // such item then fills its own input copies).
@@ -295,6 +315,12 @@ void conv2d_forward_avx2(const Context& ctx, const Conv2dShape& s, const float* 
       const WorkSplit::Item work = split.item(item, s.groups);
       const std::int64_t image = work.image, g = work.group, first_tile = work.first_tile, last_tile = work.last_tile;
       fill_copies(s, l, input + image * in_image + g * l.channels * l.plane, x);
+      // The item this thread takes next, if the threads keep step (the schedule is dynamic).
+      const std::int64_t next_item = item + threads;
+      const WorkSplit::Item next = split.item(std::min(next_item, items - 1), s.groups);
+      NextInputPrefetch prefetch(next_item < items && next.image != image ?
+                                     input + next.image * in_image + next.group * l.channels * l.plane : nullptr,
+                                 l.channels * l.plane, (l.pixels + kTilePixels - 1) / kTilePixels);
       auto run_tile = [&](std::int64_t t, std::int64_t p) {
         const float* w = weights + (g * tiles + t) * depth * kTileChannels;
         const float* b = biases + (g * tiles + t) * kTileChannels;
@@ -329,12 +355,15 @@ void conv2d_forward_avx2(const Context& ctx, const Conv2dShape& s, const float* 
       // Pixels outer: the input window of a pixel tile is read from L1 by every channel tile.
       if (avx512) {
         for (std::int64_t p = 0; p < l.pixels; p += kTilePixels512) {
+          prefetch.step();
+          prefetch.step();  // half as many pixel tiles of 48 as of 24
           for (std::int64_t t = first_tile; t < last_tile; t += kMaxTileQuads512) {
             run_tile512(t, std::min(kMaxTileQuads512, last_tile - t), p);
           }
         }
       } else {
         for (std::int64_t p = 0; p < l.pixels; p += kTilePixels) {
+          prefetch.step();
           for (std::int64_t t = first_tile; t < last_tile; ++t) run_tile(t, p);
         }
       }

@@ -10,6 +10,8 @@
 
 #include "ops/cpu/conv2d_avx2_cpu.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
+#include "ops/cpu/conv2d_stride2_cpu.h"
+#include "ops/cpu/conv2d_winograd_cpu.h"
 #include "ops/cpu/gemm_avx512_cpu.h"
 #include "ops/cpu/im2col_cpu.h"
 
@@ -192,6 +194,8 @@ template <typename T>
 void conv2d_forward(const Context& ctx, const Conv2dShape& s, const T* input, const T* weight,
                     const T* bias, T* output) {
   if constexpr (std::is_same_v<T, float>) {
+    if (conv2d_winograd_applies(s)) return conv2d_forward_winograd(ctx, s, input, weight, bias, output);
+    if (conv2d_stride2_applies(s)) return conv2d_forward_stride2(ctx, s, input, weight, bias, output);
     if (conv2d_avx2_applies(s)) return conv2d_forward_avx2(ctx, s, input, weight, bias, output);
   }
   const Plan p = make_plan(s);
@@ -244,6 +248,9 @@ void conv2d_forward(const Context& ctx, const Conv2dShape& s, const T* input, co
 template <typename T>
 void conv2d_backward_input(const Context& ctx, const Conv2dShape& s, const T* grad_output,
                            const T* weight, T* grad_input) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv2d_stride2_applies(s)) return conv2d_backward_input_stride2(ctx, s, grad_output, weight, grad_input);
+  }
   const Plan p = make_plan(s);
   if (!p.direct && input_gradient_is_a_convolution(s)) {
     memory::ScopedBlock flipped =
@@ -291,6 +298,12 @@ template <typename T>
 void conv2d_backward_weight(const Context& ctx, const Conv2dShape& s, const T* grad_output,
                             const T* input, T* grad_weight, T* grad_bias) {
   if constexpr (std::is_same_v<T, float>) {
+    if (conv2d_winograd_weight_gradient_applies(s)) {
+      return conv2d_backward_weight_winograd(ctx, s, grad_output, input, grad_weight, grad_bias);
+    }
+    if (conv2d_stride2_applies(s)) {
+      return conv2d_backward_weight_stride2(ctx, s, grad_output, input, grad_weight, grad_bias);
+    }
     // The direct weight-gradient tile, AVX-512 where the CPU has it (8 gradient rows x 3 taps):
     // at 28x28 with 16 input channels it beats im2col + the AVX-512 GEMM by 5% (7.2 against
     // 7.6 ms, one thread, conv_cpu_bench; the AVX2 tile lost to the GEMM by 1.4x). With a single

@@ -1,0 +1,163 @@
+// The float32 3x3 stride-2 padding-1 convolution through the input's phases
+// (ops/cpu/conv2d_stride2_cpu.h): forward with and without bias, the input gradient, and the
+// weight and bias gradients (bit for bit the same without the bias gradient, and between runs) against
+// the float64 kernels (checked against a naive loop and finite differences in test_conv2d), on
+// random data: even and odd sides (a last phase row or column short), non-square planes, a batch
+// of one, channel counts that are not multiples of 4 or 8, a plane of one output row, and small
+// planes stacked several images to a grid.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "nn_test_support.h"
+#include "ops/conv2d.h"
+#include "ops/cpu/conv2d_avx512_tiles.h"
+#include "ops/cpu/conv2d_stride2_cpu.h"
+
+namespace sublet::ops {
+namespace {
+
+using testing::cpu_context;
+using testing::max_relative_error;
+using testing::random_values;
+
+// As test_conv2d's bound for the float32 kernels: sums of up to 9 * 33 products of values in
+// [-1, 1] in float32 (measured at most 4.3e-7 here).
+constexpr double kTolerance = 1e-5;
+
+Conv2dShape downsampling(std::int64_t batch, std::int64_t channels, std::int64_t height, std::int64_t width,
+                         std::int64_t out_channels) {
+  Conv2dShape s;
+  s.batch = batch;
+  s.in_channels = channels;
+  s.in_height = height;
+  s.in_width = width;
+  s.out_channels = out_channels;
+  s.kernel_h = s.kernel_w = 3;
+  s.stride_h = s.stride_w = 2;
+  s.pad_h = s.pad_w = 1;
+  return s;
+}
+
+struct NamedShape {
+  std::string name;
+  Conv2dShape shape;
+};
+
+std::vector<NamedShape> shapes() {
+  return {
+      {"28x28_16_to_32", downsampling(3, 16, 28, 28, 32)},  // ResNet-20's first downsampling
+      {"7x9_9_to_13", downsampling(4, 9, 7, 9, 13)},       // odd sides: short odd phases; 13 channels
+      {"12x5_33_to_8_batch1", downsampling(1, 33, 12, 5, 8)},
+      {"2x11_8_to_10", downsampling(2, 8, 2, 11, 10)},     // one output row
+      // Small planes are stacked several images to a grid (on up to 4 threads): ResNet-20's
+      // second downsampling with a last grid short of images, and 4x5 outputs 6 to a grid.
+      {"14x14_32_to_64_batch9", downsampling(9, 32, 14, 14, 64)},
+      {"7x9_9_to_13_batch24", downsampling(24, 9, 7, 9, 13)},
+  };
+}
+
+std::vector<double> forward(const Conv2dShape& s, DType dtype, const std::vector<double>& input,
+                            const std::vector<double>& weight, const std::vector<double>* bias) {
+  if (dtype == DType::Float64) {
+    std::vector<double> out(static_cast<std::size_t>(s.output_numel()));
+    conv2d_forward(cpu_context(), s, dtype, input.data(), weight.data(), bias ? bias->data() : nullptr, out.data());
+    return out;
+  }
+  const auto in = testing::cast_values<float>(input), w = testing::cast_values<float>(weight);
+  const auto b = bias ? testing::cast_values<float>(*bias) : std::vector<float>();
+  std::vector<float> out(static_cast<std::size_t>(s.output_numel()));
+  conv2d_forward(cpu_context(), s, dtype, in.data(), w.data(), bias ? b.data() : nullptr, out.data());
+  return testing::cast_values<double>(out);
+}
+
+std::vector<double> input_gradient(const Conv2dShape& s, DType dtype, const std::vector<double>& grad_output,
+                                   const std::vector<double>& weight) {
+  if (dtype == DType::Float64) {
+    std::vector<double> out(static_cast<std::size_t>(s.input_numel()));
+    conv2d_backward_input(cpu_context(), s, dtype, grad_output.data(), weight.data(), out.data());
+    return out;
+  }
+  const auto g = testing::cast_values<float>(grad_output), w = testing::cast_values<float>(weight);
+  std::vector<float> out(static_cast<std::size_t>(s.input_numel()));
+  conv2d_backward_input(cpu_context(), s, dtype, g.data(), w.data(), out.data());
+  return testing::cast_values<double>(out);
+}
+
+TEST(Conv2dStride2, ForwardAndInputGradientMatchFloat64) {
+  if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the stride-2 kernel does not run";
+  std::uint64_t seed = 900;
+  for (const auto& [name, s] : shapes()) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(cpu::conv2d_stride2_applies(s));  // otherwise the im2col path would be what passes
+    const auto input = random_values(s.input_numel(), seed++);
+    const auto weight = random_values(s.weight_numel(), seed++);
+    const auto bias = random_values(s.out_channels, seed++);
+    const auto grad_output = random_values(s.output_numel(), seed++);
+    EXPECT_LE(max_relative_error(forward(s, DType::Float32, input, weight, &bias),
+                                 forward(s, DType::Float64, input, weight, &bias)), kTolerance);
+    EXPECT_LE(max_relative_error(forward(s, DType::Float32, input, weight, nullptr),
+                                 forward(s, DType::Float64, input, weight, nullptr)), kTolerance);
+    EXPECT_LE(max_relative_error(input_gradient(s, DType::Float32, grad_output, weight),
+                                 input_gradient(s, DType::Float64, grad_output, weight)), kTolerance);
+  }
+}
+
+struct WeightGradients {
+  std::vector<double> weight, bias;
+};
+
+WeightGradients weight_gradients(const Conv2dShape& s, DType dtype, const std::vector<double>& grad_output,
+                                 const std::vector<double>& input, bool with_bias) {
+  if (dtype == DType::Float64) {
+    WeightGradients out{std::vector<double>(static_cast<std::size_t>(s.weight_numel())),
+                        std::vector<double>(static_cast<std::size_t>(s.out_channels))};
+    conv2d_backward_weight(cpu_context(), s, dtype, grad_output.data(), input.data(), out.weight.data(),
+                           with_bias ? out.bias.data() : nullptr);
+    return out;
+  }
+  const auto g = testing::cast_values<float>(grad_output), in = testing::cast_values<float>(input);
+  std::vector<float> gw(static_cast<std::size_t>(s.weight_numel())), gb(static_cast<std::size_t>(s.out_channels));
+  conv2d_backward_weight(cpu_context(), s, dtype, g.data(), in.data(), gw.data(), with_bias ? gb.data() : nullptr);
+  return {testing::cast_values<double>(gw), testing::cast_values<double>(gb)};
+}
+
+TEST(Conv2dStride2, WeightAndBiasGradientsMatchFloat64) {
+  if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the stride-2 kernel does not run";
+  std::uint64_t seed = 950;
+  for (const auto& [name, s] : shapes()) {
+    SCOPED_TRACE(name);
+    const auto input = random_values(s.input_numel(), seed++);
+    const auto grad_output = random_values(s.output_numel(), seed++);
+    const WeightGradients expected = weight_gradients(s, DType::Float64, grad_output, input, true);
+    const WeightGradients actual = weight_gradients(s, DType::Float32, grad_output, input, true);
+    EXPECT_LE(max_relative_error(actual.weight, expected.weight), kTolerance);
+    EXPECT_LE(max_relative_error(actual.bias, expected.bias), kTolerance);
+    EXPECT_EQ(weight_gradients(s, DType::Float32, grad_output, input, false).weight, actual.weight);
+    EXPECT_EQ(weight_gradients(s, DType::Float32, grad_output, input, true).weight, actual.weight);
+  }
+}
+
+TEST(Conv2dStride2, AppliesOnlyToItsShapesAndWithAvx512) {
+  const Conv2dShape s = shapes()[0].shape;
+  EXPECT_EQ(cpu::conv2d_stride2_applies(s), cpu::cpu_has_avx512());
+  cpu::set_cpu_avx512_allowed(false);
+  EXPECT_FALSE(cpu::conv2d_stride2_applies(s)) << "the im2col path must run with AVX-512 off";
+  cpu::set_cpu_avx512_allowed(true);
+  Conv2dShape stride1 = s;
+  stride1.stride_h = stride1.stride_w = 1;
+  Conv2dShape pointwise = s;
+  pointwise.kernel_h = pointwise.kernel_w = 1;
+  pointwise.pad_h = pointwise.pad_w = 0;
+  Conv2dShape grouped = s;
+  grouped.groups = 2;
+  Conv2dShape few_channels = s;
+  few_channels.in_channels = 4;
+  for (const Conv2dShape& other : {stride1, pointwise, grouped, few_channels}) {
+    EXPECT_FALSE(cpu::conv2d_stride2_applies(other));
+  }
+}
+
+}  // namespace
+}  // namespace sublet::ops

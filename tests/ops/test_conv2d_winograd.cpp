@@ -1,0 +1,257 @@
+// The float32 Winograd F(2x2, 3x3) convolution (ops/cpu/conv2d_winograd_cpu.h): forward with and
+// without bias, the input gradient that conv2d_backward_input runs through it (a 3x3 stride-1
+// padding-1 convolution of grad_output with the flipped weight), and the weight and bias
+// gradients (conv2d_winograd_weight_cpu.cpp), against the float64
+// kernels (themselves checked against a naive loop and finite differences in test_conv2d), on
+// random data: odd and even planes, planes wider than 16 tiles, a batch of one, an item of
+// images cut short, channel counts that are not multiples of 4, 8 or 16.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "nn_test_support.h"
+#include "ops/conv2d.h"
+#include "ops/cpu/conv2d_avx512_tiles.h"
+#include "ops/cpu/conv2d_winograd_cpu.h"
+
+namespace sublet::ops {
+namespace {
+
+using testing::cpu_context;
+using testing::max_relative_error;
+using testing::random_values;
+
+// max |float32 - float64| / max |float64| over a whole output. The direct float32 kernels meet
+// 1e-5 in test_conv2d (sums of up to 576 products of values in [-1, 1]); Winograd's transforms
+// add a few roundings per output, measured at most 3.7e-7 here, so the same bound holds.
+constexpr double kTolerance = 1e-5;
+
+struct NamedShape {
+  std::string name;
+  Conv2dShape shape;
+};
+
+Conv2dShape same_3x3(std::int64_t batch, std::int64_t channels, std::int64_t height, std::int64_t width,
+                     std::int64_t out_channels) {
+  Conv2dShape s;
+  s.batch = batch;
+  s.in_channels = channels;
+  s.in_height = height;
+  s.in_width = width;
+  s.out_channels = out_channels;
+  s.kernel_h = s.kernel_w = 3;
+  s.pad_h = s.pad_w = 1;
+  return s;
+}
+
+std::vector<NamedShape> shapes() {
+  return {
+      // ResNet-20's last stage: 16 tiles an image, several images an item, the last item short.
+      {"7x7_64_batch5", same_3x3(5, 64, 7, 7, 64)},
+      // 9 quads of output channels (the last register tile one quad), 49 tiles an image.
+      {"14x14_32_to_36", same_3x3(4, 32, 14, 14, 36)},
+      // Odd and unequal sides, 33 and 34 channels (a quad of 2), one image (no threads).
+      {"5x9_33_to_34_batch1", same_3x3(1, 33, 5, 9, 34)},
+      // 19 tiles a row: a second vector of tiles, mostly masked; 35 output channels.
+      {"38x37_32_to_35", same_3x3(2, 32, 38, 37, 35)},
+      // Planes smaller than one tile's 4x4 input block.
+      {"2x3_40", same_3x3(3, 40, 2, 3, 40)},
+      // Odd channel counts on a small odd plane.
+      {"9x7_33", same_3x3(2, 33, 9, 7, 33)},
+  };
+}
+
+// The weight gradient runs from 16 channels and 100 pixels: ResNet-20's first stage, 17 and 20
+// channels (short last groups of 3 input channels and of 8 gradient rows) at odd sides and one
+// image, 9 quads, 19 tiles a row, and an odd plane over 5 images (items of unequal length).
+std::vector<NamedShape> weight_gradient_shapes() {
+  return {
+      {"28x28_16_batch6", same_3x3(6, 16, 28, 28, 16)},
+      {"11x13_17_to_20_batch1", same_3x3(1, 17, 11, 13, 20)},
+      {"14x14_32_to_36", same_3x3(4, 32, 14, 14, 36)},
+      {"38x37_32_to_35", same_3x3(2, 32, 38, 37, 35)},
+      {"13x9_40_batch5", same_3x3(5, 40, 13, 9, 40)},
+      {"11x15_17_to_19", same_3x3(3, 17, 11, 15, 19)},  // odd channel counts
+  };
+}
+
+struct WeightGradients {
+  std::vector<double> weight, bias;
+};
+
+WeightGradients weight_gradients32(const Conv2dShape& s, const std::vector<double>& grad_output,
+                                   const std::vector<double>& input, bool with_bias) {
+  const auto g = testing::cast_values<float>(grad_output), in = testing::cast_values<float>(input);
+  std::vector<float> gw(static_cast<std::size_t>(s.weight_numel())), gb(static_cast<std::size_t>(s.out_channels));
+  conv2d_backward_weight(cpu_context(), s, DType::Float32, g.data(), in.data(), gw.data(), with_bias ? gb.data() : nullptr);
+  return {testing::cast_values<double>(gw), testing::cast_values<double>(gb)};
+}
+
+WeightGradients weight_gradients64(const Conv2dShape& s, const std::vector<double>& grad_output,
+                                   const std::vector<double>& input) {
+  WeightGradients out{std::vector<double>(static_cast<std::size_t>(s.weight_numel())),
+                      std::vector<double>(static_cast<std::size_t>(s.out_channels))};
+  conv2d_backward_weight(cpu_context(), s, DType::Float64, grad_output.data(), input.data(), out.weight.data(),
+                         out.bias.data());
+  return out;
+}
+
+// Makes conv2d_winograd_applies() false for a scope, so the direct kernels run.
+class WinogradAllowed {
+ public:
+  explicit WinogradAllowed(bool allowed) { cpu::set_winograd_allowed(allowed); }
+  ~WinogradAllowed() { cpu::set_winograd_allowed(true); }
+  WinogradAllowed(const WinogradAllowed&) = delete;
+  WinogradAllowed& operator=(const WinogradAllowed&) = delete;
+};
+
+std::vector<double> forward32(const Conv2dShape& s, const std::vector<double>& input, const std::vector<double>& weight,
+                              const std::vector<double>* bias) {
+  const auto in = testing::cast_values<float>(input), w = testing::cast_values<float>(weight);
+  const auto b = bias != nullptr ? testing::cast_values<float>(*bias) : std::vector<float>();
+  std::vector<float> out(static_cast<std::size_t>(s.output_numel()));
+  conv2d_forward(cpu_context(), s, DType::Float32, in.data(), w.data(), bias != nullptr ? b.data() : nullptr,
+                 out.data());
+  return testing::cast_values<double>(out);
+}
+
+std::vector<double> forward64(const Conv2dShape& s, const std::vector<double>& input, const std::vector<double>& weight,
+                              const std::vector<double>* bias) {
+  std::vector<double> out(static_cast<std::size_t>(s.output_numel()));
+  conv2d_forward(cpu_context(), s, DType::Float64, input.data(), weight.data(),
+                 bias != nullptr ? bias->data() : nullptr, out.data());
+  return out;
+}
+
+std::vector<double> input_gradient32(const Conv2dShape& s, const std::vector<double>& grad_output,
+                                     const std::vector<double>& weight) {
+  const auto g = testing::cast_values<float>(grad_output), w = testing::cast_values<float>(weight);
+  std::vector<float> grad_input(static_cast<std::size_t>(s.input_numel()));
+  conv2d_backward_input(cpu_context(), s, DType::Float32, g.data(), w.data(), grad_input.data());
+  return testing::cast_values<double>(grad_input);
+}
+
+std::vector<double> input_gradient64(const Conv2dShape& s, const std::vector<double>& grad_output,
+                                     const std::vector<double>& weight) {
+  std::vector<double> grad_input(static_cast<std::size_t>(s.input_numel()));
+  conv2d_backward_input(cpu_context(), s, DType::Float64, grad_output.data(), weight.data(), grad_input.data());
+  return grad_input;
+}
+
+// The flipped weight's convolution has the channel counts swapped.
+Conv2dShape transposed(Conv2dShape s) {
+  std::swap(s.in_channels, s.out_channels);
+  return s;
+}
+
+TEST(Conv2dWinograd, ForwardAndInputGradientMatchFloat64) {
+  if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the Winograd kernel does not run";
+  std::uint64_t seed = 700;
+  for (const auto& [name, s] : shapes()) {
+    SCOPED_TRACE(name);
+    // Otherwise the direct kernels would be what passes.
+    ASSERT_TRUE(cpu::conv2d_winograd_applies(s));
+    ASSERT_TRUE(cpu::conv2d_winograd_applies(transposed(s)));
+    const auto input = random_values(s.input_numel(), seed++);
+    const auto weight = random_values(s.weight_numel(), seed++);
+    const auto bias = random_values(s.out_channels, seed++);
+    const auto grad_output = random_values(s.output_numel(), seed++);
+    EXPECT_LE(max_relative_error(forward32(s, input, weight, &bias), forward64(s, input, weight, &bias)), kTolerance);
+    EXPECT_LE(max_relative_error(forward32(s, input, weight, nullptr), forward64(s, input, weight, nullptr)),
+              kTolerance);
+    EXPECT_LE(max_relative_error(input_gradient32(s, grad_output, weight), input_gradient64(s, grad_output, weight)),
+              kTolerance);
+  }
+}
+
+TEST(Conv2dWinograd, WeightAndBiasGradientsMatchFloat64) {
+  if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the Winograd kernel does not run";
+  std::uint64_t seed = 800;
+  for (const auto& [name, s] : weight_gradient_shapes()) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(cpu::conv2d_winograd_weight_gradient_applies(s));
+    const auto input = random_values(s.input_numel(), seed++);
+    const auto grad_output = random_values(s.output_numel(), seed++);
+    const WeightGradients expected = weight_gradients64(s, grad_output, input);
+    const WeightGradients with_bias = weight_gradients32(s, grad_output, input, true);
+    EXPECT_LE(max_relative_error(with_bias.weight, expected.weight), kTolerance);
+    EXPECT_LE(max_relative_error(with_bias.bias, expected.bias), kTolerance);
+    // Without the bias gradient, the same weight gradient bit for bit.
+    EXPECT_EQ(weight_gradients32(s, grad_output, input, false).weight, with_bias.weight);
+  }
+}
+
+TEST(Conv2dWinograd, WeightGradientDoesNotDependOnTheRun) {
+  // Items are summed per thread in a fixed order and the threads' sums in thread order: two runs
+  // give the same bits (resuming a training run relies on it).
+  if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the Winograd kernel does not run";
+  const Conv2dShape s = weight_gradient_shapes()[0].shape;
+  const auto input = random_values(s.input_numel(), 31), grad_output = random_values(s.output_numel(), 32);
+  EXPECT_EQ(weight_gradients32(s, grad_output, input, true).weight,
+            weight_gradients32(s, grad_output, input, true).weight);
+}
+
+TEST(Conv2dWinograd, AgreesWithTheDirectFloat32Kernels) {
+  if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the Winograd kernel does not run";
+  const Conv2dShape s = shapes()[1].shape;  // both kernels run on it
+  const auto input = random_values(s.input_numel(), 91), weight = random_values(s.weight_numel(), 92);
+  const auto bias = random_values(s.out_channels, 93);
+  const auto grad_output = random_values(s.output_numel(), 94);
+  const auto winograd = forward32(s, input, weight, &bias);
+  const auto winograd_weight = weight_gradients32(s, grad_output, input, true).weight;
+  std::vector<double> direct, direct_weight;
+  {
+    const WinogradAllowed off(false);
+    ASSERT_FALSE(cpu::conv2d_winograd_applies(s));
+    ASSERT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(s));
+    direct = forward32(s, input, weight, &bias);
+    direct_weight = weight_gradients32(s, grad_output, input, true).weight;
+  }
+  EXPECT_LE(max_relative_error(winograd, direct), kTolerance);
+  EXPECT_NE(winograd, direct) << "the same bits: the Winograd kernel probably did not run";
+  EXPECT_LE(max_relative_error(winograd_weight, direct_weight), kTolerance);
+  EXPECT_NE(winograd_weight, direct_weight) << "the same bits: the Winograd kernel probably did not run";
+}
+
+TEST(Conv2dWinograd, AppliesOnlyToItsShapesAndWithAvx512) {
+  Conv2dShape s = shapes()[1].shape;
+  const bool avx512 = cpu::cpu_has_avx512();
+  EXPECT_EQ(cpu::conv2d_winograd_applies(shapes()[0].shape), avx512);  // 7x7: the forward only
+  EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(shapes()[0].shape));
+  EXPECT_EQ(cpu::conv2d_winograd_applies(s), avx512);
+  EXPECT_EQ(cpu::conv2d_winograd_weight_gradient_applies(s), avx512);
+  {
+    const WinogradAllowed off(false);
+    EXPECT_FALSE(cpu::conv2d_winograd_applies(s));
+    EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(s));
+  }
+  cpu::set_cpu_avx512_allowed(false);
+  EXPECT_FALSE(cpu::conv2d_winograd_applies(s)) << "the AVX2 build's kernels must run with AVX-512 off";
+  EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(s));
+  cpu::set_cpu_avx512_allowed(true);
+  Conv2dShape strided = s;
+  strided.stride_h = strided.stride_w = 2;
+  Conv2dShape grouped = s;
+  grouped.groups = 2;
+  Conv2dShape few_channels = s;
+  few_channels.in_channels = 16;  // the forward needs 32, the weight gradient 16
+  EXPECT_EQ(cpu::conv2d_winograd_weight_gradient_applies(few_channels), avx512);
+  Conv2dShape fewer_channels = s;
+  fewer_channels.out_channels = 8;
+  EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(fewer_channels));
+  Conv2dShape unpadded = s;
+  unpadded.pad_h = 0;
+  Conv2dShape five = s;
+  five.kernel_h = five.kernel_w = 5;
+  five.pad_h = five.pad_w = 2;
+  for (const Conv2dShape& other : {strided, grouped, few_channels, unpadded, five}) {
+    EXPECT_FALSE(cpu::conv2d_winograd_applies(other));
+  }
+  for (const Conv2dShape& other : {strided, grouped, unpadded, five}) {
+    EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(other));
+  }
+}
+
+}  // namespace
+}  // namespace sublet::ops
