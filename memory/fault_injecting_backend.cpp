@@ -12,6 +12,7 @@ FaultInjectingBackend::FaultInjectingBackend(std::unique_ptr<Backend> wrapped) :
 
 bool FaultInjectingBackend::should_fail_request(std::size_t bytes) {
   ++allocate_calls_;
+  largest_request_ = std::max(largest_request_, bytes);
   if (fail_at_call_ != 0 && allocate_calls_ == fail_at_call_) {
     if (fault_ == Fault::DeviceFull) {
       full_ = true;
@@ -67,6 +68,16 @@ void FaultInjectingBackend::fail_nth_request(std::uint64_t n, Fault fault) {
   fail_at_call_ = n == 0 ? 0 : allocate_calls_ + n;
   fault_ = fault;
   full_ = false;
+}
+
+std::size_t FaultInjectingBackend::largest_request() const {
+  std::lock_guard lock(mutex_);
+  return largest_request_;
+}
+
+void FaultInjectingBackend::reset_largest_request() {
+  std::lock_guard lock(mutex_);
+  largest_request_ = 0;
 }
 
 std::uint64_t FaultInjectingBackend::allocate_calls() const { std::lock_guard lock(mutex_); return allocate_calls_; }

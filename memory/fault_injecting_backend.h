@@ -49,6 +49,10 @@ class FaultInjectingBackend final : public Backend, public VirtualMemory {
   std::uint64_t allocate_calls() const;  // allocate + map calls, failed ones included
   std::uint64_t failed_calls() const;    // requests this backend refused (not the wrapped one's own failures)
   std::size_t held_bytes() const;        // allocated + mapped through this backend, not yet given back
+  // The largest request (allocate or map, refused ones included) since construction or the last
+  // reset_largest_request().
+  std::size_t largest_request() const;
+  void reset_largest_request();
 
  private:
   // Counts the request; true when it must fail. Called with mutex_ held.
@@ -63,6 +67,7 @@ class FaultInjectingBackend final : public Backend, public VirtualMemory {
   bool full_ = false;               // DeviceFull has struck: held_ may not grow past capacity_
   std::size_t capacity_ = 0;
   std::size_t held_ = 0;
+  std::size_t largest_request_ = 0;
 };
 
 }  // namespace sublet::memory

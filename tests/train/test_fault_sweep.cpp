@@ -10,9 +10,10 @@
 // The backend is memory::FaultInjectingBackend over HostBackend (real memory), installed as the
 // CPU allocator's backend; every test runs in its own process (gtest_discover_tests). Each run
 // starts from an emptied cache, so that the step makes its segment requests again. From a cold
-// cache they all fall in forward (the step's peak is at its end; backward and the optimizer
-// reuse the freed activations), so one case also runs without a cache, where every tensor of
-// forward, backward and the optimizer update is a request of its own.
+// cache nearly all fall in forward (the step's peak is at its end; backward and the optimizer
+// mostly reuse the freed activations; the CPU's Winograd weight gradient asks for one workspace
+// segment in backward), so one case also runs without a cache, where every tensor of forward,
+// backward and the optimizer update is a request of its own.
 //  - Fault::Once refuses one request: the allocator's retry after emptying the cache always
 //    succeeds, so every n must recover. Without a cache (OnceNoCache) the refusals fall in every
 //    phase in turn, so recovery is shown after a refusal in forward, in backward and in the
@@ -20,13 +21,15 @@
 //    reaching a phase.
 //  - Fault::DeviceFull refuses the n-th request and keeps the device at the bytes held then, so
 //    the retry succeeds only if emptying the cache gave back enough for the rest of the step.
-//    Before each run a stale block of about half the step's growth is cached on another stream
+//    Before each run stale blocks of about half the step's growth, and at least the step's
+//    largest single request (a workspace of backward can be one), are cached on another stream
 //    (memory the step cannot reuse, as a prefetch stream's): an early refusal still needs more
 //    than that and ends in OutOfMemoryError, a late one recovers. Without a cache there is
 //    nothing to give back: every refusal ends the step, at each allocation of it in turn.
 // Both kinds run with plain and with expandable segments (where a request is a map call).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -70,7 +73,7 @@ struct SweepCase {
   Fault fault;
   bool expandable_segments = false;
   bool caching = true;       // false: no cache, every tensor is a segment request of its own
-  bool stale_cache = false;  // cache a block of half the step's growth on kOtherStream before each run
+  bool stale_cache = false;  // cache half the step's growth (at least its largest request) on kOtherStream first
   std::int64_t batch = 16;   // of 3 x image_size x image_size images
   std::int64_t image_size = 32;
   // false: SGD's per-parameter update with weight decay, whose temporaries make the optimizer
@@ -218,8 +221,13 @@ TEST_P(FaultSweep, EveryRefusedSegmentRequestRecoversOrThrowsOutOfMemoryAndLeave
   restore();
   allocator_->empty_cache();
   const std::size_t reserved_cold = allocator_->memory_reserved();
+  backend_->reset_largest_request();
   const float reference_loss = train_step(images_, labels_);
   const std::size_t step_growth = allocator_->memory_reserved() - reserved_cold;
+  // What the stale blocks hold: a late refusal recovers only if emptying them frees room for the
+  // request refused, however large.
+  const std::size_t stale_bytes =
+      std::max(step_growth / 2, backend_->largest_request() + static_cast<std::size_t>(memory::kSmallSize));
   const std::vector<std::vector<float>> reference_params = parameter_values();
   if (sweep.stale_cache) {
     ASSERT_GT(step_growth, 0u);
@@ -231,9 +239,9 @@ TEST_P(FaultSweep, EveryRefusedSegmentRequestRecoversOrThrowsOutOfMemoryAndLeave
     restore();
     allocator_->empty_cache();
     if (sweep.stale_cache) {
-      // Small-pool blocks, so that what is cached is half the growth to within one 2 MiB segment.
+      // Small-pool blocks, so that what is cached is stale_bytes to within one 2 MiB segment.
       std::vector<memory::Block*> stale;
-      for (std::size_t bytes = 0; bytes < step_growth / 2; bytes += memory::kSmallSize)
+      for (std::size_t bytes = 0; bytes < stale_bytes; bytes += memory::kSmallSize)
         stale.push_back(allocator_->allocate(memory::kSmallSize, kOtherStream));
       for (memory::Block* block : stale) allocator_->free(block);
     }
