@@ -52,7 +52,8 @@ struct CachingAllocator::Impl {
   BlockArena arena;
   DeviceStats stats;          // all but the active families, which active_stats derives
   ActiveStats active_stats;
-  struct PendingEvent { EventHandle event; Block* block; };
+  // In recording order; `stream` is the one the event was recorded on (process_events).
+  struct PendingEvent { EventHandle event; Block* block; StreamHandle stream; };
   std::vector<PendingEvent> pending_events;
   std::size_t memory_limit = 0;  // 0 = no per-process fraction set
   AllocatorObserver observer;

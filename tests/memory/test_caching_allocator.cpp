@@ -272,6 +272,33 @@ TEST(RecordStream, BlockWaitsForTheOtherStreamBeforeReuse) {
   EXPECT_EQ(a.stat("active.all.current"), 0);
 }
 
+// The allocator stops asking about a stream's events at its first pending one (they complete in
+// order); another stream's completed work must still give its blocks back, before and after it.
+TEST(RecordStream, APendingStreamDoesNotHoldBackBlocksOfAnother) {
+  SimulatedAllocator a(kGiB);
+  std::array<Block*, 3> blocks{};
+  std::array<char*, 3> addresses{};
+  const std::array<int, 3> use = {2, 3, 2};  // stream 2's work stays pending; stream 3's completes
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    blocks[i] = a.allocator.allocate(4 * kMiB, stream(1));
+    addresses[i] = at(blocks[i]);
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    a.allocator.record_stream(blocks[i], stream(use[i]));
+    a.allocator.free(blocks[i]);
+  }
+  EXPECT_EQ(a.stat("active.all.current"), 3);
+  a.backend->complete_stream_work(stream(3));
+  Block* next = a.allocator.allocate(4 * kMiB, stream(1));  // processes the events first
+  EXPECT_EQ(at(next), addresses[1]) << "the block that waited on stream 3 only";
+  EXPECT_EQ(a.stat("active.all.current"), 3) << "two blocks still wait on stream 2, plus the new one";
+  a.backend->complete_stream_work(stream(2));
+  a.allocator.free(next);
+  Block* last = a.allocator.allocate(4 * kMiB, stream(1));
+  EXPECT_EQ(a.stat("active.all.current"), 1);
+  a.allocator.free(last);
+}
+
 TEST(RecordStream, EmptyCacheWaitsForPendingEvents) {
   SimulatedAllocator a(kGiB);
   Block* b = a.allocator.allocate(4 * kMiB, stream(1));
