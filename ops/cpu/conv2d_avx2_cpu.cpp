@@ -9,6 +9,7 @@
 
 #include "core/errors.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
+#include "ops/cpu/conv2d_partial_sums.h"
 #include "ops/cpu/im2col_cpu.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -446,17 +447,7 @@ void conv2d_backward_weight_avx2(const Context& ctx, const Conv2dShape& s,
         }
       }
     }
-    // Add the partial sums in thread order, each thread owning a slice of the result.
-#pragma omp for schedule(static)
-    for (std::int64_t i = 0; i < partial; ++i) {
-      float sum = 0.0f;
-      for (int t = 0; t < threads; ++t) sum += partial_base[t * partial + i];
-      if (i < weight_numel) {
-        grad_weight[i] = sum;
-      } else if (grad_bias != nullptr) {
-        grad_bias[i - weight_numel] = sum;
-      }
-    }
+    write_partial_sums(partial_base, partial, threads, weight_numel, grad_weight, grad_bias);
   }
 #endif
 }

@@ -10,6 +10,7 @@
 
 #include "ops/cpu/conv2d_avx2_cpu.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
+#include "ops/cpu/conv2d_partial_sums.h"
 #include "ops/cpu/conv2d_stride2_cpu.h"
 #include "ops/cpu/conv2d_winograd_cpu.h"
 #include "ops/cpu/gemm_avx512_cpu.h"
@@ -355,17 +356,7 @@ void conv2d_backward_weight(const Context& ctx, const Conv2dShape& s, const T* g
         }
       }
     }
-    // Reduce the partial sums, each thread owning a slice of the result.
-#pragma omp for schedule(static)
-    for (std::int64_t i = 0; i < partial_numel; ++i) {
-      T sum = T(0);
-      for (int t = 0; t < p.threads; ++t) sum += partial_base[t * partial_numel + i];
-      if (i < weight_numel) {
-        grad_weight[i] = sum;
-      } else if (grad_bias != nullptr) {
-        grad_bias[i - weight_numel] = sum;
-      }
-    }
+    write_partial_sums(partial_base, partial_numel, p.threads, weight_numel, grad_weight, grad_bias);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/errors.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
+#include "ops/cpu/conv2d_partial_sums.h"
 
 namespace sublet::ops::cpu {
 
@@ -218,12 +219,21 @@ bool conv2d_stride2_applies(const Conv2dShape& s) {
          s.in_channels >= 8 && s.out_channels >= 8 && cpu_has_avx512();
 }
 
-void conv2d_forward_stride2(const Context& ctx, const Conv2dShape& s, const float* input, const float* weight,
-                            const float* bias, float* output) {
+namespace {
+
+// The entry points' precondition (the dispatcher asks conv2d_stride2_applies first).
+void require_stride2(const Conv2dShape& s) {
   if (!conv2d_stride2_applies(s)) {
     throw Error("conv2d: the stride-2 CPU kernel needs a 3x3 stride-2 padding-1 convolution of one group with "
                 ">= 8 channels on an AVX-512 CPU");
   }
+}
+
+}  // namespace
+
+void conv2d_forward_stride2(const Context& ctx, const Conv2dShape& s, const float* input, const float* weight,
+                            const float* bias, float* output) {
+  require_stride2(s);
   const Grid g = make_grid(s, kTargetGridPixels, false);
   const std::int64_t channels = s.in_channels, out_channels = s.out_channels, depth = channels * 9;
   const std::vector<std::int64_t> offsets = forward_offsets(g, channels);
@@ -267,10 +277,7 @@ void conv2d_forward_stride2(const Context& ctx, const Conv2dShape& s, const floa
 
 void conv2d_backward_input_stride2(const Context& ctx, const Conv2dShape& s, const float* grad_output,
                                    const float* weight, float* grad_input) {
-  if (!conv2d_stride2_applies(s)) {
-    throw Error("conv2d: the stride-2 CPU kernel needs a 3x3 stride-2 padding-1 convolution of one group with "
-                ">= 8 channels on an AVX-512 CPU");
-  }
+  require_stride2(s);
   const Grid g = make_grid(s, kTargetGridPixels, false);
   const std::int64_t channels = s.in_channels, out_channels = s.out_channels;
   // Per phase (p, q) = 2p + q: its taps (k, kernel row, kernel column), k outer, with offsets
@@ -351,10 +358,7 @@ void conv2d_backward_input_stride2(const Context& ctx, const Conv2dShape& s, con
 
 void conv2d_backward_weight_stride2(const Context& ctx, const Conv2dShape& s, const float* grad_output,
                                     const float* input, float* grad_weight, float* grad_bias) {
-  if (!conv2d_stride2_applies(s)) {
-    throw Error("conv2d: the stride-2 CPU kernel needs a 3x3 stride-2 padding-1 convolution of one group with "
-                ">= 8 channels on an AVX-512 CPU");
-  }
+  require_stride2(s);
   // Long grids: the weight-gradient tile sums its 24 dot products horizontally once per call.
   const Grid g = make_grid(s, kTargetWeightGradientPixels, true);
   const std::int64_t channels = s.in_channels, out_channels = s.out_channels, depth = channels * 9;
@@ -414,17 +418,7 @@ void conv2d_backward_weight_stride2(const Context& ctx, const Conv2dShape& s, co
         }
       }
     }
-    // Add the partial sums in thread order, each thread owning a slice of the result.
-#pragma omp for schedule(static)
-    for (std::int64_t i = 0; i < partial; ++i) {
-      float sum = 0.0f;
-      for (int t = 0; t < threads; ++t) sum += partial_base[t * partial + i];
-      if (i < weight_numel) {
-        grad_weight[i] = sum;
-      } else if (grad_bias != nullptr) {
-        grad_bias[i - weight_numel] = sum;
-      }
-    }
+    write_partial_sums(partial_base, partial, threads, weight_numel, grad_weight, grad_bias);
   }
 }
 
