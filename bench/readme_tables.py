@@ -25,6 +25,8 @@ Kinds of block (the NAME's part before the first '.'):
                 PyTorch's DDP (DIR/torch_ddp*_MODEL.json), and the plain-vs-data-parallel training losses
   torchalloc.compare  bench/torch_allocator_compare.py's rows and verdicts (DIR/compare_hooks.json)
   amp.suite     issue 15's rows and goals: bench/gpu_amp_table.py run on DIR (SUITE=amp gpu_step_suite.sh)
+  accuracy.runs final test accuracies of `sublet train` runs (DIR/logs/eEPOCHS_PRECISION_sSEED.log, each
+                log's `final test accuracy` line), a row per epochs and precision over the seeds
 """
 import glob
 import json
@@ -305,8 +307,31 @@ def amp_table(name, source):
     return f"```\n{out.rstrip()}\n```\n{stamp(source)}\n"
 
 
+PRECISION_FLAGS = {"fp32": "fp32 (for comparison)", "bf16_cl": "`--precision bf16 --channels-last`",
+                   "fp16": "`--precision fp16`", "fp16_cl": "`--precision fp16 --channels-last`"}
+
+
+def accuracy_table(name, source):
+    runs = {}  # (epochs, precision) -> {seed: accuracy}
+    for path in sorted(glob.glob(os.path.join(ROOT, source, "logs", "*.log"))):
+        run = re.fullmatch(r"e(\d+)_(\w+?)_s(\d+)\.log", os.path.basename(path))
+        with open(path) as f:
+            final = re.search(r"^final test accuracy ([\d.]+)%", f.read(), re.M)
+        if run is None or final is None:
+            raise SystemExit(f"{path}: expected eEPOCHS_PRECISION_sSEED.log ending in a 'final test accuracy' line")
+        runs.setdefault((int(run.group(1)), run.group(2)), {})[int(run.group(3))] = float(final.group(1))
+    lines = ["| epochs | precision | final test accuracy by seed | min | mean |", "|---|---|---|---|---|"]
+    for (epochs, precision), by_seed in sorted(runs.items(), key=lambda kv: (kv[0][0], list(PRECISION_FLAGS).index(kv[0][1]))):
+        values = [by_seed[k] for k in sorted(by_seed)]
+        seeds = ", ".join(f"{v:.2f} ({k})" for k, v in sorted(by_seed.items()))
+        lines.append(f"| {epochs} | {PRECISION_FLAGS[precision]} | {seeds} | {min(values):.2f} | "
+                     f"{statistics.mean(values):.2f} |")
+    return "\n".join(lines) + f"\n\n{stamp(source)}\n"
+
+
 RENDERERS = {"transcript": transcript, "ab": ab_table, "steps": steps_table, "alloc": alloc_table, "plan": plan_table, "dp": dp_table,
-             "torchalloc": torchalloc_table, "amp": amp_table}
+             "torchalloc": torchalloc_table, "amp": amp_table,
+             "accuracy": accuracy_table}
 
 
 def render(text):

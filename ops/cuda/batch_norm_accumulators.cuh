@@ -91,6 +91,23 @@ struct Coefficients {
   float centre, scale, shift, grad_mean, xhat_factor;
 };
 
+// One element of each pass, shared by the flat and the channels-last kernels so that both give
+// the same bits. Forward: + residual (when there is one), then the ReLU (as UnaryOp::Relu: NaN -> 0).
+__device__ __forceinline__ float normalized_value(float x, float centre, float scale, float shift, bool add_residual,
+                                                  float residual, bool relu) {
+  float value = (x - centre) * scale + shift;
+  if (add_residual) value += residual;
+  if (relu) value = value > 0.0f ? value : 0.0f;
+  return value;
+}
+
+// Backward: g already zeroed where the fused ReLU did not pass it; training uses the batch
+// statistics' gradient, eval only the scale (x unused).
+__device__ __forceinline__ float input_gradient_value(float g, float x, float centre, float scale, float grad_mean,
+                                                      float xhat_factor, bool training) {
+  return training ? scale * (g - grad_mean - (x - centre) * xhat_factor) : scale * g;
+}
+
 // The channels-last kernels' block: tx channel packs of `width` channels (a power of two up to
 // 32, so a warp reads up to 32 consecutive packs of a row) by ty = threads / tx rows; `across`
 // blocks side by side cover the channels.

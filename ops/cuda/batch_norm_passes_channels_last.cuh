@@ -5,8 +5,8 @@
 // step) re-read 5 floats of coefficients per element and divided the flat index to find the
 // channel: on the H200 (ResNet-50 bs256 fp16 channels-last, bench/results/2026-12-02_h200_kernel_times)
 // their normalize and input-gradient passes ran at about a third of the memory bandwidth.
-// Same formulas, in the same order, as the flat kernels (normalize and input_gradient in
-// batch_norm_split.cu; a change to one belongs in both): the same bits.
+// The per-element formulas are shared with the flat kernels (normalized_value and
+// input_gradient_value, ops/cuda/batch_norm_accumulators.cuh): the same bits.
 #include <algorithm>
 #include <cstdint>
 
@@ -40,10 +40,8 @@ __global__ void __launch_bounds__(kPassThreads)
     float y[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      float value = (load_compute(x.v[j]) - centre[j]) * scale[j] + shift[j];
-      if (residual != nullptr) value += load_compute(res.v[j]);
-      if (relu) value = value > 0.0f ? value : 0.0f;  // as UnaryOp::Relu (NaN -> 0)
-      y[j] = value;
+      y[j] = normalized_value(load_compute(x.v[j]), centre[j], scale[j], shift[j], residual != nullptr,
+                              load_compute(res.v[j]), relu);
     }
     store_pack<T, V>(output, i, pack_from_floats<T, V>(y));
   }
@@ -76,8 +74,8 @@ __global__ void __launch_bounds__(kPassThreads)
       const bool passed = relu_output == nullptr || is_positive(kept.v[j]);
       if (!passed) gated.v[j] = store_compute<T>(0.0f);
       const float gv = passed ? load_compute(g.v[j]) : 0.0f;
-      dx[j] = training ? scale[j] * (gv - grad_mean[j] - (load_compute(x.v[j]) - centre[j]) * xhat_factor[j])
-                       : scale[j] * gv;
+      dx[j] = input_gradient_value(gv, load_compute(x.v[j]), centre[j], scale[j], grad_mean[j], xhat_factor[j],
+                                   training);
     }
     if (grad_residual != nullptr) store_pack<T, V>(grad_residual, i, gated);
     if (grad_input != nullptr) store_pack<T, V>(grad_input, i, pack_from_floats<T, V>(dx));

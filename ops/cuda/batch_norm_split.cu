@@ -242,10 +242,8 @@ __global__ void normalize(std::int64_t numel, ChannelOf channel, bool lane_chann
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const Coefficients k = coefficients[lane_channels ? c0 + j : c0];
-      float value = (load_compute(x.v[j]) - k.centre) * k.scale + k.shift;
-      if (residual != nullptr) value += load_compute(r.v[j]);
-      if (relu) value = value > 0.0f ? value : 0.0f;  // as UnaryOp::Relu (NaN -> 0)
-      y[j] = value;
+      y[j] = normalized_value(load_compute(x.v[j]), k.centre, k.scale, k.shift, residual != nullptr,
+                              load_compute(r.v[j]), relu);
     }
     store_pack<T, V>(output, i, pack_from_floats<T, V>(y));
   }
@@ -270,8 +268,7 @@ __global__ void input_gradient(std::int64_t numel, ChannelOf channel, bool lane_
       const bool passed = relu_output == nullptr || is_positive(kept.v[j]);
       if (!passed) gated.v[j] = store_compute<T>(0.0f);
       const float gv = passed ? load_compute(g.v[j]) : 0.0f;
-      dx[j] = training ? k.scale * (gv - k.grad_mean - (load_compute(x.v[j]) - k.centre) * k.xhat_factor)
-                       : k.scale * gv;
+      dx[j] = input_gradient_value(gv, load_compute(x.v[j]), k.centre, k.scale, k.grad_mean, k.xhat_factor, training);
     }
     if (grad_residual != nullptr) store_pack<T, V>(grad_residual, i, gated);
     if (grad_input != nullptr) store_pack<T, V>(grad_input, i, pack_from_floats<T, V>(dx));
