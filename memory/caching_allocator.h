@@ -188,9 +188,19 @@ class ScopedBlock {
     if (this != &other) { reset(); allocator_ = other.allocator_; block_ = other.block_; other.block_ = nullptr; }
     return *this;
   }
+  // A lease that uses `owner`'s block without freeing it: the owner decides when it goes back
+  // (ops::WorkspaceHold keeps a second stream's workspaces until that stream's work is joined).
+  static ScopedBlock borrow(const ScopedBlock& owner) {
+    ScopedBlock view;
+    view.block_ = owner.block_;  // allocator_ stays null: reset() does not free
+    return view;
+  }
   void* get() const { return block_ ? block_->ptr : nullptr; }
   Block* block() const { return block_; }
-  void reset() { if (block_) { allocator_->free(block_); block_ = nullptr; } }
+  void reset() {
+    if (block_ && allocator_) allocator_->free(block_);
+    block_ = nullptr;
+  }
 
  private:
   CachingAllocator* allocator_ = nullptr;

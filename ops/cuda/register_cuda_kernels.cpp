@@ -156,6 +156,8 @@ void register_services() {
   DeviceServices& services = mutable_device_services(kCuda);
   services.copy_bytes = &cuda::copy_bytes;
   services.stream_is_capturing = &cuda::stream_is_capturing;
+  services.fork_stream = &cuda::fork_stream;
+  services.join_stream = &cuda::join_stream;
   services.profiler_start = &cuda::profiler_start;
   services.profiler_stop = &cuda::profiler_stop;
   services.write_update_scalars = &cuda::write_update_scalars;

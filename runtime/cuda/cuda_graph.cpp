@@ -99,6 +99,13 @@ std::size_t CudaGraph::node_count() const {
   return count;
 }
 
+std::size_t CudaGraph::root_count() const {
+  if (!graph_) return 0;
+  std::size_t count = 0;
+  SUBLET_CUDA_CHECK(cudaGraphGetRootNodes(static_cast<cudaGraph_t>(graph_), nullptr, &count));
+  return count;
+}
+
 void CudaGraph::synchronize() const {
   memory::CudaDeviceGuard guard(device_);
   SUBLET_CUDA_CHECK(cudaStreamSynchronize(as_stream(stream_)));

@@ -57,6 +57,9 @@ class CudaGraph {
   memory::CachingAllocator::PoolId pool() const { return pool_; }
   // Kernel nodes of the captured graph (for tests and reports).
   std::size_t node_count() const;
+  // Nodes that depend on no other: work that starts as soon as a replay does. More than one
+  // where the capture forked to a second stream at its start (ops/concurrent.h).
+  std::size_t root_count() const;
   void synchronize() const;
 
  private:

@@ -1,4 +1,5 @@
 // conv2d: ops::conv2d_forward plus one node whose backward runs the two backward kernels.
+#include "ops/concurrent.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_kernels.h"
 #include "runtime/amp/autocast.h"
@@ -79,19 +80,30 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
           const Tensor grad_out = grads[0].contiguous(s.format);
           const auto ctx = sublet::detail::context_for(grad_out);
           Tensor grad_input, grad_weight, grad_bias;
-          if (need_input) {
+          const bool need_filter = need_weight || need_bias;
+          const auto input_pass = [&](const ops::Context& c) {
+            if (!need_input) return;
             grad_input = Tensor::empty({s.batch, s.in_channels, s.in_height, s.in_width}, grad_out.options(), s.format);
-            ops::conv2d_backward_input(ctx, s, grad_out.dtype(), grad_out.data_ptr(), w.data_ptr(), grad_input.data_ptr());
-          }
-          if (need_weight || need_bias) {
+            ops::conv2d_backward_input(c, s, grad_out.dtype(), grad_out.data_ptr(), w.data_ptr(), grad_input.data_ptr());
+          };
+          const auto filter_pass = [&](const ops::Context& c) {
+            if (!need_filter) return;
             grad_weight = Tensor::empty(
                 {s.out_channels, s.in_channels / s.groups, s.kernel_h, s.kernel_w}, grad_out.options(), s.format);
             if (need_bias) grad_bias = Tensor::empty({s.out_channels}, grad_out.options());
-            ops::conv2d_backward_weight(ctx, s, grad_out.dtype(), grad_out.data_ptr(), x.data_ptr(),
+            ops::conv2d_backward_weight(c, s, grad_out.dtype(), grad_out.data_ptr(), x.data_ptr(),
                                         grad_weight.data_ptr(), nn::detail::data_or_null(grad_bias));
-            if (!need_weight) grad_weight = Tensor();
-            if (need_weight) grad_weight = grad_weight.contiguous(weight_format);
+          };
+          // The two gradients read the same inputs and write apart: in a captured step they become
+          // parallel branches of the graph (ops/concurrent.h); otherwise input, then filter.
+          if (need_input && need_filter) {
+            ops::run_concurrently(ctx, input_pass, filter_pass);
+          } else {
+            input_pass(ctx);
+            filter_pass(ctx);
           }
+          if (!need_weight) grad_weight = Tensor();
+          if (need_weight) grad_weight = grad_weight.contiguous(weight_format);
           return TensorList{grad_input, grad_weight, grad_bias};
         });
   }

@@ -18,7 +18,8 @@
 namespace sublet::testing {
 
 // Shapes of a small convnet's parameters, including a 1-element and an odd-sized one, and one
-// larger than the CUDA kernel's 32768-element chunk so that a tensor spans several blocks.
+// larger than the CUDA kernel's 8192-element chunk (ops/cuda/optim_update.cu) so that a tensor spans
+// several blocks, the last of them partly filled.
 inline std::vector<Shape> fused_test_shapes() {
   return {{16, 3, 3, 3}, {16}, {16}, {1}, {40001}, {10, 37}, {10}};
 }

@@ -3,6 +3,8 @@ sublet_add_test(test_fused_optim LABEL cpu SOURCES test_fused_optim.cpp LIBS run
 sublet_add_test(test_fused_optim_cuda LABEL gpu SOURCES test_fused_optim_cuda.cpp LIBS runtime)
 if(SUBLET_HAVE_CUDA AND TARGET models)
   sublet_add_test(test_cuda_graph LABEL gpu SOURCES test_cuda_graph.cpp LIBS runtime models)
+  # ops::run_concurrently: a captured step's second stream, its join and its held workspaces.
+  sublet_add_test(test_concurrent_cuda LABEL gpu SOURCES test_concurrent_cuda.cpp LIBS runtime)
   sublet_add_test(test_planned_graph_step LABEL gpu SOURCES test_planned_graph_step.cpp LIBS runtime models)
 endif()
 if(TARGET models)

@@ -1,0 +1,31 @@
+#include "ops/concurrent.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "ops/device_services.h"
+#include "ops/stream_capture.h"
+
+namespace sublet::ops::detail {
+
+namespace {
+bool overlap_turned_off() {
+  static const bool off = [] {
+    const char* value = std::getenv("SUBLET_NO_STREAM_OVERLAP");
+    return value != nullptr && std::strcmp(value, "") != 0 && std::strcmp(value, "0") != 0;
+  }();
+  return off;
+}
+}  // namespace
+
+bool overlaps_streams(const Context& ctx) {
+  const DeviceServices& services = device_services(ctx.device.type);
+  return services.fork_stream != nullptr && services.join_stream != nullptr && !overlap_turned_off() &&
+         stream_is_capturing(ctx);
+}
+
+StreamHandle fork_stream(const Context& ctx) { return device_services(ctx.device.type).fork_stream(ctx); }
+
+void join_stream(const Context& ctx, StreamHandle side) { device_services(ctx.device.type).join_stream(ctx, side); }
+
+}  // namespace sublet::ops::detail

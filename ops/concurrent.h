@@ -1,0 +1,52 @@
+#pragma once
+// Two pieces of device work that do not depend on each other, run side by side where that pays:
+// a convolution's weight gradient beside its input gradient (runtime/nn/functional_conv.cpp).
+//
+//   ops::run_concurrently(ctx, [&](const ops::Context& c) { /* input gradient on c */ },
+//                              [&](const ops::Context& c) { /* weight gradient on c */ });
+//
+// While ctx.stream is being captured into a CUDA graph, `side` is enqueued on a second stream
+// forked from ctx.stream, then `main` on ctx.stream, and ctx.stream is made to wait for the
+// second stream: in the graph they become two parallel branches. At small sizes one such kernel
+// leaves most of a GPU's SMs idle (ResNet-18 at 32x32: planes of 8x8 down to 1x1), and the two
+// then share the GPU instead of taking turns. Otherwise -- eager CUDA, where the fork and the
+// join would cost host time that a launch-bound step does not have, and the CPU -- `main` then
+// `side` run on ctx.stream, as two plain calls in that order.
+//
+// Each must enqueue its work only on the context it is given. Its outputs may be allocated
+// before the call or inside it (tensors take the current stream, ctx.stream). `side`'s
+// workspaces are held until the join (ops::WorkspaceHold), so nothing on ctx.stream can be
+// given their bytes while the second stream may still use them.
+// SUBLET_NO_STREAM_OVERLAP=1 keeps everything on ctx.stream (for comparisons).
+#include "ops/context.h"
+
+namespace sublet::ops {
+
+namespace detail {
+bool overlaps_streams(const Context& ctx);  // capturing, a backend that can fork, not turned off
+StreamHandle fork_stream(const Context& ctx);
+void join_stream(const Context& ctx, StreamHandle side);
+}  // namespace detail
+
+template <typename Main, typename Side>
+void run_concurrently(const Context& ctx, Main&& main, Side&& side) {
+  if (!detail::overlaps_streams(ctx)) {
+    main(ctx);
+    side(ctx);
+    return;
+  }
+  WorkspaceHold hold{ctx.stream, {}};
+  Context side_ctx = ctx;
+  side_ctx.workspace_hold = &hold;
+  side_ctx.stream = detail::fork_stream(ctx);
+  try {
+    side(static_cast<const Context&>(side_ctx));
+    main(ctx);
+  } catch (...) {
+    detail::join_stream(ctx, side_ctx.stream);  // the capture fails anyway; keep the streams ordered
+    throw;
+  }
+  detail::join_stream(ctx, side_ctx.stream);
+}  // the held workspaces go back here, on ctx.stream, after the join
+
+}  // namespace sublet::ops
