@@ -25,5 +25,6 @@ list(APPEND SUBLET_OPS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/random_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_graph.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_single_tap.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_cuda.cpp
 )

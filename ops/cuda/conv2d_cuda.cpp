@@ -16,13 +16,19 @@
 // - Channels-last (shape.format): the same calls with NHWC / KRSC descriptors, so cuDNN runs its
 //   NHWC kernels on the buffers as they are; bias terms again in ops/cuda/conv2d_bias.h.
 //   float32/float64 NCHW keep cuDNN's own bias calls (cudnnAddTensor, BackwardBias).
+// - Convolutions where one kernel tap meets the whole input (a 3x3 padding-1 convolution on a
+//   1x1 plane) are GEMMs on cuBLAS instead (ops/cuda/conv2d_single_tap.h);
+//   SUBLET_NO_SINGLE_TAP_GEMM=1 sends them to cuDNN as well (for comparisons).
 #include "ops/cuda/conv2d_cuda.h"
 #include "ops/cuda/conv2d_bias.h"
 #include "ops/cuda/conv2d_graph.h"
 #include "ops/cuda/conv2d_layout.h"
+#include "ops/cuda/conv2d_single_tap.h"
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -322,13 +328,23 @@ void with_algorithm(const Context& ctx, cudnnHandle_t handle, const ConvDescript
   }
 }
 
+bool single_tap(const Conv2dShape& s, DType dtype) {
+  static const bool off = [] {
+    const char* value = std::getenv("SUBLET_NO_SINGLE_TAP_GEMM");
+    return value != nullptr && std::strcmp(value, "") != 0 && std::strcmp(value, "0") != 0;
+  }();
+  return !off && conv2d_single_tap_applies(s, dtype);
+}
+
 void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* input, const void* weight,
              const void* bias, void* output) {
   memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
   const Scaling scale(dtype);
-  const bool done = conv2d_graph_run(ctx, handle, s, dtype, ConvPass::Forward,
-                                     {const_cast<void*>(input), const_cast<void*>(weight), output});
+  const bool tap = single_tap(s, dtype);
+  if (tap) conv2d_single_tap_forward(ctx, s, dtype, input, weight, output);
+  const bool done = tap || conv2d_graph_run(ctx, handle, s, dtype, ConvPass::Forward,
+                                            {const_cast<void*>(input), const_cast<void*>(weight), output});
   if (!done) {
     ConvDescriptors d(s, dtype);
     with_algorithm(ctx, handle, d, s, dtype, ConvPass::Forward, ConvOperands{input, weight, nullptr, output},
@@ -350,6 +366,10 @@ void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* 
 void backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output, const void* weight,
                     void* grad_input) {
   memory::CudaDeviceGuard device(ctx.device);
+  if (single_tap(s, dtype)) {
+    conv2d_single_tap_backward_input(ctx, s, dtype, grad_output, weight, grad_input);
+    return;
+  }
   cudnnHandle_t handle = cudnn_for(ctx);
   if (conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardData,
                        {grad_input, const_cast<void*>(weight), const_cast<void*>(grad_output)})) {
@@ -371,8 +391,10 @@ void backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, cons
   memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
   const Scaling scale(dtype);
-  const bool done = conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardFilter,
-                                     {const_cast<void*>(input), grad_weight, const_cast<void*>(grad_output)});
+  const bool tap = single_tap(s, dtype);
+  if (tap) conv2d_single_tap_backward_weight(ctx, s, dtype, grad_output, input, grad_weight);
+  const bool done = tap || conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardFilter,
+                                            {const_cast<void*>(input), grad_weight, const_cast<void*>(grad_output)});
   if (!done) {
     ConvDescriptors d(s, dtype);
     with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardFilter,

@@ -39,7 +39,9 @@ std::size_t cublas_workspace_bytes(int device_index) {
   return bytes;
 }
 
-CublasLease cublas_for(const Context& ctx) {
+CublasLease cublas_for(const Context& ctx) { return cublas_for(ctx, cublas_workspace_bytes(ctx.device.index)); }
+
+CublasLease cublas_for(const Context& ctx, std::size_t workspace_bytes) {
   auto& handles = thread_handles().cublas;
   auto found = handles.find(ctx.device.index);
   if (found == handles.end()) {
@@ -58,9 +60,8 @@ CublasLease cublas_for(const Context& ctx) {
   lease.handle = found->second;
   // cublasSetStream resets the workspace to the default pool: set the stream first.
   SUBLET_CUBLAS_CHECK(cublasSetStream(lease.handle, stream_of(ctx.stream)));
-  const std::size_t bytes = cublas_workspace_bytes(ctx.device.index);
-  lease.workspace = ctx.workspace(bytes);
-  SUBLET_CUBLAS_CHECK(cublasSetWorkspace(lease.handle, lease.workspace.get(), bytes));
+  if (workspace_bytes > 0) lease.workspace = ctx.workspace(workspace_bytes);
+  SUBLET_CUBLAS_CHECK(cublasSetWorkspace(lease.handle, lease.workspace.get(), workspace_bytes));
   return lease;
 }
 

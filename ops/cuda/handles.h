@@ -9,6 +9,7 @@
 
 #include "memory/caching_allocator.h"
 #include "ops/context.h"
+#include "ops/cuda/cuda_checks.h"
 
 namespace sublet::ops::cuda {
 
@@ -19,11 +20,31 @@ struct CublasLease {
   memory::ScopedBlock workspace;
 };
 
-// Call with ctx.device current (memory::CudaDeviceGuard).
+// Call with ctx.device current (memory::CudaDeviceGuard). The lease's workspace is
+// cublas_workspace_bytes(), or `workspace_bytes` (0: none, cuBLAS then picks kernels that need
+// none).
 CublasLease cublas_for(const Context& ctx);
+CublasLease cublas_for(const Context& ctx, std::size_t workspace_bytes);
 cudnnHandle_t cudnn_for(const Context& ctx);
 
 // Workspace cuBLAS recommends for the device: 32 MiB from Hopper (sm_90) on, 4 MiB before.
 std::size_t cublas_workspace_bytes(int device_index);
+
+// Sets a handle's math mode for one call and puts the handle's own back afterwards (also when
+// the call throws): the handle is shared by every cuBLAS call of this thread and device.
+class MathModeScope {
+ public:
+  MathModeScope(cublasHandle_t handle, cublasMath_t mode) : handle_(handle) {
+    SUBLET_CUBLAS_CHECK(cublasGetMathMode(handle_, &saved_));
+    SUBLET_CUBLAS_CHECK(cublasSetMathMode(handle_, mode));
+  }
+  ~MathModeScope() { cublasSetMathMode(handle_, saved_); }  // a destructor must not throw
+  MathModeScope(const MathModeScope&) = delete;
+  MathModeScope& operator=(const MathModeScope&) = delete;
+
+ private:
+  cublasHandle_t handle_;
+  cublasMath_t saved_ = CUBLAS_DEFAULT_MATH;
+};
 
 }  // namespace sublet::ops::cuda

@@ -84,23 +84,6 @@ void matmul_typed(const Context& ctx, const MatmulGeometry& g, T* out, const T* 
   }
 }
 
-// Sets a handle's math mode for one call and puts the handle's own back afterwards (also when
-// the call throws): the handle is shared by every matmul of this thread and device.
-class MathModeScope {
- public:
-  MathModeScope(cublasHandle_t handle, cublasMath_t mode) : handle_(handle) {
-    SUBLET_CUBLAS_CHECK(cublasGetMathMode(handle_, &saved_));
-    SUBLET_CUBLAS_CHECK(cublasSetMathMode(handle_, mode));
-  }
-  ~MathModeScope() { cublasSetMathMode(handle_, saved_); }  // a destructor must not throw
-  MathModeScope(const MathModeScope&) = delete;
-  MathModeScope& operator=(const MathModeScope&) = delete;
-
- private:
-  cublasHandle_t handle_;
-  cublasMath_t saved_ = CUBLAS_DEFAULT_MATH;
-};
-
 std::string geometry_text(DType dtype, const MatmulGeometry& g) {
   return std::string("matmul (") + dtype_name(dtype) + ", batch " + std::to_string(g.batch) + ", m " +
          std::to_string(g.m) + ", k " + std::to_string(g.k) + ", n " + std::to_string(g.n) + ", a strides [" +

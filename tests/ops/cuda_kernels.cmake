@@ -14,6 +14,9 @@ if(SUBLET_HAVE_CUDA)
   endforeach()
   # Their descriptors' strides and types (ops/cuda/conv2d_layout.h), checked on the CPU.
   sublet_add_test(test_conv2d_layout LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_conv2d_layout.cpp LIBS ops)
+  # Which shapes run as cuBLAS GEMMs (ops/cuda/conv2d_single_tap.h), checked on the CPU.
+  sublet_add_test(test_conv2d_single_tap_shapes LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_conv2d_single_tap_shapes.cpp
+                  LIBS ops)
   # The 16-bit conversions of the GPU kernels (ops/cuda/half_types.cuh) compiled for the host and
   # checked against core/half.h on the CPU (CUDA's intrinsics emulate their rounding on the host).
   sublet_add_test(test_half_types_host LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_half_types_host.cpp LIBS ops)

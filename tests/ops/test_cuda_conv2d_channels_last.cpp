@@ -14,6 +14,7 @@
 #include "low_precision_gpu_support.h"
 #include "ops/conv2d_kernels.h"
 #include "ops/conv_settings.h"
+#include "ops/cuda/conv2d_single_tap.h"
 #include "tests/gpu_skip.h"
 
 using namespace sublet;
@@ -47,6 +48,19 @@ void check_all_shapes() {
   check<T>(low_precision_conv_shapes()[1], false);
 }
 
+// Shapes where one kernel tap meets the whole input: cuBLAS GEMMs in channels-last
+// (ops/cuda/conv2d_single_tap.h), cuDNN in the NCHW comparison (but the last, a GEMM in both).
+std::vector<Conv2dShape> single_tap_shapes() {
+  return {
+      conv_shape(6, 24, 1, 1, 40, 3, 3, 1, 1),     // 3x3 padding 1 on a 1x1 plane (ResNet-18 at 32x32, layer 4)
+      conv_shape(5, 16, 1, 1, 8, 3, 3, 2, 1),      // the same with stride 2
+      conv_shape(4, 16, 2, 2, 24, 1, 1, 2, 0),     // 1x1 stride 2 keeping pixel (0, 0) of a 2x2 plane
+      conv_shape(3, 8, 1, 1, 8, 5, 5, 1, 2),       // 5x5: tap (2, 2)
+      conv_shape(3, 8, 1, 1, 16, 3, 3, 1, 2, 2),   // dilation 2: tap (1, 1)
+      conv_shape(7, 12, 1, 1, 20, 1, 1, 1, 0),     // 1x1 on a 1x1 plane
+  };
+}
+
 }  // namespace
 
 TEST(CudaConv2dChannelsLast, KernelsAreRegistered) {
@@ -73,6 +87,18 @@ TEST(CudaConv2dChannelsLast, BFloat16MatchesNchwAndCpu) {
 TEST(CudaConv2dChannelsLast, Float16MatchesNchwAndCpu) {
   SUBLET_SKIP_WITHOUT_GPU("float16 channels-last conv2d against NCHW and the CPU");
   check_all_shapes<Float16>();
+}
+
+TEST(CudaConv2dChannelsLast, SingleTapShapesMatchNchwAndCpu) {
+  SUBLET_SKIP_WITHOUT_GPU("single-tap channels-last conv2d (cuBLAS GEMMs) against NCHW and the CPU");
+  for (const Conv2dShape& s : single_tap_shapes()) {
+    Conv2dShape last = s;
+    last.format = MemoryFormat::ChannelsLast;
+    EXPECT_TRUE(cuda::conv2d_single_tap_applies(last, DType::Float32)) << describe(s, DType::Float32, last.format);
+    run_case("conv2d " + describe(s, DType::Float32, last.format), [&] { check<float>(s, true); });
+    run_case("conv2d " + describe(s, DType::BFloat16, last.format), [&] { check<BFloat16>(s, true); });
+    run_case("conv2d " + describe(s, DType::Float16, last.format), [&] { check<Float16>(s, false); });
+  }
 }
 
 TEST(CudaConv2dChannelsLast, BenchmarkedEnginesMatch) {
