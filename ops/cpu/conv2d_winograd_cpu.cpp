@@ -51,14 +51,21 @@ constexpr std::int64_t kTargetTilesPerItem = 192;
 // transforms, GEMMs and inverse transforms of a block run back to back, so V and M stay in L1
 // (16 channels) or L2; with V and M for a whole item the transforms ran at the speed of L2 stores.
 // Items come out a multiple of the thread count where they can: at 7x7, 12 images an item made 11
-// items of a batch of 128, 6 on one thread and 5 on the other.
+// items of a batch of 128, 6 on one thread and 5 on the other. Where a block holds whole images,
+// an item is at most one block: at 7x7 (3 images a block) items of 11 images made 12 items, and
+// with the dynamic schedule a thread waited up to one item at the end of each call (8% of the
+// 2-thread call time went to that wait and the fork); 3 images make 43.
 Plan forward_plan(const Conv2dShape& s) {
-  const std::int64_t tiles_per_image = ((s.in_height + 1) / 2) * ((s.in_width + 1) / 2);
+  const std::int64_t tiles_h = (s.in_height + 1) / 2, tiles_w = (s.in_width + 1) / 2;
+  const std::int64_t tiles_per_image = tiles_h * tiles_w;
   const std::int64_t threads = omp_get_max_threads();
-  const std::int64_t target = std::max<std::int64_t>(1, kTargetTilesPerItem / tiles_per_image);
+  const std::int64_t rows_per_block = std::max<std::int64_t>(1, kTileColumns / tiles_w);
+  const std::int64_t images_per_block = rows_per_block / tiles_h;
+  std::int64_t target = std::max<std::int64_t>(1, kTargetTilesPerItem / tiles_per_image);
+  if (images_per_block >= 1) target = std::min(target, images_per_block);
   const std::int64_t items_per_thread = std::max<std::int64_t>(1, (s.batch + threads * target - 1) / (threads * target));
   const std::int64_t images = (s.batch + threads * items_per_thread - 1) / (threads * items_per_thread);
-  return make_plan(s, images, std::max<std::int64_t>(1, kTileColumns / ((s.in_width + 1) / 2)));
+  return make_plan(s, images, rows_per_block);
 }
 
 // U = G g G^T for the output channels of one quad and every input channel, packed per position as
