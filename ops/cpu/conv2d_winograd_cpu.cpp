@@ -11,6 +11,7 @@
 
 #include "core/errors.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
+#include "ops/cpu/conv2d_winograd_small_planes.h"
 #include "ops/cpu/conv2d_winograd_transforms.h"
 
 
@@ -59,7 +60,10 @@ Plan forward_plan(const Conv2dShape& s) {
   const std::int64_t tiles_h = (s.in_height + 1) / 2, tiles_w = (s.in_width + 1) / 2;
   const std::int64_t tiles_per_image = tiles_h * tiles_w;
   const std::int64_t threads = omp_get_max_threads();
-  const std::int64_t rows_per_block = std::max<std::int64_t>(1, kTileColumns / tiles_w);
+  std::int64_t rows_per_block = std::max<std::int64_t>(1, kTileColumns / tiles_w);
+  // Planes of at most 8x8 are transformed a whole plane at a time (conv2d_winograd_small_planes.h):
+  // blocks of whole images.
+  if (s.in_height <= 8 && s.in_width <= 8) rows_per_block = std::max(tiles_h, rows_per_block / tiles_h * tiles_h);
   const std::int64_t images_per_block = rows_per_block / tiles_h;
   std::int64_t target = std::max<std::int64_t>(1, kTargetTilesPerItem / tiles_per_image);
   if (images_per_block >= 1) target = std::min(target, images_per_block);
@@ -196,6 +200,8 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const flo
   float* thread_base = zero_bias + kQuad;
   const std::int64_t in_image = p.channels * p.height * p.width;
   const std::int64_t out_plane = p.height * p.width, out_image = p.out_channels * out_plane;
+  const bool whole_planes = small_planes(p) && p.rows_per_block % p.tiles_h == 0;
+  const SmallPlaneTables tables(p);
 
 #pragma omp parallel num_threads(p.threads) if (p.items > 1)
   {
@@ -215,7 +221,15 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const flo
       for (std::int64_t first_row = 0; first_row < item_rows; first_row += p.rows_per_block) {
         const std::int64_t rows = std::min(p.rows_per_block, item_rows - first_row);
         const std::int64_t tiles = rows * p.tiles_w;
+        // With whole planes: the block's images [block_image, block_image + block_images) of the item.
+        const std::int64_t block_image = first_row / p.tiles_h, block_images = rows / p.tiles_h;
         for (std::int64_t c = 0; c < p.channels; ++c) {
+          if (whole_planes) {
+            transform_input_small_planes(p, tables, input + (first_image + block_image) * in_image + c * out_plane,
+                                         block_images, std::min(block_images, images - block_image - block_images),
+                                         v + c * p.stride);
+            continue;
+          }
           transform_input_rows(p, input + first_image * in_image + c * out_plane, first_row, rows, item_rows,
                                v + c * p.stride);
         }
@@ -245,8 +259,13 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const flo
         }
       }
         for (std::int64_t k = 0; k < p.out_channels; ++k) {
-          transform_output_rows(p, m + k * p.stride, first_row, rows, bias != nullptr ? bias[k] : 0.0f,
-                                output + first_image * out_image + k * out_plane);
+          const float b = bias != nullptr ? bias[k] : 0.0f;
+          if (whole_planes) {
+            transform_output_small_planes(p, tables, m + k * p.stride, block_images, b,
+                                          output + (first_image + block_image) * out_image + k * out_plane);
+            continue;
+          }
+          transform_output_rows(p, m + k * p.stride, first_row, rows, b, output + first_image * out_image + k * out_plane);
         }
       }
     }
