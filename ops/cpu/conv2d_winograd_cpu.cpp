@@ -11,6 +11,7 @@
 
 #include "core/errors.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
+#include "ops/cpu/conv2d_winograd_row_pairs.h"
 #include "ops/cpu/conv2d_winograd_small_planes.h"
 #include "ops/cpu/conv2d_winograd_transforms.h"
 
@@ -201,6 +202,7 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const flo
   const std::int64_t in_image = p.channels * p.height * p.width;
   const std::int64_t out_plane = p.height * p.width, out_image = p.out_channels * out_plane;
   const bool whole_planes = small_planes(p) && p.rows_per_block % p.tiles_h == 0;
+  const bool pairs = !whole_planes && row_pairs(p);
   const SmallPlaneTables tables(p);
 
 #pragma omp parallel num_threads(p.threads) if (p.items > 1)
@@ -228,6 +230,11 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const flo
             transform_input_small_planes(p, tables, input + (first_image + block_image) * in_image + c * out_plane,
                                          block_images, std::min(block_images, images - block_image - block_images),
                                          v + c * p.stride);
+            continue;
+          }
+          if (pairs) {
+            transform_input_row_pairs(p, input + first_image * in_image + c * out_plane, first_row, rows, item_rows,
+                                      v + c * p.stride);
             continue;
           }
           transform_input_rows(p, input + first_image * in_image + c * out_plane, first_row, rows, item_rows,
@@ -263,6 +270,11 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const flo
           if (whole_planes) {
             transform_output_small_planes(p, tables, m + k * p.stride, block_images, b,
                                           output + (first_image + block_image) * out_image + k * out_plane);
+            continue;
+          }
+          if (pairs) {
+            transform_output_row_pairs(p, m + k * p.stride, first_row, rows, b,
+                                       output + first_image * out_image + k * out_plane);
             continue;
           }
           transform_output_rows(p, m + k * p.stride, first_row, rows, b, output + first_image * out_image + k * out_plane);
