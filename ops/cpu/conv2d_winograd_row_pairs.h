@@ -129,12 +129,58 @@ SUBLET_WINOGRAD_AVX512 inline void transform_output_row_pairs(const Plan& p, con
   }
 }
 
+// As transform_grad_output_rows of conv2d_winograd_weight_cpu.cpp (same arguments and layout):
+// Mg[position][k][row * tiles_w + tile] = A dy A^T, dy the 2x2 block at (2 * tile row, 2 * tile
+// column), zeros past the plane.
+SUBLET_WINOGRAD_AVX512 inline void transform_grad_output_row_pairs(const Plan& p, const float* channel_grad,
+                                                                   std::int64_t rows, float* mg) {
+  const std::int64_t position_stride = p.output_position_stride, out_image = p.out_channels * p.height * p.width;
+  const PairLanes l = pair_lanes(p);
+  const __m512i even_column = _mm512_add_epi32(l.t, l.t);
+  const __m512i odd_column = _mm512_add_epi32(even_column, _mm512_set1_epi32(1));
+  const __m512i width = _mm512_set1_epi32(static_cast<int>(p.width)), sixteen = _mm512_set1_epi32(16);
+  const __mmask16 even_valid = l.tiles & _mm512_cmplt_epi32_mask(even_column, width);
+  const __mmask16 odd_valid = l.tiles & _mm512_cmplt_epi32_mask(odd_column, width);
+  const __m512i even = _mm512_mask_add_epi32(even_column, l.second, even_column, sixteen);
+  const __m512i odd = _mm512_mask_add_epi32(odd_column, l.second, odd_column, sixteen);
+  const __m512 zero = _mm512_setzero_ps();
+  TileRow at{0, 0};
+  for (std::int64_t row = 0; row < rows; row += 2) {
+    const bool second = row + 1 < rows;
+    const TileRow pair[2] = {at, at.next(p)};
+    at = pair[1].next(p);
+    const float* planes[2] = {channel_grad + pair[0].image * out_image, channel_grad + pair[1].image * out_image};
+    __m512 e[2][4];  // dy A^T: per gradient row r, the 4 columns a
+    for (int r = 0; r < 2; ++r) {
+      const __m512 row0 = plane_row(p, planes[0], 2 * pair[0].ti + r, true);
+      const __m512 row1 = plane_row(p, planes[1], 2 * pair[1].ti + r, second);
+      const __m512 q0 = _mm512_maskz_permutex2var_ps(even_valid, row0, even, row1);
+      const __m512 q1 = _mm512_maskz_permutex2var_ps(odd_valid, row0, odd, row1);
+      e[r][0] = q0;
+      e[r][1] = _mm512_add_ps(q0, q1);
+      e[r][2] = _mm512_sub_ps(q0, q1);
+      e[r][3] = _mm512_sub_ps(zero, q1);
+    }
+    const __mmask16 store = first_lanes((second ? 2 : 1) * p.tiles_w);
+    float* out = mg + row * p.tiles_w;
+    for (int a = 0; a < 4; ++a) {  // A (dy A^T): down the rows
+      _mm512_mask_storeu_ps(out + (0 + a) * position_stride, store, e[0][a]);
+      _mm512_mask_storeu_ps(out + (4 + a) * position_stride, store, _mm512_add_ps(e[0][a], e[1][a]));
+      _mm512_mask_storeu_ps(out + (8 + a) * position_stride, store, _mm512_sub_ps(e[0][a], e[1][a]));
+      _mm512_mask_storeu_ps(out + (12 + a) * position_stride, store, _mm512_sub_ps(zero, e[1][a]));
+    }
+  }
+}
+
 #else
 
 inline void transform_input_row_pairs(const Plan&, const float*, std::int64_t, std::int64_t, std::int64_t, float*) {
   throw Error("conv2d: the Winograd CPU kernel is not built (needs GCC or Clang on x86-64)");
 }
 inline void transform_output_row_pairs(const Plan&, const float*, std::int64_t, std::int64_t, float, float*) {
+  throw Error("conv2d: the Winograd CPU kernel is not built (needs GCC or Clang on x86-64)");
+}
+inline void transform_grad_output_row_pairs(const Plan&, const float*, std::int64_t, float*) {
   throw Error("conv2d: the Winograd CPU kernel is not built (needs GCC or Clang on x86-64)");
 }
 

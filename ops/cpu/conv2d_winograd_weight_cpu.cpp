@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
 #include "ops/cpu/conv2d_winograd_cpu.h"
+#include "ops/cpu/conv2d_winograd_row_pairs.h"
 #include "ops/cpu/conv2d_winograd_transforms.h"
 
 namespace sublet::ops::cpu {
@@ -126,6 +127,7 @@ void conv2d_backward_weight_winograd(const Context& ctx, const Conv2dShape& s, c
   float* partial_base = static_cast<float*>(workspace.get());
   float* buffers = partial_base + partial * p.items;
   const std::int64_t plane = p.height * p.width, in_image = p.channels * plane, out_image = p.out_channels * plane;
+  const bool pairs = row_pairs(p);  // two tile rows per vector (conv2d_winograd_row_pairs.h)
 
 #pragma omp parallel num_threads(p.threads) if (p.items > 1)
   {
@@ -141,7 +143,11 @@ void conv2d_backward_weight_winograd(const Context& ctx, const Conv2dShape& s, c
       const std::int64_t images = std::min(p.images_per_item, s.batch - first_image);
       const std::int64_t rows = images * p.tiles_h, tiles = rows * p.tiles_w;
       for (std::int64_t c = 0; c < p.channels; ++c) {
-        transform_input_rows(p, input + first_image * in_image + c * plane, 0, rows, rows, v + c * p.stride);
+        if (pairs) {
+          transform_input_row_pairs(p, input + first_image * in_image + c * plane, 0, rows, rows, v + c * p.stride);
+        } else {
+          transform_input_rows(p, input + first_image * in_image + c * plane, 0, rows, rows, v + c * p.stride);
+        }
       }
       // The tile reads V up to 16-float boundaries; past the tiles it must read finite values
       // (the gradient there is masked to zero, and 0 * NaN is NaN).
@@ -152,7 +158,11 @@ void conv2d_backward_weight_winograd(const Context& ctx, const Conv2dShape& s, c
         }
       }
       for (std::int64_t k = 0; k < p.out_channels; ++k) {
-        transform_grad_output_rows(p, grad_output + first_image * out_image + k * plane, rows, mg + k * p.stride);
+        if (pairs) {
+          transform_grad_output_row_pairs(p, grad_output + first_image * out_image + k * plane, rows, mg + k * p.stride);
+        } else {
+          transform_grad_output_rows(p, grad_output + first_image * out_image + k * plane, rows, mg + k * p.stride);
+        }
       }
       for (std::int64_t position = 0; position < kPositions; ++position) {
         const float* vp = v + position * p.input_position_stride;
