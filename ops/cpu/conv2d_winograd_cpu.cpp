@@ -11,6 +11,8 @@
 
 #include "core/errors.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
+#include "ops/cpu/conv2d_winograd_row_pairs.h"
+#include "ops/cpu/conv2d_winograd_small_planes.h"
 #include "ops/cpu/conv2d_winograd_transforms.h"
 
 
@@ -51,23 +53,41 @@ constexpr std::int64_t kTargetTilesPerItem = 192;
 // transforms, GEMMs and inverse transforms of a block run back to back, so V and M stay in L1
 // (16 channels) or L2; with V and M for a whole item the transforms ran at the speed of L2 stores.
 // Items come out a multiple of the thread count where they can: at 7x7, 12 images an item made 11
-// items of a batch of 128, 6 on one thread and 5 on the other.
+// items of a batch of 128, 6 on one thread and 5 on the other. Where a block holds whole images,
+// an item is at most one block: at 7x7 (3 images a block) items of 11 images made 12 items, and
+// with the dynamic schedule a thread waited up to one item at the end of each call (8% of the
+// 2-thread call time went to that wait and the fork); 3 images make 43.
 Plan forward_plan(const Conv2dShape& s) {
-  const std::int64_t tiles_per_image = ((s.in_height + 1) / 2) * ((s.in_width + 1) / 2);
+  const std::int64_t tiles_h = (s.in_height + 1) / 2, tiles_w = (s.in_width + 1) / 2;
+  const std::int64_t tiles_per_image = tiles_h * tiles_w;
   const std::int64_t threads = omp_get_max_threads();
-  const std::int64_t target = std::max<std::int64_t>(1, kTargetTilesPerItem / tiles_per_image);
+  std::int64_t rows_per_block = std::max<std::int64_t>(1, kTileColumns / tiles_w);
+  // Planes of at most 8x8 are transformed a whole plane at a time (conv2d_winograd_small_planes.h):
+  // blocks of whole images.
+  if (s.in_height <= 8 && s.in_width <= 8) rows_per_block = std::max(tiles_h, rows_per_block / tiles_h * tiles_h);
+  const std::int64_t images_per_block = rows_per_block / tiles_h;
+  std::int64_t target = std::max<std::int64_t>(1, kTargetTilesPerItem / tiles_per_image);
+  if (images_per_block >= 1) target = std::min(target, images_per_block);
   const std::int64_t items_per_thread = std::max<std::int64_t>(1, (s.batch + threads * target - 1) / (threads * target));
   const std::int64_t images = (s.batch + threads * items_per_thread - 1) / (threads * items_per_thread);
-  return make_plan(s, images, std::max<std::int64_t>(1, kTileColumns / ((s.in_width + 1) / 2)));
+  return make_plan(s, images, rows_per_block);
 }
 
-// U = G g G^T for every (output channel, input channel), packed per position as the register
-// tile reads it: [position][quad][channel][4], zeros past the last output channel.
-// G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]].
-void transform_weights(const Plan& p, const float* weight, float* packed) {
-  std::fill(packed, packed + kPositions * p.quads * p.channels * kQuad, 0.0f);
-  for (std::int64_t k = 0; k < p.out_channels; ++k) {
-    for (std::int64_t c = 0; c < p.channels; ++c) {
+// U = G g G^T for the output channels of one quad and every input channel, packed per position as
+// the register tile reads it: [position][quad][channel][4], zeros past the last output channel.
+// G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]. One quad at a time, so that the
+// threads of the forward's region split the transform: serial, it was 0.2 ms of each call at
+// 64 -> 64 channels (4 ms of a ResNet-20 step) with the second thread idle.
+void transform_weight_quad(const Plan& p, const float* weight, std::int64_t quad, float* packed) {
+  for (std::int64_t c = 0; c < p.channels; ++c) {
+    for (std::int64_t j = 0; j < kQuad; ++j) {
+      const std::int64_t k = quad * kQuad + j;
+      float* at = packed + (quad * p.channels + c) * kQuad + j;
+      const std::int64_t position_stride = p.quads * p.channels * kQuad;
+      if (k >= p.out_channels) {
+        for (std::int64_t position = 0; position < kPositions; ++position) at[position * position_stride] = 0.0f;
+        continue;
+      }
       const float* g = weight + (k * p.channels + c) * 9;
       double t[4][3];  // G g
       for (int col = 0; col < 3; ++col) {
@@ -80,10 +100,7 @@ void transform_weights(const Plan& p, const float* weight, float* packed) {
       for (int b = 0; b < 4; ++b) {
         const double u[4] = {t[b][0], 0.5 * (t[b][0] + t[b][1] + t[b][2]), 0.5 * (t[b][0] - t[b][1] + t[b][2]),
                              t[b][2]};
-        for (int a = 0; a < 4; ++a) {
-          packed[((b * 4 + a) * p.quads + k / kQuad) * p.channels * kQuad + c * kQuad + k % kQuad] =
-              static_cast<float>(u[a]);
-        }
+        for (int a = 0; a < 4; ++a) at[(b * 4 + a) * position_stride] = static_cast<float>(u[a]);
       }
     }
   }
@@ -182,9 +199,11 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const flo
   float* zero_bias = packed + packed_weights;  // the tile adds the bias per output pixel; here none
   std::fill(zero_bias, zero_bias + kQuad, 0.0f);
   float* thread_base = zero_bias + kQuad;
-  transform_weights(p, weight, packed);
   const std::int64_t in_image = p.channels * p.height * p.width;
   const std::int64_t out_plane = p.height * p.width, out_image = p.out_channels * out_plane;
+  const bool whole_planes = small_planes(p) && p.rows_per_block % p.tiles_h == 0;
+  const bool pairs = !whole_planes && row_pairs(p);
+  const SmallPlaneTables tables(p);
 
 #pragma omp parallel num_threads(p.threads) if (p.items > 1)
   {
@@ -192,6 +211,9 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const flo
     float* m = v + transformed_input;
     std::vector<std::int64_t> channel_offsets(static_cast<std::size_t>(p.channels));
     for (std::int64_t c = 0; c < p.channels; ++c) channel_offsets[static_cast<std::size_t>(c)] = c * p.stride;
+    // Every thread's tiles read every quad: the implicit barrier of this loop holds them until all are packed.
+#pragma omp for schedule(static)
+    for (std::int64_t quad = 0; quad < p.quads; ++quad) transform_weight_quad(p, weight, quad, packed);
     // Dynamic: items write disjoint outputs, so the result does not depend on the schedule.
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t item = 0; item < p.items; ++item) {
@@ -201,7 +223,20 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const flo
       for (std::int64_t first_row = 0; first_row < item_rows; first_row += p.rows_per_block) {
         const std::int64_t rows = std::min(p.rows_per_block, item_rows - first_row);
         const std::int64_t tiles = rows * p.tiles_w;
+        // With whole planes: the block's images [block_image, block_image + block_images) of the item.
+        const std::int64_t block_image = first_row / p.tiles_h, block_images = rows / p.tiles_h;
         for (std::int64_t c = 0; c < p.channels; ++c) {
+          if (whole_planes) {
+            transform_input_small_planes(p, tables, input + (first_image + block_image) * in_image + c * out_plane,
+                                         block_images, std::min(block_images, images - block_image - block_images),
+                                         v + c * p.stride);
+            continue;
+          }
+          if (pairs) {
+            transform_input_row_pairs(p, input + first_image * in_image + c * out_plane, first_row, rows, item_rows,
+                                      v + c * p.stride);
+            continue;
+          }
           transform_input_rows(p, input + first_image * in_image + c * out_plane, first_row, rows, item_rows,
                                v + c * p.stride);
         }
@@ -231,8 +266,18 @@ void conv2d_forward_winograd(const Context& ctx, const Conv2dShape& s, const flo
         }
       }
         for (std::int64_t k = 0; k < p.out_channels; ++k) {
-          transform_output_rows(p, m + k * p.stride, first_row, rows, bias != nullptr ? bias[k] : 0.0f,
-                                output + first_image * out_image + k * out_plane);
+          const float b = bias != nullptr ? bias[k] : 0.0f;
+          if (whole_planes) {
+            transform_output_small_planes(p, tables, m + k * p.stride, block_images, b,
+                                          output + (first_image + block_image) * out_image + k * out_plane);
+            continue;
+          }
+          if (pairs) {
+            transform_output_row_pairs(p, m + k * p.stride, first_row, rows, b,
+                                       output + first_image * out_image + k * out_plane);
+            continue;
+          }
+          transform_output_rows(p, m + k * p.stride, first_row, rows, b, output + first_image * out_image + k * out_plane);
         }
       }
     }

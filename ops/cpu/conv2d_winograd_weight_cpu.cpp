@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
 #include "ops/cpu/conv2d_winograd_cpu.h"
+#include "ops/cpu/conv2d_winograd_row_pairs.h"
 #include "ops/cpu/conv2d_winograd_transforms.h"
 
 namespace sublet::ops::cpu {
@@ -24,9 +25,9 @@ using namespace winograd;
 // so long items; the item's transformed input and output gradient stay in L2 at 16 channels.
 constexpr std::int64_t kTargetTilesPerItem = 768;
 
-// One block per item (the dot products run over all of an item's tiles). The schedule is static
-// (for a deterministic sum), so the items are cut to come out a multiple of the thread count:
-// ResNet-20's 14x14 stage at 15 images an item made 9 items, 5 on one thread and 4 on the other.
+// One block per item (the dot products run over all of an item's tiles). Items come out a
+// multiple of the thread count where they can: ResNet-20's 14x14 stage at 15 images an item made
+// 9 items, 5 on one thread and 4 on the other.
 Plan weight_plan(const Conv2dShape& s) {
   const std::int64_t tiles_h = (s.in_height + 1) / 2, tiles_per_image = tiles_h * ((s.in_width + 1) / 2);
   const std::int64_t threads = omp_get_max_threads();
@@ -116,31 +117,37 @@ void conv2d_backward_weight_winograd(const Context& ctx, const Conv2dShape& s, c
   const Plan p = weight_plan(s);
   const std::int64_t transformed_input = kPositions * p.input_position_stride;
   const std::int64_t transformed_grad = kPositions * p.output_position_stride;
-  const std::int64_t products = kPositions * p.out_channels * p.channels;  // per thread, [position][k][c]
+  const std::int64_t products = kPositions * p.out_channels * p.channels;  // per item, [position][k][c]
   const std::int64_t partial = products + p.out_channels;                 // and the bias gradient
+  // One partial sum per item, not per thread: the schedule is then free to be dynamic (a thread
+  // that loses its core, or starts late, does not hold up the other), and the item-order sum at the
+  // end is the same whichever thread ran which item.
   memory::ScopedBlock workspace = ctx.workspace(
-      sizeof(float) * static_cast<std::size_t>((transformed_input + transformed_grad + partial) * p.threads));
+      sizeof(float) * static_cast<std::size_t>((transformed_input + transformed_grad) * p.threads + partial * p.items));
   float* partial_base = static_cast<float*>(workspace.get());
-  float* buffers = partial_base + partial * p.threads;
-  std::fill(partial_base, partial_base + partial * p.threads, 0.0f);
+  float* buffers = partial_base + partial * p.items;
   const std::int64_t plane = p.height * p.width, in_image = p.channels * plane, out_image = p.out_channels * plane;
+  const bool pairs = row_pairs(p);  // two tile rows per vector (conv2d_winograd_row_pairs.h)
 
 #pragma omp parallel num_threads(p.threads) if (p.items > 1)
   {
     const int thread = omp_get_thread_num();
     float* v = buffers + thread * (transformed_input + transformed_grad);
     float* mg = v + transformed_input;
-    float* sums_of = partial_base + thread * partial;
-    float* bias_sums = sums_of + products;
-    // Static: which items a thread sums must not vary between runs, or the float rounding of
-    // the weight gradient would.
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (std::int64_t item = 0; item < p.items; ++item) {
+      float* sums_of = partial_base + item * partial;
+      float* bias_sums = sums_of + products;
+      std::fill(sums_of, sums_of + partial, 0.0f);
       const std::int64_t first_image = item * p.images_per_item;
       const std::int64_t images = std::min(p.images_per_item, s.batch - first_image);
       const std::int64_t rows = images * p.tiles_h, tiles = rows * p.tiles_w;
       for (std::int64_t c = 0; c < p.channels; ++c) {
-        transform_input_rows(p, input + first_image * in_image + c * plane, 0, rows, rows, v + c * p.stride);
+        if (pairs) {
+          transform_input_row_pairs(p, input + first_image * in_image + c * plane, 0, rows, rows, v + c * p.stride);
+        } else {
+          transform_input_rows(p, input + first_image * in_image + c * plane, 0, rows, rows, v + c * p.stride);
+        }
       }
       // The tile reads V up to 16-float boundaries; past the tiles it must read finite values
       // (the gradient there is masked to zero, and 0 * NaN is NaN).
@@ -151,7 +158,11 @@ void conv2d_backward_weight_winograd(const Context& ctx, const Conv2dShape& s, c
         }
       }
       for (std::int64_t k = 0; k < p.out_channels; ++k) {
-        transform_grad_output_rows(p, grad_output + first_image * out_image + k * plane, rows, mg + k * p.stride);
+        if (pairs) {
+          transform_grad_output_row_pairs(p, grad_output + first_image * out_image + k * plane, rows, mg + k * p.stride);
+        } else {
+          transform_grad_output_rows(p, grad_output + first_image * out_image + k * plane, rows, mg + k * p.stride);
+        }
       }
       for (std::int64_t position = 0; position < kPositions; ++position) {
         const float* vp = v + position * p.input_position_stride;
@@ -190,14 +201,15 @@ void conv2d_backward_weight_winograd(const Context& ctx, const Conv2dShape& s, c
         bias_sums[k] += sum;
       }
     }
-    // Add the partial sums in thread order and transform back, each thread owning a slice of
-    // the (output channel, input channel) pairs.
+    // Add the partial sums in item order and transform back, each thread owning a slice of the
+    // (output channel, input channel) pairs.
 #pragma omp for schedule(static)
     for (std::int64_t pair = 0; pair < p.out_channels * p.channels; ++pair) {
       double u[4][4];
       for (std::int64_t position = 0; position < kPositions; ++position) {
+        const float* at = partial_base + position * p.out_channels * p.channels + pair;
         float sum = 0.0f;
-        for (int t = 0; t < p.threads; ++t) sum += partial_base[t * partial + position * p.out_channels * p.channels + pair];
+        for (std::int64_t item = 0; item < p.items; ++item) sum += at[item * partial];
         u[position / 4][position % 4] = sum;
       }
       untransform_weight(u, grad_weight + pair * 9);
@@ -206,7 +218,7 @@ void conv2d_backward_weight_winograd(const Context& ctx, const Conv2dShape& s, c
 #pragma omp for schedule(static)
       for (std::int64_t k = 0; k < p.out_channels; ++k) {
         float sum = 0.0f;
-        for (int t = 0; t < p.threads; ++t) sum += partial_base[t * partial + products + k];
+        for (std::int64_t item = 0; item < p.items; ++item) sum += partial_base[item * partial + products + k];
         grad_bias[k] = sum;
       }
     }

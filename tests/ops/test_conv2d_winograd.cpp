@@ -59,6 +59,10 @@ std::vector<NamedShape> shapes() {
       {"2x3_40", same_3x3(3, 40, 2, 3, 40)},
       // Odd channel counts on a small odd plane.
       {"9x7_33", same_3x3(2, 33, 9, 7, 33)},
+      // Whole-plane transforms (planes up to 8x8): 16 tiles an image, and 3x3 tiles (9 of a
+      // vector's 16 lanes) with blocks of 5 images and a short last item.
+      {"8x8_32_batch3", same_3x3(3, 32, 8, 8, 32)},
+      {"5x6_32_to_36_batch7", same_3x3(7, 32, 5, 6, 36)},
   };
 }
 
