@@ -91,14 +91,20 @@ Layout make_layout(const Conv2dShape& s) {
   return l;
 }
 
-// Copies one input group of one image into the layout's KW zero-margined versions.
-void fill_copies(const Conv2dShape& s, const Layout& l, const float* group_input, float* copies) {
-  for (std::int64_t kw = 0; kw < l.kernel_w; ++kw) {
-    for (std::int64_t c = 0; c < l.channels; ++c) {
+// Copies one input group of one image into the layout's KW zero-margined versions. Channel by
+// channel, each plane's KW copies back to back: the plane is read from memory (or L2) once and
+// from L1 for the other copies (kw outer read the whole group KW times, from L2 after the first).
+// The zeros before and after each plane are the same for every image: written when margins is
+// set (a thread's first item of a call; no copy writes there).
+void fill_copies(const Conv2dShape& s, const Layout& l, const float* group_input, float* copies, bool margins) {
+  for (std::int64_t c = 0; c < l.channels; ++c) {
+    for (std::int64_t kw = 0; kw < l.kernel_w; ++kw) {
       float* plane = copies + (kw * l.channels + c) * l.stride;
-      std::fill(plane, plane + l.before, 0.0f);
+      if (margins) {
+        std::fill(plane, plane + l.before, 0.0f);
+        std::fill(plane + l.before + l.plane, plane + l.stride, 0.0f);
+      }
       std::memcpy(plane + l.before, group_input + c * l.plane, sizeof(float) * l.plane);
-      std::fill(plane + l.before + l.plane, plane + l.stride, 0.0f);
       const std::int64_t first = l.zero_first[kw], last = l.zero_last[kw];
       if (first >= last) continue;
       for (float* row = plane + l.before; row < plane + l.before + l.plane; row += s.in_width) {
@@ -310,12 +316,14 @@ void conv2d_forward_avx2(const Context& ctx, const Conv2dShape& s, const float* 
 #pragma omp parallel num_threads(threads) if (items > 1)
   {
     float* x = copies_base + omp_get_thread_num() * copies;
+    bool margins = true;  // this thread's copies still need their zero margins
     // Dynamic: the outputs of items are disjoint, so the result does not depend on the schedule.
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t item = 0; item < items; ++item) {
       const WorkSplit::Item work = split.item(item, s.groups);
       const std::int64_t image = work.image, g = work.group, first_tile = work.first_tile, last_tile = work.last_tile;
-      fill_copies(s, l, input + image * in_image + g * l.channels * l.plane, x);
+      fill_copies(s, l, input + image * in_image + g * l.channels * l.plane, x, margins);
+      margins = false;
       // The item this thread takes next, if the threads keep step (the schedule is dynamic).
       const std::int64_t next_item = item + threads;
       const WorkSplit::Item next = split.item(std::min(next_item, items - 1), s.groups);
@@ -403,13 +411,15 @@ void conv2d_backward_weight_avx2(const Context& ctx, const Conv2dShape& s,
     float* x = copies_base + thread * copies;
     float* partial_weight = partial_base + thread * partial;
     float* partial_bias = partial_weight + weight_numel;
+    bool margins = true;  // this thread's copies still need their zero margins
     // Static: which items a thread sums must not vary between runs, or the float rounding of
     // the weight gradient would.
 #pragma omp for schedule(static)
     for (std::int64_t item = 0; item < items; ++item) {
       const WorkSplit::Item work = split.item(item, s.groups);
       const std::int64_t image = work.image, g = work.group, first_tile = work.first_tile, last_tile = work.last_tile;
-      fill_copies(s, l, input + image * in_image + g * l.channels * l.plane, x);
+      fill_copies(s, l, input + image * in_image + g * l.channels * l.plane, x, margins);
+      margins = false;
       // AVX-512: 8 gradient rows (two tiles of 4) per register tile.
       const std::int64_t rows = avx512 ? kWeightTileRows512 : kTileChannels;
       for (std::int64_t t = first_tile; t < last_tile; t += rows / kTileChannels) {
