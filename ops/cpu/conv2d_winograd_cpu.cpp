@@ -129,15 +129,7 @@ SUBLET_WINOGRAD_AVX512 void transform_output_rows(const Plan& p, const float* m,
       const __mmask16 mask = first_lanes(p.tiles_w - tj);
       __m512 mm[kPositions];
       for (std::int64_t i = 0; i < kPositions; ++i) mm[i] = _mm512_maskz_loadu_ps(mask, at + i * position_stride + tj);
-      __m512 s0[4], s1[4];  // A^T m: rows
-      for (int a = 0; a < 4; ++a) {
-        s0[a] = _mm512_add_ps(_mm512_add_ps(mm[a], mm[4 + a]), mm[8 + a]);
-        s1[a] = _mm512_sub_ps(_mm512_sub_ps(mm[4 + a], mm[8 + a]), mm[12 + a]);
-      }
-      const __m512 y00 = _mm512_add_ps(b, _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), s0[2]));
-      const __m512 y01 = _mm512_add_ps(b, _mm512_sub_ps(_mm512_sub_ps(s0[1], s0[2]), s0[3]));
-      const __m512 y10 = _mm512_add_ps(b, _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), s1[2]));
-      const __m512 y11 = _mm512_add_ps(b, _mm512_sub_ps(_mm512_sub_ps(s1[1], s1[2]), s1[3]));
+      const auto [y00, y01, y10, y11] = output_transform(mm, b);
       const std::int64_t column = 2 * tj;
       const __mmask16 first = first_lanes(p.width - column), second = first_lanes(p.width - column - 16);
       _mm512_mask_storeu_ps(row0 + column, first, _mm512_permutex2var_ps(y00, low, y01));

@@ -110,15 +110,7 @@ SUBLET_WINOGRAD_AVX512 inline void transform_output_row_pairs(const Plan& p, con
     const float* at = m + (row - first_row) * p.tiles_w;
     __m512 mm[kPositions];
     for (std::int64_t i = 0; i < kPositions; ++i) mm[i] = _mm512_maskz_loadu_ps(tiles, at + i * position_stride);
-    __m512 s0[4], s1[4];  // A^T m: rows
-    for (int a = 0; a < 4; ++a) {
-      s0[a] = _mm512_add_ps(_mm512_add_ps(mm[a], mm[4 + a]), mm[8 + a]);
-      s1[a] = _mm512_sub_ps(_mm512_sub_ps(mm[4 + a], mm[8 + a]), mm[12 + a]);
-    }
-    const __m512 y00 = _mm512_add_ps(b, _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), s0[2]));
-    const __m512 y01 = _mm512_add_ps(b, _mm512_sub_ps(_mm512_sub_ps(s0[1], s0[2]), s0[3]));
-    const __m512 y10 = _mm512_add_ps(b, _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), s1[2]));
-    const __m512 y11 = _mm512_add_ps(b, _mm512_sub_ps(_mm512_sub_ps(s1[1], s1[2]), s1[3]));
+    const auto [y00, y01, y10, y11] = output_transform(mm, b);
     for (int k = 0; k < count; ++k, where = where.next(p)) {
       float* row0 = channel_output + where.image * out_image + 2 * where.ti * p.width;
       _mm512_mask_storeu_ps(row0, row_lanes, _mm512_permutex2var_ps(y00, index[k], y01));
@@ -143,7 +135,6 @@ SUBLET_WINOGRAD_AVX512 inline void transform_grad_output_row_pairs(const Plan& p
   const __mmask16 odd_valid = l.tiles & _mm512_cmplt_epi32_mask(odd_column, width);
   const __m512i even = _mm512_mask_add_epi32(even_column, l.second, even_column, sixteen);
   const __m512i odd = _mm512_mask_add_epi32(odd_column, l.second, odd_column, sixteen);
-  const __m512 zero = _mm512_setzero_ps();
   TileRow at{0, 0};
   for (std::int64_t row = 0; row < rows; row += 2) {
     const bool second = row + 1 < rows;
@@ -156,19 +147,11 @@ SUBLET_WINOGRAD_AVX512 inline void transform_grad_output_row_pairs(const Plan& p
       const __m512 row1 = plane_row(p, planes[1], 2 * pair[1].ti + r, second);
       const __m512 q0 = _mm512_maskz_permutex2var_ps(even_valid, row0, even, row1);
       const __m512 q1 = _mm512_maskz_permutex2var_ps(odd_valid, row0, odd, row1);
-      e[r][0] = q0;
-      e[r][1] = _mm512_add_ps(q0, q1);
-      e[r][2] = _mm512_sub_ps(q0, q1);
-      e[r][3] = _mm512_sub_ps(zero, q1);
+      grad_output_row(q0, q1, e[r]);
     }
     const __mmask16 store = first_lanes((second ? 2 : 1) * p.tiles_w);
     float* out = mg + row * p.tiles_w;
-    for (int a = 0; a < 4; ++a) {  // A (dy A^T): down the rows
-      _mm512_mask_storeu_ps(out + (0 + a) * position_stride, store, e[0][a]);
-      _mm512_mask_storeu_ps(out + (4 + a) * position_stride, store, _mm512_add_ps(e[0][a], e[1][a]));
-      _mm512_mask_storeu_ps(out + (8 + a) * position_stride, store, _mm512_sub_ps(e[0][a], e[1][a]));
-      _mm512_mask_storeu_ps(out + (12 + a) * position_stride, store, _mm512_sub_ps(zero, e[1][a]));
-    }
+    store_grad_output_positions(out, position_stride, store, e);  // A (dy A^T): down the rows
   }
 }
 

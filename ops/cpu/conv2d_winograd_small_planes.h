@@ -113,15 +113,7 @@ SUBLET_WINOGRAD_AVX512 inline void transform_output_small_planes(const Plan& p, 
     const float* at = m + i * p.tiles_per_image;
     __m512 mm[kPositions];
     for (std::int64_t j = 0; j < kPositions; ++j) mm[j] = _mm512_maskz_loadu_ps(tiles, at + j * position_stride);
-    __m512 s0[4], s1[4];  // A^T m: rows
-    for (int a = 0; a < 4; ++a) {
-      s0[a] = _mm512_add_ps(_mm512_add_ps(mm[a], mm[4 + a]), mm[8 + a]);
-      s1[a] = _mm512_sub_ps(_mm512_sub_ps(mm[4 + a], mm[8 + a]), mm[12 + a]);
-    }
-    const __m512 y00 = _mm512_add_ps(b, _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), s0[2]));
-    const __m512 y01 = _mm512_add_ps(b, _mm512_sub_ps(_mm512_sub_ps(s0[1], s0[2]), s0[3]));
-    const __m512 y10 = _mm512_add_ps(b, _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), s1[2]));
-    const __m512 y11 = _mm512_add_ps(b, _mm512_sub_ps(_mm512_sub_ps(s1[1], s1[2]), s1[3]));
+    const auto [y00, y01, y10, y11] = output_transform(mm, b);
     float* plane = channel_output + i * out_image;
     for (int q = 0; q < 4 && 16 * q < plane_size; ++q) {
       const __m512i index = _mm512_load_si512(t.output_index[q]);

@@ -141,6 +141,50 @@ SUBLET_WINOGRAD_AVX512 inline void transform_input_rows(const Plan& p, const flo
   }
 }
 
+// The output transform A^T m A of one tile per lane: its 16 transformed positions m (index
+// b * 4 + a) to the 2x2 outputs (y{row}{column}), each plus `bias`. Shared by the forward's
+// three output layouts (conv2d_winograd_cpu.cpp, conv2d_winograd_row_pairs.h,
+// conv2d_winograd_small_planes.h), so that all three give the same bits.
+struct OutputTile {
+  __m512 y00, y01, y10, y11;
+};
+
+SUBLET_WINOGRAD_AVX512 inline OutputTile output_transform(const __m512 (&mm)[kPositions], __m512 bias) {
+  __m512 s0[4], s1[4];  // A^T m: rows
+  for (int a = 0; a < 4; ++a) {
+    s0[a] = _mm512_add_ps(_mm512_add_ps(mm[a], mm[4 + a]), mm[8 + a]);
+    s1[a] = _mm512_sub_ps(_mm512_sub_ps(mm[4 + a], mm[8 + a]), mm[12 + a]);
+  }
+  return {_mm512_add_ps(bias, _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), s0[2])),
+          _mm512_add_ps(bias, _mm512_sub_ps(_mm512_sub_ps(s0[1], s0[2]), s0[3])),
+          _mm512_add_ps(bias, _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), s1[2])),
+          _mm512_add_ps(bias, _mm512_sub_ps(_mm512_sub_ps(s1[1], s1[2]), s1[3]))};
+}
+
+// The output-gradient transform A dy A^T of one tile per lane, shared by the weight gradient's
+// two layouts (conv2d_winograd_weight_cpu.cpp, conv2d_winograd_row_pairs.h). First dy A^T along
+// one gradient row: its even (q0) and odd (q1) columns to the 4 transformed columns.
+SUBLET_WINOGRAD_AVX512 inline void grad_output_row(__m512 q0, __m512 q1, __m512 (&row)[4]) {
+  const __m512 zero = _mm512_setzero_ps();
+  row[0] = q0;
+  row[1] = _mm512_add_ps(q0, q1);
+  row[2] = _mm512_sub_ps(q0, q1);
+  row[3] = _mm512_sub_ps(zero, q1);  // 0 - q1, not a sign flip: +0 where q1 is 0, as before
+}
+
+// Then A (dy A^T) down the tile's two gradient rows e, stored as the 16 positions,
+// `position_stride` floats apart, in the lanes of `store`.
+SUBLET_WINOGRAD_AVX512 inline void store_grad_output_positions(float* out, std::int64_t position_stride, __mmask16 store,
+                                                               const __m512 (&e)[2][4]) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int a = 0; a < 4; ++a) {
+    _mm512_mask_storeu_ps(out + (0 + a) * position_stride, store, e[0][a]);
+    _mm512_mask_storeu_ps(out + (4 + a) * position_stride, store, _mm512_add_ps(e[0][a], e[1][a]));
+    _mm512_mask_storeu_ps(out + (8 + a) * position_stride, store, _mm512_sub_ps(e[0][a], e[1][a]));
+    _mm512_mask_storeu_ps(out + (12 + a) * position_stride, store, _mm512_sub_ps(zero, e[1][a]));
+  }
+}
+
 #else
 
 inline void transform_input_rows(const Plan&, const float*, std::int64_t, std::int64_t, std::int64_t, float*) {

@@ -66,18 +66,10 @@ SUBLET_WINOGRAD_AVX512 void transform_grad_output_rows(const Plan& p, const floa
         const float* in = plane + y * p.width + 2 * tj;
         const __m512 l0 = _mm512_maskz_loadu_ps(lo, in), l1 = _mm512_maskz_loadu_ps(hi, in + 16);
         const __m512 q0 = _mm512_permutex2var_ps(l0, even, l1), q1 = _mm512_permutex2var_ps(l0, odd, l1);
-        e[r][0] = q0;
-        e[r][1] = _mm512_add_ps(q0, q1);
-        e[r][2] = _mm512_sub_ps(q0, q1);
-        e[r][3] = _mm512_sub_ps(zero, q1);
+        grad_output_row(q0, q1, e[r]);
       }
       float* out = mg + row * p.tiles_w + tj;
-      for (int a = 0; a < 4; ++a) {  // A (dy A^T): down the rows
-        _mm512_mask_storeu_ps(out + (0 + a) * position_stride, store, e[0][a]);
-        _mm512_mask_storeu_ps(out + (4 + a) * position_stride, store, _mm512_add_ps(e[0][a], e[1][a]));
-        _mm512_mask_storeu_ps(out + (8 + a) * position_stride, store, _mm512_sub_ps(e[0][a], e[1][a]));
-        _mm512_mask_storeu_ps(out + (12 + a) * position_stride, store, _mm512_sub_ps(zero, e[1][a]));
-      }
+      store_grad_output_positions(out, position_stride, store, e);  // A (dy A^T): down the rows
     }
   }
 }
