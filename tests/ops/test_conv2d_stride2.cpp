@@ -10,17 +10,20 @@
 #include <string>
 #include <vector>
 
-#include "nn_test_support.h"
-#include "ops/conv2d.h"
+#include "conv2d_float32_support.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
 #include "ops/cpu/conv2d_stride2_cpu.h"
 
 namespace sublet::ops {
 namespace {
 
-using testing::cpu_context;
+using testing::forward;
+using testing::input_gradient;
 using testing::max_relative_error;
+using testing::NamedShape;
 using testing::random_values;
+using testing::weight_gradients;
+using testing::WeightGradients;
 
 // As test_conv2d's bound for the float32 kernels: sums of up to 9 * 33 products of values in
 // [-1, 1] in float32 (measured at most 4.3e-7 here).
@@ -28,22 +31,8 @@ constexpr double kTolerance = 1e-5;
 
 Conv2dShape downsampling(std::int64_t batch, std::int64_t channels, std::int64_t height, std::int64_t width,
                          std::int64_t out_channels) {
-  Conv2dShape s;
-  s.batch = batch;
-  s.in_channels = channels;
-  s.in_height = height;
-  s.in_width = width;
-  s.out_channels = out_channels;
-  s.kernel_h = s.kernel_w = 3;
-  s.stride_h = s.stride_w = 2;
-  s.pad_h = s.pad_w = 1;
-  return s;
+  return testing::conv3x3(batch, channels, height, width, out_channels, /*stride=*/2);
 }
-
-struct NamedShape {
-  std::string name;
-  Conv2dShape shape;
-};
 
 std::vector<NamedShape> shapes() {
   return {
@@ -56,33 +45,6 @@ std::vector<NamedShape> shapes() {
       {"14x14_32_to_64_batch9", downsampling(9, 32, 14, 14, 64)},
       {"7x9_9_to_13_batch24", downsampling(24, 9, 7, 9, 13)},
   };
-}
-
-std::vector<double> forward(const Conv2dShape& s, DType dtype, const std::vector<double>& input,
-                            const std::vector<double>& weight, const std::vector<double>* bias) {
-  if (dtype == DType::Float64) {
-    std::vector<double> out(static_cast<std::size_t>(s.output_numel()));
-    conv2d_forward(cpu_context(), s, dtype, input.data(), weight.data(), bias ? bias->data() : nullptr, out.data());
-    return out;
-  }
-  const auto in = testing::cast_values<float>(input), w = testing::cast_values<float>(weight);
-  const auto b = bias ? testing::cast_values<float>(*bias) : std::vector<float>();
-  std::vector<float> out(static_cast<std::size_t>(s.output_numel()));
-  conv2d_forward(cpu_context(), s, dtype, in.data(), w.data(), bias ? b.data() : nullptr, out.data());
-  return testing::cast_values<double>(out);
-}
-
-std::vector<double> input_gradient(const Conv2dShape& s, DType dtype, const std::vector<double>& grad_output,
-                                   const std::vector<double>& weight) {
-  if (dtype == DType::Float64) {
-    std::vector<double> out(static_cast<std::size_t>(s.input_numel()));
-    conv2d_backward_input(cpu_context(), s, dtype, grad_output.data(), weight.data(), out.data());
-    return out;
-  }
-  const auto g = testing::cast_values<float>(grad_output), w = testing::cast_values<float>(weight);
-  std::vector<float> out(static_cast<std::size_t>(s.input_numel()));
-  conv2d_backward_input(cpu_context(), s, dtype, g.data(), w.data(), out.data());
-  return testing::cast_values<double>(out);
 }
 
 TEST(Conv2dStride2, ForwardAndInputGradientMatchFloat64) {
@@ -102,25 +64,6 @@ TEST(Conv2dStride2, ForwardAndInputGradientMatchFloat64) {
     EXPECT_LE(max_relative_error(input_gradient(s, DType::Float32, grad_output, weight),
                                  input_gradient(s, DType::Float64, grad_output, weight)), kTolerance);
   }
-}
-
-struct WeightGradients {
-  std::vector<double> weight, bias;
-};
-
-WeightGradients weight_gradients(const Conv2dShape& s, DType dtype, const std::vector<double>& grad_output,
-                                 const std::vector<double>& input, bool with_bias) {
-  if (dtype == DType::Float64) {
-    WeightGradients out{std::vector<double>(static_cast<std::size_t>(s.weight_numel())),
-                        std::vector<double>(static_cast<std::size_t>(s.out_channels))};
-    conv2d_backward_weight(cpu_context(), s, dtype, grad_output.data(), input.data(), out.weight.data(),
-                           with_bias ? out.bias.data() : nullptr);
-    return out;
-  }
-  const auto g = testing::cast_values<float>(grad_output), in = testing::cast_values<float>(input);
-  std::vector<float> gw(static_cast<std::size_t>(s.weight_numel())), gb(static_cast<std::size_t>(s.out_channels));
-  conv2d_backward_weight(cpu_context(), s, dtype, g.data(), in.data(), gw.data(), with_bias ? gb.data() : nullptr);
-  return {testing::cast_values<double>(gw), testing::cast_values<double>(gb)};
 }
 
 TEST(Conv2dStride2, WeightAndBiasGradientsMatchFloat64) {

@@ -10,39 +10,29 @@
 #include <string>
 #include <vector>
 
-#include "nn_test_support.h"
-#include "ops/conv2d.h"
+#include "conv2d_float32_support.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
 #include "ops/cpu/conv2d_winograd_cpu.h"
 
 namespace sublet::ops {
 namespace {
 
-using testing::cpu_context;
+using testing::forward;
+using testing::input_gradient;
 using testing::max_relative_error;
+using testing::NamedShape;
 using testing::random_values;
+using testing::weight_gradients;
+using testing::WeightGradients;
 
 // max |float32 - float64| / max |float64| over a whole output. The direct float32 kernels meet
 // 1e-5 in test_conv2d (sums of up to 576 products of values in [-1, 1]); Winograd's transforms
 // add a few roundings per output, measured at most 3.7e-7 here, so the same bound holds.
 constexpr double kTolerance = 1e-5;
 
-struct NamedShape {
-  std::string name;
-  Conv2dShape shape;
-};
-
 Conv2dShape same_3x3(std::int64_t batch, std::int64_t channels, std::int64_t height, std::int64_t width,
                      std::int64_t out_channels) {
-  Conv2dShape s;
-  s.batch = batch;
-  s.in_channels = channels;
-  s.in_height = height;
-  s.in_width = width;
-  s.out_channels = out_channels;
-  s.kernel_h = s.kernel_w = 3;
-  s.pad_h = s.pad_w = 1;
-  return s;
+  return testing::conv3x3(batch, channels, height, width, out_channels);
 }
 
 std::vector<NamedShape> shapes() {
@@ -80,27 +70,6 @@ std::vector<NamedShape> weight_gradient_shapes() {
   };
 }
 
-struct WeightGradients {
-  std::vector<double> weight, bias;
-};
-
-WeightGradients weight_gradients32(const Conv2dShape& s, const std::vector<double>& grad_output,
-                                   const std::vector<double>& input, bool with_bias) {
-  const auto g = testing::cast_values<float>(grad_output), in = testing::cast_values<float>(input);
-  std::vector<float> gw(static_cast<std::size_t>(s.weight_numel())), gb(static_cast<std::size_t>(s.out_channels));
-  conv2d_backward_weight(cpu_context(), s, DType::Float32, g.data(), in.data(), gw.data(), with_bias ? gb.data() : nullptr);
-  return {testing::cast_values<double>(gw), testing::cast_values<double>(gb)};
-}
-
-WeightGradients weight_gradients64(const Conv2dShape& s, const std::vector<double>& grad_output,
-                                   const std::vector<double>& input) {
-  WeightGradients out{std::vector<double>(static_cast<std::size_t>(s.weight_numel())),
-                      std::vector<double>(static_cast<std::size_t>(s.out_channels))};
-  conv2d_backward_weight(cpu_context(), s, DType::Float64, grad_output.data(), input.data(), out.weight.data(),
-                         out.bias.data());
-  return out;
-}
-
 // Makes conv2d_winograd_applies() false for a scope, so the direct kernels run.
 class WinogradAllowed {
  public:
@@ -109,39 +78,6 @@ class WinogradAllowed {
   WinogradAllowed(const WinogradAllowed&) = delete;
   WinogradAllowed& operator=(const WinogradAllowed&) = delete;
 };
-
-std::vector<double> forward32(const Conv2dShape& s, const std::vector<double>& input, const std::vector<double>& weight,
-                              const std::vector<double>* bias) {
-  const auto in = testing::cast_values<float>(input), w = testing::cast_values<float>(weight);
-  const auto b = bias != nullptr ? testing::cast_values<float>(*bias) : std::vector<float>();
-  std::vector<float> out(static_cast<std::size_t>(s.output_numel()));
-  conv2d_forward(cpu_context(), s, DType::Float32, in.data(), w.data(), bias != nullptr ? b.data() : nullptr,
-                 out.data());
-  return testing::cast_values<double>(out);
-}
-
-std::vector<double> forward64(const Conv2dShape& s, const std::vector<double>& input, const std::vector<double>& weight,
-                              const std::vector<double>* bias) {
-  std::vector<double> out(static_cast<std::size_t>(s.output_numel()));
-  conv2d_forward(cpu_context(), s, DType::Float64, input.data(), weight.data(),
-                 bias != nullptr ? bias->data() : nullptr, out.data());
-  return out;
-}
-
-std::vector<double> input_gradient32(const Conv2dShape& s, const std::vector<double>& grad_output,
-                                     const std::vector<double>& weight) {
-  const auto g = testing::cast_values<float>(grad_output), w = testing::cast_values<float>(weight);
-  std::vector<float> grad_input(static_cast<std::size_t>(s.input_numel()));
-  conv2d_backward_input(cpu_context(), s, DType::Float32, g.data(), w.data(), grad_input.data());
-  return testing::cast_values<double>(grad_input);
-}
-
-std::vector<double> input_gradient64(const Conv2dShape& s, const std::vector<double>& grad_output,
-                                     const std::vector<double>& weight) {
-  std::vector<double> grad_input(static_cast<std::size_t>(s.input_numel()));
-  conv2d_backward_input(cpu_context(), s, DType::Float64, grad_output.data(), weight.data(), grad_input.data());
-  return grad_input;
-}
 
 // The flipped weight's convolution has the channel counts swapped.
 Conv2dShape transposed(Conv2dShape s) {
@@ -161,11 +97,12 @@ TEST(Conv2dWinograd, ForwardAndInputGradientMatchFloat64) {
     const auto weight = random_values(s.weight_numel(), seed++);
     const auto bias = random_values(s.out_channels, seed++);
     const auto grad_output = random_values(s.output_numel(), seed++);
-    EXPECT_LE(max_relative_error(forward32(s, input, weight, &bias), forward64(s, input, weight, &bias)), kTolerance);
-    EXPECT_LE(max_relative_error(forward32(s, input, weight, nullptr), forward64(s, input, weight, nullptr)),
-              kTolerance);
-    EXPECT_LE(max_relative_error(input_gradient32(s, grad_output, weight), input_gradient64(s, grad_output, weight)),
-              kTolerance);
+    EXPECT_LE(max_relative_error(forward(s, DType::Float32, input, weight, &bias),
+                                 forward(s, DType::Float64, input, weight, &bias)), kTolerance);
+    EXPECT_LE(max_relative_error(forward(s, DType::Float32, input, weight, nullptr),
+                                 forward(s, DType::Float64, input, weight, nullptr)), kTolerance);
+    EXPECT_LE(max_relative_error(input_gradient(s, DType::Float32, grad_output, weight),
+                                 input_gradient(s, DType::Float64, grad_output, weight)), kTolerance);
   }
 }
 
@@ -177,12 +114,12 @@ TEST(Conv2dWinograd, WeightAndBiasGradientsMatchFloat64) {
     ASSERT_TRUE(cpu::conv2d_winograd_weight_gradient_applies(s));
     const auto input = random_values(s.input_numel(), seed++);
     const auto grad_output = random_values(s.output_numel(), seed++);
-    const WeightGradients expected = weight_gradients64(s, grad_output, input);
-    const WeightGradients with_bias = weight_gradients32(s, grad_output, input, true);
+    const WeightGradients expected = weight_gradients(s, DType::Float64, grad_output, input, true);
+    const WeightGradients with_bias = weight_gradients(s, DType::Float32, grad_output, input, true);
     EXPECT_LE(max_relative_error(with_bias.weight, expected.weight), kTolerance);
     EXPECT_LE(max_relative_error(with_bias.bias, expected.bias), kTolerance);
     // Without the bias gradient, the same weight gradient bit for bit.
-    EXPECT_EQ(weight_gradients32(s, grad_output, input, false).weight, with_bias.weight);
+    EXPECT_EQ(weight_gradients(s, DType::Float32, grad_output, input, false).weight, with_bias.weight);
   }
 }
 
@@ -192,8 +129,8 @@ TEST(Conv2dWinograd, WeightGradientDoesNotDependOnTheRun) {
   if (!cpu::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the Winograd kernel does not run";
   const Conv2dShape s = weight_gradient_shapes()[0].shape;
   const auto input = random_values(s.input_numel(), 31), grad_output = random_values(s.output_numel(), 32);
-  EXPECT_EQ(weight_gradients32(s, grad_output, input, true).weight,
-            weight_gradients32(s, grad_output, input, true).weight);
+  EXPECT_EQ(weight_gradients(s, DType::Float32, grad_output, input, true).weight,
+            weight_gradients(s, DType::Float32, grad_output, input, true).weight);
 }
 
 TEST(Conv2dWinograd, AgreesWithTheDirectFloat32Kernels) {
@@ -202,15 +139,15 @@ TEST(Conv2dWinograd, AgreesWithTheDirectFloat32Kernels) {
   const auto input = random_values(s.input_numel(), 91), weight = random_values(s.weight_numel(), 92);
   const auto bias = random_values(s.out_channels, 93);
   const auto grad_output = random_values(s.output_numel(), 94);
-  const auto winograd = forward32(s, input, weight, &bias);
-  const auto winograd_weight = weight_gradients32(s, grad_output, input, true).weight;
+  const auto winograd = forward(s, DType::Float32, input, weight, &bias);
+  const auto winograd_weight = weight_gradients(s, DType::Float32, grad_output, input, true).weight;
   std::vector<double> direct, direct_weight;
   {
     const WinogradAllowed off(false);
     ASSERT_FALSE(cpu::conv2d_winograd_applies(s));
     ASSERT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(s));
-    direct = forward32(s, input, weight, &bias);
-    direct_weight = weight_gradients32(s, grad_output, input, true).weight;
+    direct = forward(s, DType::Float32, input, weight, &bias);
+    direct_weight = weight_gradients(s, DType::Float32, grad_output, input, true).weight;
   }
   EXPECT_LE(max_relative_error(winograd, direct), kTolerance);
   EXPECT_NE(winograd, direct) << "the same bits: the Winograd kernel probably did not run";
