@@ -1,7 +1,10 @@
 #pragma once
 // What the float32 CPU convolution kernel tests (test_conv2d_winograd, test_conv2d_stride2) share:
 // named 3x3 padding-1 shapes, and each pass run in float32 or float64 on the same float64 data
-// (float32 results widened back to double), so a test compares the two with max_relative_error.
+// (float32 results widened back to double), and the comparisons of the two (max_relative_error,
+// NaN-safe) that both tests make.
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
 
@@ -74,6 +77,33 @@ inline WeightGradients weight_gradients(const Conv2dShape& s, DType dtype, const
   std::vector<float> gw(static_cast<std::size_t>(s.weight_numel())), gb(static_cast<std::size_t>(s.out_channels));
   conv2d_backward_weight(cpu_context(), s, dtype, g.data(), in.data(), gw.data(), with_bias ? gb.data() : nullptr);
   return {cast_values<double>(gw), cast_values<double>(gb)};
+}
+
+// Forward with and without bias and the input gradient, float32 against float64, on random data
+// drawn from four seeds starting at `seed` (advanced past them).
+inline void expect_forward_and_input_gradient_match(const Conv2dShape& s, std::uint64_t& seed, double tolerance) {
+  const auto input = random_values(s.input_numel(), seed++);
+  const auto weight = random_values(s.weight_numel(), seed++);
+  const auto bias = random_values(s.out_channels, seed++);
+  const auto grad_output = random_values(s.output_numel(), seed++);
+  EXPECT_LE(max_relative_error(forward(s, DType::Float32, input, weight, &bias),
+                               forward(s, DType::Float64, input, weight, &bias)), tolerance);
+  EXPECT_LE(max_relative_error(forward(s, DType::Float32, input, weight, nullptr),
+                               forward(s, DType::Float64, input, weight, nullptr)), tolerance);
+  EXPECT_LE(max_relative_error(input_gradient(s, DType::Float32, grad_output, weight),
+                               input_gradient(s, DType::Float64, grad_output, weight)), tolerance);
+}
+
+// The weight and bias gradients, float32 against float64, and the float32 weight gradient bit
+// for bit the same without the bias gradient. Returns the float32 gradients (with the bias).
+inline WeightGradients expect_weight_gradients_match(const Conv2dShape& s, const std::vector<double>& grad_output,
+                                                     const std::vector<double>& input, double tolerance) {
+  const WeightGradients expected = weight_gradients(s, DType::Float64, grad_output, input, true);
+  const WeightGradients actual = weight_gradients(s, DType::Float32, grad_output, input, true);
+  EXPECT_LE(max_relative_error(actual.weight, expected.weight), tolerance);
+  EXPECT_LE(max_relative_error(actual.bias, expected.bias), tolerance);
+  EXPECT_EQ(weight_gradients(s, DType::Float32, grad_output, input, false).weight, actual.weight);
+  return actual;
 }
 
 }  // namespace sublet::ops::testing

@@ -17,9 +17,6 @@
 namespace sublet::ops {
 namespace {
 
-using testing::forward;
-using testing::input_gradient;
-using testing::max_relative_error;
 using testing::NamedShape;
 using testing::random_values;
 using testing::weight_gradients;
@@ -53,16 +50,7 @@ TEST(Conv2dStride2, ForwardAndInputGradientMatchFloat64) {
   for (const auto& [name, s] : shapes()) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(cpu::conv2d_stride2_applies(s));  // otherwise the im2col path would be what passes
-    const auto input = random_values(s.input_numel(), seed++);
-    const auto weight = random_values(s.weight_numel(), seed++);
-    const auto bias = random_values(s.out_channels, seed++);
-    const auto grad_output = random_values(s.output_numel(), seed++);
-    EXPECT_LE(max_relative_error(forward(s, DType::Float32, input, weight, &bias),
-                                 forward(s, DType::Float64, input, weight, &bias)), kTolerance);
-    EXPECT_LE(max_relative_error(forward(s, DType::Float32, input, weight, nullptr),
-                                 forward(s, DType::Float64, input, weight, nullptr)), kTolerance);
-    EXPECT_LE(max_relative_error(input_gradient(s, DType::Float32, grad_output, weight),
-                                 input_gradient(s, DType::Float64, grad_output, weight)), kTolerance);
+    testing::expect_forward_and_input_gradient_match(s, seed, kTolerance);
   }
 }
 
@@ -73,11 +61,7 @@ TEST(Conv2dStride2, WeightAndBiasGradientsMatchFloat64) {
     SCOPED_TRACE(name);
     const auto input = random_values(s.input_numel(), seed++);
     const auto grad_output = random_values(s.output_numel(), seed++);
-    const WeightGradients expected = weight_gradients(s, DType::Float64, grad_output, input, true);
-    const WeightGradients actual = weight_gradients(s, DType::Float32, grad_output, input, true);
-    EXPECT_LE(max_relative_error(actual.weight, expected.weight), kTolerance);
-    EXPECT_LE(max_relative_error(actual.bias, expected.bias), kTolerance);
-    EXPECT_EQ(weight_gradients(s, DType::Float32, grad_output, input, false).weight, actual.weight);
+    const WeightGradients actual = testing::expect_weight_gradients_match(s, grad_output, input, kTolerance);
     EXPECT_EQ(weight_gradients(s, DType::Float32, grad_output, input, true).weight, actual.weight);
   }
 }

@@ -18,12 +18,10 @@ namespace sublet::ops {
 namespace {
 
 using testing::forward;
-using testing::input_gradient;
 using testing::max_relative_error;
 using testing::NamedShape;
 using testing::random_values;
 using testing::weight_gradients;
-using testing::WeightGradients;
 
 // max |float32 - float64| / max |float64| over a whole output. The direct float32 kernels meet
 // 1e-5 in test_conv2d (sums of up to 576 products of values in [-1, 1]); Winograd's transforms
@@ -93,16 +91,7 @@ TEST(Conv2dWinograd, ForwardAndInputGradientMatchFloat64) {
     // Otherwise the direct kernels would be what passes.
     ASSERT_TRUE(cpu::conv2d_winograd_applies(s));
     ASSERT_TRUE(cpu::conv2d_winograd_applies(transposed(s)));
-    const auto input = random_values(s.input_numel(), seed++);
-    const auto weight = random_values(s.weight_numel(), seed++);
-    const auto bias = random_values(s.out_channels, seed++);
-    const auto grad_output = random_values(s.output_numel(), seed++);
-    EXPECT_LE(max_relative_error(forward(s, DType::Float32, input, weight, &bias),
-                                 forward(s, DType::Float64, input, weight, &bias)), kTolerance);
-    EXPECT_LE(max_relative_error(forward(s, DType::Float32, input, weight, nullptr),
-                                 forward(s, DType::Float64, input, weight, nullptr)), kTolerance);
-    EXPECT_LE(max_relative_error(input_gradient(s, DType::Float32, grad_output, weight),
-                                 input_gradient(s, DType::Float64, grad_output, weight)), kTolerance);
+    testing::expect_forward_and_input_gradient_match(s, seed, kTolerance);
   }
 }
 
@@ -114,12 +103,7 @@ TEST(Conv2dWinograd, WeightAndBiasGradientsMatchFloat64) {
     ASSERT_TRUE(cpu::conv2d_winograd_weight_gradient_applies(s));
     const auto input = random_values(s.input_numel(), seed++);
     const auto grad_output = random_values(s.output_numel(), seed++);
-    const WeightGradients expected = weight_gradients(s, DType::Float64, grad_output, input, true);
-    const WeightGradients with_bias = weight_gradients(s, DType::Float32, grad_output, input, true);
-    EXPECT_LE(max_relative_error(with_bias.weight, expected.weight), kTolerance);
-    EXPECT_LE(max_relative_error(with_bias.bias, expected.bias), kTolerance);
-    // Without the bias gradient, the same weight gradient bit for bit.
-    EXPECT_EQ(weight_gradients(s, DType::Float32, grad_output, input, false).weight, with_bias.weight);
+    testing::expect_weight_gradients_match(s, grad_output, input, kTolerance);
   }
 }
 
