@@ -31,8 +31,26 @@ namespace {
 
 thread_local LeafGradientHook leaf_gradient_hook;
 
-Tensor add_gradients(const Tensor& existing, const Tensor& incoming) {
-  return existing.defined() ? existing + incoming : incoming;
+// A buffered gradient only the buffer holds (no other handle, no view of its storage), of the
+// incoming one's dtype and shape, both contiguous: the sum goes into it in place, the same values
+// as existing + incoming without a new tensor (a residual block's two gradients: 9 adds of up to
+// 6 MB each a ResNet-20 step on the CPU, where writing a fresh buffer cost a third more).
+bool can_accumulate_in_place(const Tensor& existing, const Tensor& incoming) {
+  return existing.impl_ptr().use_count() == 1 && existing.storage().use_count() == 1 && !existing.requires_grad() &&
+         !existing.grad_fn() && existing.dtype() == incoming.dtype() && existing.device() == incoming.device() &&
+         existing.sizes() == incoming.sizes() && existing.is_contiguous() && incoming.is_contiguous() &&
+         !existing.is_same(incoming);
+}
+
+// Takes the slot's tensor (not a copy of its handle) so that an exclusive one stays exclusive.
+void add_gradients(Tensor& slot, const Tensor& incoming) {
+  if (!slot.defined()) {
+    slot = incoming;
+  } else if (can_accumulate_in_place(slot, incoming)) {
+    slot.add_(incoming);
+  } else {
+    slot = slot + incoming;
+  }
 }
 
 struct LaterFirst {
@@ -175,7 +193,7 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
   std::unordered_set<Node*> queued;
   for (auto& [edge, grad] : root_edges) {
     auto& slot = buffer_of(edge.node.get())[edge.input_nr];
-    slot = add_gradients(slot, grad);
+    add_gradients(slot, grad);
     if (dependencies[edge.node.get()] == 0 && queued.insert(edge.node.get()).second) ready.push(edge.node.get());
   }
   // Only the graph is needed now: what the caller handed over goes. The root nodes are kept:
@@ -198,7 +216,7 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
       if (edge.node) {
         if (grad.defined()) {
           auto& slot = buffer_of(edge.node.get())[edge.input_nr];
-          slot = add_gradients(slot, grad);
+          add_gradients(slot, grad);
         }
         if (--dependencies[edge.node.get()] == 0) ready.push(edge.node.get());
       } else if (edge.leaf && grad.defined()) {

@@ -26,11 +26,13 @@ struct BatchNormCase {
   bool training = true;
   bool relu = false;  // the fused batch_norm_relu (training only)
   bool residual = false, affine = true, running = true;
+  float input_offset = 0.0f;  // added to every input value: a mean far from zero against the spread
 
   std::string name() const {
     const BatchNormShape& s = shape;
     return std::string(training ? "training" : "eval") + (relu ? " +relu" : "") + (residual ? " +residual" : "") +
-           (affine ? "" : " no-affine") + (running ? "" : " no-running-stats") + " [" + std::to_string(s.batch) +
+           (affine ? "" : " no-affine") + (running ? "" : " no-running-stats") +
+           (input_offset != 0.0f ? " offset " + std::to_string(input_offset) : "") + " [" + std::to_string(s.batch) +
            "," + std::to_string(s.channels) + "," + std::to_string(s.height) + "," + std::to_string(s.width) + "] " +
            format_name(s.format);
   }
@@ -55,7 +57,7 @@ BatchNormGpuResults check_batch_norm(const BatchNormCase& k, std::uint64_t seed 
   const double momentum = 0.1, eps = 1e-5;
 
   // Inputs: activations rounded to H, float32 parameters and statistics.
-  const auto input = rounded_to<H>(random_values<float>(s.numel(), seed, -2, 3));
+  const auto input = rounded_to<H>(random_values<float>(s.numel(), seed, k.input_offset - 2, k.input_offset + 3));
   const auto residual = rounded_to<H>(random_values<float>(s.numel(), seed + 1, -1.5, 1.5));
   const auto grad_output = rounded_to<H>(random_values<float>(s.numel(), seed + 2));
   const auto weight = random_values<float>(C, seed + 3, 0.5, 1.5), bias = random_values<float>(C, seed + 4, -0.5, 0.5);

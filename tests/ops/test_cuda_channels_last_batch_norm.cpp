@@ -84,6 +84,50 @@ TEST(CudaChannelsLastBatchNorm, Float16MatchesTheFloat32CpuAndNchw) {
   check_all_cases<Float16>();
 }
 
+// Many reduction slices per channel (ops/cuda/batch_norm_reduce_packed.cuh): ResNet-18's first
+// stage at batch 128 (1,024 slices of 128 rows), [32, 64, 25, 25] (157, the last one short of
+// rows), [8, 256, 4, 4] (two columns of channels, two slices).
+TEST(CudaChannelsLastBatchNorm, ManySlicesMatchTheCpu) {
+  SUBLET_SKIP_WITHOUT_GPU("channels-last batch norm with many reduction slices against the CPU");
+  for (const BatchNormShape& shape : std::vector<BatchNormShape>{{128, 64, 32, 32}, {32, 64, 25, 25}, {8, 256, 4, 4}}) {
+    BatchNormCase k;
+    k.shape = shape;
+    k.shape.format = MemoryFormat::ChannelsLast;
+    check_batch_norm<float>(k);
+    k.relu = k.residual = true;
+    check_batch_norm<float>(k);
+    check_batch_norm<BFloat16>(k);
+  }
+}
+
+// A mean of 1000 against values spread over 5: the per-thread Welford accumulators and the
+// combine's deviations about the combined mean keep the variance from losing digits to the mean.
+TEST(CudaChannelsLastBatchNorm, StatisticsFarFromZeroMatchTheCpu) {
+  SUBLET_SKIP_WITHOUT_GPU("channels-last batch norm statistics of offset inputs against the CPU");
+  BatchNormCase k;
+  k.shape = {32, 64, 25, 25};
+  k.shape.format = MemoryFormat::ChannelsLast;
+  k.input_offset = 1000.0f;
+  check_batch_norm<float>(k);
+  k.training = false;
+  check_batch_norm<float>(k);
+}
+
+TEST(CudaChannelsLastBatchNorm, RepeatedRunsGiveIdenticalBits) {
+  SUBLET_SKIP_WITHOUT_GPU("determinism of the channels-last reductions and their combine");
+  BatchNormCase k;
+  k.shape = {32, 64, 25, 25};
+  k.shape.format = MemoryFormat::ChannelsLast;
+  k.relu = k.residual = true;
+  const BatchNormGpuResults a = check_batch_norm<float>(k), b = check_batch_norm<float>(k);
+  expect_float_bits_equal(b.output, a.output, "output");
+  expect_float_bits_equal(b.save_mean, a.save_mean, "save_mean");
+  expect_float_bits_equal(b.save_invstd, a.save_invstd, "save_invstd");
+  expect_float_bits_equal(b.grad_input, a.grad_input, "grad_input");
+  expect_float_bits_equal(b.grad_weight, a.grad_weight, "grad_weight");
+  expect_float_bits_equal(b.grad_bias, a.grad_bias, "grad_bias");
+}
+
 TEST(CudaChannelsLastBatchNorm, Float64ChannelsLastHasNoKernel) {
   SUBLET_SKIP_WITHOUT_GPU("the kernel table's answer for float64 channels-last");
   BatchNormShape s{2, 3, 4, 5};

@@ -145,6 +145,31 @@ TEST(Autograd, CustomMultiOutputOp) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 3}));
 }
 
+// Two gradients meet at h: the engine sums them into the buffered one in place when only its
+// buffer holds it, and otherwise into a new tensor: a gradient that a backward function hands out
+// while keeping a handle (here the test's `kept`) must not change.
+TEST(Autograd, GradientSumsInPlaceOnlyIntoTensorsNobodyElseHolds) {
+  Tensor x = param({1, 2}, {2});
+  Tensor h = x * 1.0;
+  Tensor fresh = (h * 3.0 + h * 5.0).sum();  // both of h's gradients are new tensors
+  fresh.backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{8, 8}));
+
+  Tensor y = param({1, 2}, {2});
+  Tensor g = y * 1.0;
+  const Tensor kept = Tensor::from_vector(std::vector<double>{10, 20}, {2});
+  Tensor b = g * 4.0;  // recorded first: its gradient reaches g second
+  Tensor a;
+  {
+    NoGradGuard no_grad;
+    a = g * 1.0;
+  }
+  autograd::record("hands_out_kept", {g}, {a}, [kept](const TensorList&) { return TensorList{kept}; });
+  (a + b).sum().backward();
+  EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{14, 24}));
+  EXPECT_EQ(kept.to_vector<double>(), (std::vector<double>{10, 20}));
+}
+
 TEST(Autograd, WrongGradientShapeIsReported) {
   Tensor x = param({1, 2, 3}, {3});
   Tensor y;
