@@ -15,29 +15,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <vector>
 
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#include "memory/cuda_check.h"
+#include "ops/cuda/cuda_checks.h"
 
-#define CHECK_CUDA(call)                                                                        \
-  do {                                                                                          \
-    const cudaError_t check_error_ = (call);                                                    \
-    if (check_error_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call,                         \
-                   cudaGetErrorString(check_error_));                                           \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
-#define CHECK_CUDNN(call)                                                                       \
-  do {                                                                                          \
-    const cudnnStatus_t check_status_ = (call);                                                 \
-    if (check_status_ != CUDNN_STATUS_SUCCESS) {                                                \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call,                         \
-                   cudnnGetErrorString(check_status_));                                         \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 namespace {
 
@@ -96,7 +81,7 @@ std::vector<double> decode(const std::vector<unsigned char>& raw, const Type& t)
 
 struct Device {
   void* p = nullptr;
-  explicit Device(size_t bytes) { CHECK_CUDA(cudaMalloc(&p, bytes > 0 ? bytes : 1)); }
+  explicit Device(size_t bytes) { SUBLET_CUDA_CHECK(cudaMalloc(&p, bytes > 0 ? bytes : 1)); }
   ~Device() { cudaFree(p); }
 };
 
@@ -165,14 +150,14 @@ void probe(cudnnHandle_t handle, const Shape& s, const Type& t, int ops, bool ch
   const cudnnBatchNormOps_t bn_ops =
       ops == 0 ? CUDNN_BATCHNORM_OPS_BN : ops == 1 ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
   cudnnTensorDescriptor_t x_desc, p_desc;
-  CHECK_CUDNN(cudnnCreateTensorDescriptor(&x_desc));
-  CHECK_CUDNN(cudnnCreateTensorDescriptor(&p_desc));
-  CHECK_CUDNN(cudnnSetTensor4dDescriptor(x_desc, CUDNN_TENSOR_NHWC, t.cudnn, s.n, s.c, s.h, s.w));
-  CHECK_CUDNN(cudnnDeriveBNTensorDescriptor(p_desc, x_desc, mode));
+  SUBLET_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc));
+  SUBLET_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p_desc));
+  SUBLET_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc, CUDNN_TENSOR_NHWC, t.cudnn, s.n, s.c, s.h, s.w));
+  SUBLET_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(p_desc, x_desc, mode));
   cudnnActivationDescriptor_t act = nullptr;
   if (ops > 0) {
-    CHECK_CUDNN(cudnnCreateActivationDescriptor(&act));
-    CHECK_CUDNN(cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+    SUBLET_CUDNN_CHECK(cudnnCreateActivationDescriptor(&act));
+    SUBLET_CUDNN_CHECK(cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
   }
   const auto release = [&] {
     if (act != nullptr) cudnnDestroyActivationDescriptor(act);
@@ -205,13 +190,13 @@ void probe(cudnnHandle_t handle, const Shape& s, const Type& t, int ops, bool ch
   const size_t bytes = numel * t.bytes, pbytes = s.c * sizeof(float);
   Device x(bytes), z(bytes), y(bytes), dy(bytes), dx(bytes), dz(bytes), p_scale(pbytes), p_bias(pbytes), rm(pbytes),
       rv(pbytes), sm(pbytes), sv(pbytes), dscale(pbytes), dbias(pbytes), fws(fwd_ws), bws(bwd_ws), res(reserve);
-  CHECK_CUDA(cudaMemcpy(x.p, bx.data(), bytes, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(z.p, bz.data(), bytes, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(dy.p, bdy.data(), bytes, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(p_scale.p, scale.data(), pbytes, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(p_bias.p, bias.data(), pbytes, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(rm.p, zeros.data(), pbytes, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(rv.p, ones.data(), pbytes, cudaMemcpyHostToDevice));
+  SUBLET_CUDA_CHECK(cudaMemcpy(x.p, bx.data(), bytes, cudaMemcpyHostToDevice));
+  SUBLET_CUDA_CHECK(cudaMemcpy(z.p, bz.data(), bytes, cudaMemcpyHostToDevice));
+  SUBLET_CUDA_CHECK(cudaMemcpy(dy.p, bdy.data(), bytes, cudaMemcpyHostToDevice));
+  SUBLET_CUDA_CHECK(cudaMemcpy(p_scale.p, scale.data(), pbytes, cudaMemcpyHostToDevice));
+  SUBLET_CUDA_CHECK(cudaMemcpy(p_bias.p, bias.data(), pbytes, cudaMemcpyHostToDevice));
+  SUBLET_CUDA_CHECK(cudaMemcpy(rm.p, zeros.data(), pbytes, cudaMemcpyHostToDevice));
+  SUBLET_CUDA_CHECK(cudaMemcpy(rv.p, ones.data(), pbytes, cudaMemcpyHostToDevice));
   const float one = 1.0f, zero = 0.0f;
   const double eps = 1e-5;
   const auto forward = [&] {
@@ -228,7 +213,7 @@ void probe(cudnnHandle_t handle, const Shape& s, const Type& t, int ops, bool ch
   };
   const cudnnStatus_t f = forward();
   const cudnnStatus_t b = f == CUDNN_STATUS_SUCCESS ? backward(true) : f;
-  CHECK_CUDA(cudaDeviceSynchronize());
+  SUBLET_CUDA_CHECK(cudaDeviceSynchronize());
   std::printf("reserve %zu B, workspace %zu / %zu B, forward %s, backward %s", reserve, fwd_ws, bwd_ws,
               cudnnGetErrorString(f), cudnnGetErrorString(b));
   if (f != CUDNN_STATUS_SUCCESS || b != CUDNN_STATUS_SUCCESS) {
@@ -238,60 +223,58 @@ void probe(cudnnHandle_t handle, const Shape& s, const Type& t, int ops, bool ch
   if (check) {
     std::vector<unsigned char> out(bytes);
     const Reference r = reference(s, ops, rx, rz, rdy, scale, bias, eps);
-    CHECK_CUDA(cudaMemcpy(out.data(), y.p, bytes, cudaMemcpyDeviceToHost));
+    SUBLET_CUDA_CHECK(cudaMemcpy(out.data(), y.p, bytes, cudaMemcpyDeviceToHost));
     const double ey = error(decode(out, t), r.y);
-    CHECK_CUDA(cudaMemcpy(out.data(), dx.p, bytes, cudaMemcpyDeviceToHost));
+    SUBLET_CUDA_CHECK(cudaMemcpy(out.data(), dx.p, bytes, cudaMemcpyDeviceToHost));
     const double edx = error(decode(out, t), r.dx);
     std::vector<float> ds(s.c), db(s.c);
-    CHECK_CUDA(cudaMemcpy(ds.data(), dscale.p, pbytes, cudaMemcpyDeviceToHost));
-    CHECK_CUDA(cudaMemcpy(db.data(), dbias.p, pbytes, cudaMemcpyDeviceToHost));
+    SUBLET_CUDA_CHECK(cudaMemcpy(ds.data(), dscale.p, pbytes, cudaMemcpyDeviceToHost));
+    SUBLET_CUDA_CHECK(cudaMemcpy(db.data(), dbias.p, pbytes, cudaMemcpyDeviceToHost));
     const double eds = error(std::vector<double>(ds.begin(), ds.end()), r.dscale);
     const double edb = error(std::vector<double>(db.begin(), db.end()), r.dbias);
     double edz = 0;
     if (ops == 2) {
-      CHECK_CUDA(cudaMemcpy(out.data(), dz.p, bytes, cudaMemcpyDeviceToHost));
+      SUBLET_CUDA_CHECK(cudaMemcpy(out.data(), dz.p, bytes, cudaMemcpyDeviceToHost));
       edz = error(decode(out, t), r.dz);
     }
     std::printf(", errors y %.1e dx %.1e dz %.1e dscale %.1e dbias %.1e", ey, edx, edz, eds, edb);
     // Without the reserve space: does the backward still run, and give the same dx?
     std::vector<unsigned char> dx_with(bytes);
-    CHECK_CUDA(cudaMemcpy(dx_with.data(), dx.p, bytes, cudaMemcpyDeviceToHost));
-    CHECK_CUDA(cudaMemset(dx.p, 0, bytes));
+    SUBLET_CUDA_CHECK(cudaMemcpy(dx_with.data(), dx.p, bytes, cudaMemcpyDeviceToHost));
+    SUBLET_CUDA_CHECK(cudaMemset(dx.p, 0, bytes));
     const cudnnStatus_t nb = backward(false);
-    CHECK_CUDA(cudaDeviceSynchronize());
+    SUBLET_CUDA_CHECK(cudaDeviceSynchronize());
     if (nb == CUDNN_STATUS_SUCCESS) {
-      CHECK_CUDA(cudaMemcpy(out.data(), dx.p, bytes, cudaMemcpyDeviceToHost));
+      SUBLET_CUDA_CHECK(cudaMemcpy(out.data(), dx.p, bytes, cudaMemcpyDeviceToHost));
       std::printf(", no reserve: dx %s", out == dx_with ? "identical" : "DIFFERS");
     } else {
       std::printf(", no reserve: %s", cudnnGetErrorString(nb));
     }
   }
   cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
+  SUBLET_CUDA_CHECK(cudaEventCreate(&start));
+  SUBLET_CUDA_CHECK(cudaEventCreate(&stop));
   const int reps = 200;
   float fwd_ms = 0, bwd_ms = 0;
-  CHECK_CUDA(cudaEventRecord(start));
-  for (int i = 0; i < reps; ++i) CHECK_CUDNN(forward());
-  CHECK_CUDA(cudaEventRecord(stop));
-  CHECK_CUDA(cudaEventSynchronize(stop));
-  CHECK_CUDA(cudaEventElapsedTime(&fwd_ms, start, stop));
-  CHECK_CUDA(cudaEventRecord(start));
-  for (int i = 0; i < reps; ++i) CHECK_CUDNN(backward(true));
-  CHECK_CUDA(cudaEventRecord(stop));
-  CHECK_CUDA(cudaEventSynchronize(stop));
-  CHECK_CUDA(cudaEventElapsedTime(&bwd_ms, start, stop));
+  SUBLET_CUDA_CHECK(cudaEventRecord(start));
+  for (int i = 0; i < reps; ++i) SUBLET_CUDNN_CHECK(forward());
+  SUBLET_CUDA_CHECK(cudaEventRecord(stop));
+  SUBLET_CUDA_CHECK(cudaEventSynchronize(stop));
+  SUBLET_CUDA_CHECK(cudaEventElapsedTime(&fwd_ms, start, stop));
+  SUBLET_CUDA_CHECK(cudaEventRecord(start));
+  for (int i = 0; i < reps; ++i) SUBLET_CUDNN_CHECK(backward(true));
+  SUBLET_CUDA_CHECK(cudaEventRecord(stop));
+  SUBLET_CUDA_CHECK(cudaEventSynchronize(stop));
+  SUBLET_CUDA_CHECK(cudaEventElapsedTime(&bwd_ms, start, stop));
   std::printf(", us forward %.2f backward %.2f\n", 1000.0 * fwd_ms / reps, 1000.0 * bwd_ms / reps);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   release();
 }
 
-}  // namespace
-
-int main() {
+void run_probes() {
   cudnnHandle_t handle;
-  CHECK_CUDNN(cudnnCreate(&handle));
+  SUBLET_CUDNN_CHECK(cudnnCreate(&handle));
   std::printf("cuDNN %zu\n", cudnnGetVersion());
   // ResNet-18 32x32 batch 128's batch-norm shapes, and two of ResNet-50 224 batch 64's.
   const std::vector<Shape> r18 = {{128, 64, 16, 16}, {128, 64, 8, 8}, {128, 128, 4, 4}, {128, 256, 2, 2}, {128, 512, 1, 1}};
@@ -307,5 +290,17 @@ int main() {
     }
   }
   cudnnDestroy(handle);
+}
+
+}  // namespace
+
+// Any failed CUDA or cuDNN call (no GPU, a bad launch) ends the probe with its message.
+int main() {
+  try {
+    run_probes();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cudnn_batch_norm_ex_probe: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }
