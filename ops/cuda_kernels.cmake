@@ -14,6 +14,7 @@ set(SUBLET_CUDA_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/loss.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/dropout.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_bias.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_im2col.cu
 )
 set_source_files_properties(${SUBLET_CUDA_KERNEL_FILES} PROPERTIES COMPILE_OPTIONS "--expt-relaxed-constexpr")
 list(APPEND SUBLET_OPS_CUDA_SOURCES
@@ -26,5 +27,6 @@ list(APPEND SUBLET_OPS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_graph.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_single_tap.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/conv_gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_cuda.cpp
 )

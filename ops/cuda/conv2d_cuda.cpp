@@ -19,9 +19,13 @@
 // - Convolutions where one kernel tap meets the whole input (a 3x3 padding-1 convolution on a
 //   1x1 plane) are GEMMs on cuBLAS instead (ops/cuda/conv2d_single_tap.h);
 //   SUBLET_NO_SINGLE_TAP_GEMM=1 sends them to cuDNN as well (for comparisons).
+// - Channels-last convolutions of fewer than 8 input channels (an image's stem) run forward and
+//   weight gradient as im2col + a cuBLAS GEMM (ops/cuda/conv2d_im2col.h); SUBLET_NO_IM2COL_CONV=1
+//   sends them to cuDNN.
 #include "ops/cuda/conv2d_cuda.h"
 #include "ops/cuda/conv2d_bias.h"
 #include "ops/cuda/conv2d_graph.h"
+#include "ops/cuda/conv2d_im2col.h"
 #include "ops/cuda/conv2d_layout.h"
 #include "ops/cuda/conv2d_single_tap.h"
 
@@ -336,14 +340,48 @@ bool single_tap(const Conv2dShape& s, DType dtype) {
   return !off && conv2d_single_tap_applies(s, dtype);
 }
 
+bool im2col(const Conv2dShape& s, DType dtype) {
+  static const bool off = [] {
+    const char* value = std::getenv("SUBLET_NO_IM2COL_CONV");
+    return value != nullptr && std::strcmp(value, "") != 0 && std::strcmp(value, "0") != 0;
+  }();
+  return !off && conv2d_im2col_applies(s, dtype);
+}
+
+// The convolutions written as cuBLAS GEMMs (single tap, im2col): whether one took the pass.
+bool gemm_forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* input, const void* weight,
+                  void* output) {
+  if (single_tap(s, dtype)) {
+    conv2d_single_tap_forward(ctx, s, dtype, input, weight, output);
+    return true;
+  }
+  if (im2col(s, dtype)) {
+    conv2d_im2col_forward(ctx, s, dtype, input, weight, output);
+    return true;
+  }
+  return false;
+}
+
+bool gemm_backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output,
+                          const void* input, void* grad_weight) {
+  if (single_tap(s, dtype)) {
+    conv2d_single_tap_backward_weight(ctx, s, dtype, grad_output, input, grad_weight);
+    return true;
+  }
+  if (im2col(s, dtype)) {
+    conv2d_im2col_backward_weight(ctx, s, dtype, grad_output, input, grad_weight);
+    return true;
+  }
+  return false;
+}
+
 void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* input, const void* weight,
              const void* bias, void* output) {
   memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
   const Scaling scale(dtype);
-  const bool tap = single_tap(s, dtype);
-  if (tap) conv2d_single_tap_forward(ctx, s, dtype, input, weight, output);
-  const bool done = tap || conv2d_graph_run(ctx, handle, s, dtype, ConvPass::Forward,
+  const bool done = gemm_forward(ctx, s, dtype, input, weight, output) ||
+                    conv2d_graph_run(ctx, handle, s, dtype, ConvPass::Forward,
                                             {const_cast<void*>(input), const_cast<void*>(weight), output});
   if (!done) {
     ConvDescriptors d(s, dtype);
@@ -391,9 +429,8 @@ void backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, cons
   memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
   const Scaling scale(dtype);
-  const bool tap = single_tap(s, dtype);
-  if (tap) conv2d_single_tap_backward_weight(ctx, s, dtype, grad_output, input, grad_weight);
-  const bool done = tap || conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardFilter,
+  const bool done = gemm_backward_weight(ctx, s, dtype, grad_output, input, grad_weight) ||
+                    conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardFilter,
                                             {const_cast<void*>(input), grad_weight, const_cast<void*>(grad_output)});
   if (!done) {
     ConvDescriptors d(s, dtype);

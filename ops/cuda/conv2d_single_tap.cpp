@@ -9,14 +9,10 @@
 // cols] matrix with row stride ld is its column-major transpose with leading dimension ld.
 #include "ops/cuda/conv2d_single_tap.h"
 
-#include <climits>
-#include <string>
-
 #include "core/errors.h"
 #include "memory/cuda_device_guard.h"
-#include "ops/conv_settings.h"
+#include "ops/cuda/conv_gemm.h"
 #include "ops/cuda/cuda_checks.h"
-#include "ops/cuda/handles.h"
 #include "ops/cuda/stream.h"
 
 namespace sublet::ops::cuda {
@@ -43,54 +39,23 @@ int taps_inside(const Conv2dShape& s, Tap& tap) {
   return count;
 }
 
-struct Gemm {
-  cudaDataType type;
-  cublasComputeType_t compute;
-  std::size_t element_bytes;
-};
+constexpr const char* kWhat = "conv2d single-tap GEMM";
 
-Gemm gemm_for(DType dtype) {
-  switch (dtype) {
-    case DType::Float32:
-      return {CUDA_R_32F,
-              conv_algorithm_settings().allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, 4};
-    case DType::BFloat16:
-      return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, 2};
-    case DType::Float16:
-      return {CUDA_R_16F, CUBLAS_COMPUTE_32F, 2};
-    default:
-      throw DTypeError(std::string("conv2d single-tap GEMM: float32, bfloat16 or float16 expected, got ") +
-                       dtype_name(dtype));
-  }
-}
-
-int as_int(std::int64_t value) {
-  if (value > INT_MAX) throw ShapeError("conv2d single-tap GEMM: a size of " + std::to_string(value) + " exceeds cuBLAS's int");
-  return static_cast<int>(value);
-}
-
-// C = op(A) op(B), column-major, float32 accumulation; every sum in float32 (no 16-bit split-K).
+// C = op(A) op(B), column-major. No workspace: these products are small, and a second stream
+// holds its workspaces until the join (ops/concurrent.h), where cuBLAS's usual 32 MiB would add
+// to the step's peak.
 void gemm(const Context& ctx, DType dtype, cublasOperation_t op_a, cublasOperation_t op_b, std::int64_t m,
           std::int64_t n, std::int64_t k, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, void* c,
           std::int64_t ldc) {
-  const Gemm g = gemm_for(dtype);
-  const float alpha = 1.0f, beta = 0.0f;
-  // No workspace: these products are small, and a second stream holds its workspaces until the
-  // join (ops/concurrent.h), where cuBLAS's usual 32 MiB would add to the step's peak.
-  CublasLease cublas = cublas_for(ctx, 0);
-  MathModeScope math(cublas.handle,
-                     static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
-  SUBLET_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas.handle, op_a, op_b, as_int(m), as_int(n), as_int(k), &alpha, a,
-                                                 g.type, as_int(lda), 0, b, g.type, as_int(ldb), 0, &beta, c, g.type,
-                                                 as_int(ldc), 0, 1, g.compute, CUBLAS_GEMM_DEFAULT));
+  conv_gemm(ctx, dtype, op_a, op_b, m, n, k, a, lda, b, ldb, 0.0f, c, ldc, dtype, 0, kWhat);
 }
 
 const char* offset(const void* base, std::int64_t elements, DType dtype) {
-  return static_cast<const char*>(base) + elements * static_cast<std::int64_t>(gemm_for(dtype).element_bytes);
+  return static_cast<const char*>(base) + elements * static_cast<std::int64_t>(conv_gemm_element_bytes(dtype, kWhat));
 }
 
 void zero(const Context& ctx, void* data, std::int64_t elements, DType dtype) {
-  SUBLET_CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<std::size_t>(elements) * gemm_for(dtype).element_bytes,
+  SUBLET_CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<std::size_t>(elements) * conv_gemm_element_bytes(dtype, kWhat),
                                     stream_of(ctx.stream)));
 }
 
