@@ -7,6 +7,8 @@
 //      also writes the statistics, the running statistics and the parameter gradients, and the
 //      per-channel coefficients of step 3;
 //   3. an element-wise pass (normalise, + residual, ReLU / the input gradient).
+// Small channels-last tensors (up to 2,048 rows) train in one launch each way instead
+// (ops/cuda/batch_norm_small_channels_last.cuh); SUBLET_BN_NO_SMALL_KERNEL=1 keeps them here.
 // Why own kernels: cuDNN's legacy batch norm has no bfloat16 and no NHWC path without layout
 // transposes in its spatial mode, and the fused ReLU kernels (batch_norm_relu.cu) hold a channel
 // in one block, which neither scales to large channels nor reads NHWC rows coalesced.
@@ -27,6 +29,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
@@ -38,6 +42,7 @@
 #include "ops/cuda/batch_norm_combine.cuh"
 #include "ops/cuda/batch_norm_passes_channels_last.cuh"
 #include "ops/cuda/batch_norm_reduce_packed.cuh"
+#include "ops/cuda/batch_norm_small_channels_last.cuh"
 #include "ops/cuda/half_types.cuh"
 #include "ops/cuda/int_divider.h"
 #include "ops/cuda/launch.cuh"
@@ -308,6 +313,27 @@ void launch_normalize(const Layout& l, const Coefficients* k, const T* input, co
 
 // ---- host side --------------------------------------------------------------------------------
 
+bool small_kernel_turned_off() {
+  static const bool off = [] {
+    const char* value = std::getenv("SUBLET_BN_NO_SMALL_KERNEL");
+    return value != nullptr && std::strcmp(value, "") != 0 && std::strcmp(value, "0") != 0;
+  }();
+  return off;
+}
+
+// The one-launch kernels' conditions on the layout (the dtype's pack width V = 16 / element size).
+bool small_layout_fits(const Layout& l, std::int64_t pack_width) {
+  return !small_kernel_turned_off() && l.channels_last && l.channels % pack_width == 0 && l.rows >= 1 &&
+         l.rows <= kSmallRowsPerThread * kSmallThreads && l.numel() < kIntDividerLimit;
+}
+
+template <typename T>
+bool small_fits(const Layout& l, std::initializer_list<const void*> pointers) {
+  bool fits = small_layout_fits(l, kPackWidth<T>);
+  for (const void* p : pointers) fits = fits && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+  return fits;
+}
+
 unsigned channel_blocks(std::int64_t channels) { return grid_for(channels); }
 
 template <typename Acc>
@@ -321,6 +347,14 @@ void forward_training(const Context& ctx, const BatchNormShape& s, const T* inpu
                       double momentum, double eps, T* output, float* save_mean, float* save_invstd) {
   const Layout l = layout_of(s);
   const cudaStream_t stream = stream_of(ctx.stream);
+  if (small_fits<T>(l, {input, residual, output})) {
+    constexpr int V = kPackWidth<T>;
+    small_forward_channels_last<T, V><<<static_cast<unsigned>(l.channels / V), kSmallThreads, 0, stream>>>(
+        static_cast<int>(l.rows), static_cast<int>(l.channels), input, residual, relu, weight, bias, running_mean,
+        running_var, momentum, eps, output, save_mean, save_invstd);
+    SUBLET_CUDA_LAUNCH_CHECK(batch_norm_small_forward_channels_last);
+    return;
+  }
   const ReducePlan plan = plan_reduce<T>(l, {input});
   const std::int64_t slices = plan.slices;
   memory::ScopedBlock partials = partial_workspace<Welford>(ctx, slices, l.channels);
@@ -362,6 +396,14 @@ void backward(const Context& ctx, const BatchNormShape& s, bool training, const 
   if (grad_input == nullptr && grad_weight == nullptr && grad_bias == nullptr && grad_residual == nullptr) return;
   const Layout l = layout_of(s);
   const cudaStream_t stream = stream_of(ctx.stream);
+  if (training && small_fits<T>(l, {grad_output, input, relu_output, grad_input, grad_residual})) {
+    constexpr int V = kPackWidth<T>;
+    small_backward_channels_last<T, V><<<static_cast<unsigned>(l.channels / V), kSmallThreads, 0, stream>>>(
+        static_cast<int>(l.rows), static_cast<int>(l.channels), grad_output, input, relu_output, weight, centres,
+        save_invstd, grad_input, grad_weight, grad_bias, grad_residual);
+    SUBLET_CUDA_LAUNCH_CHECK(batch_norm_small_backward_channels_last);
+    return;
+  }
   // The sums feed grad_weight, grad_bias and (training only) grad_input.
   const bool need_sums = grad_weight != nullptr || grad_bias != nullptr || (training && grad_input != nullptr);
   const ReducePlan plan = need_sums ? plan_reduce<T>(l, {grad_output, input, relu_output}) : ReducePlan{false, 0, {}};
@@ -416,6 +458,11 @@ const float* f32(const void* p) { return static_cast<const float*>(p); }
 float* f32(void* p) { return static_cast<float*>(p); }
 
 }  // namespace
+
+bool split_batch_norm_takes_one_launch(const BatchNormShape& s, DType dtype) {
+  const bool served = dtype == DType::BFloat16 || dtype == DType::Float16 || dtype == DType::Float32;
+  return served && small_layout_fits(layout_of(s), static_cast<std::int64_t>(16 / element_size(dtype)));
+}
 
 void split_batch_norm_forward_training(const Context& ctx, const BatchNormShape& s, DType dtype, const void* input,
                                        const void* weight, const void* bias, void* running_mean, void* running_var,

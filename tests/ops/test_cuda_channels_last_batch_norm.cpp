@@ -8,11 +8,13 @@
 // the NHWC-against-NCHW comparisons take the same ones. NaN fails everywhere.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <vector>
 
 #include "batch_norm_layout_check.h"
 #include "core/errors.h"
 #include "core/half.h"
+#include "ops/cuda/batch_norm_split_cuda.h"
 #include "tests/gpu_skip.h"
 
 using namespace sublet;
@@ -126,6 +128,38 @@ TEST(CudaChannelsLastBatchNorm, RepeatedRunsGiveIdenticalBits) {
   expect_float_bits_equal(b.grad_input, a.grad_input, "grad_input");
   expect_float_bits_equal(b.grad_weight, a.grad_weight, "grad_weight");
   expect_float_bits_equal(b.grad_bias, a.grad_bias, "grad_bias");
+}
+
+// Tensors of up to 2,048 rows train in one launch each way
+// (ops/cuda/batch_norm_small_channels_last.cuh): ResNet-18's last three stages at batch 128
+// ([128, 128, 4, 4] is exactly 2,048 rows), a short block of rows ([5, 16, 3, 3]), and one row
+// more than the limit ([129, 8, 4, 4]: the split kernels), each plain and with residual + ReLU,
+// with inputs offset by 1000, and run twice for identical bits. ctest also runs this binary with
+// SUBLET_BN_NO_SMALL_KERNEL=1, which sends every shape to the split kernels.
+TEST(CudaChannelsLastBatchNorm, SmallTensorsInOneLaunchMatchTheCpu) {
+  SUBLET_SKIP_WITHOUT_GPU("channels-last batch norm of small tensors (one launch each way) against the CPU");
+  const std::vector<BatchNormShape> shapes{{128, 128, 4, 4}, {128, 256, 2, 2}, {128, 512, 1, 1}, {5, 16, 3, 3},
+                                           {129, 8, 4, 4}};
+  for (BatchNormShape shape : shapes) {
+    shape.format = MemoryFormat::ChannelsLast;
+    const bool small = shape.batch * shape.spatial() <= 2048;
+    for (DType dtype : {DType::Float32, DType::BFloat16}) {
+      EXPECT_EQ(cuda::split_batch_norm_takes_one_launch(shape, dtype), small && std::getenv("SUBLET_BN_NO_SMALL_KERNEL") == nullptr)
+          << dtype_name(dtype) << " [" << shape.batch << "," << shape.channels << "," << shape.height << "]";
+    }
+    BatchNormCase k;
+    k.shape = shape;
+    check_batch_norm<float>(k);
+    check_batch_norm<BFloat16>(k);
+    k.relu = k.residual = true;
+    check_batch_norm<Float16>(k);
+    const BatchNormGpuResults a = check_batch_norm<float>(k), b = check_batch_norm<float>(k);
+    expect_float_bits_equal(b.output, a.output, "output");
+    expect_float_bits_equal(b.grad_input, a.grad_input, "grad_input");
+    expect_float_bits_equal(b.grad_weight, a.grad_weight, "grad_weight");
+    k.input_offset = 1000.0f;
+    check_batch_norm<float>(k);
+  }
 }
 
 TEST(CudaChannelsLastBatchNorm, Float64ChannelsLastHasNoKernel) {
