@@ -13,7 +13,10 @@
 // s*dw, c] or 0 outside the input, padded with zero columns to a multiple of 8 (16-byte rows for
 // every dtype). It is a workspace, built in chunks of rows of at most `column_bytes`, and built
 // again for the weight gradient (not kept between the passes: it is as large as the output).
-// The weight is padded the same way into a small workspace.
+// The weight is padded the same way into a small workspace. The weight gradient splits each
+// chunk's rows into slices (ops/cuda/split_k_plan.h) with one float32 partial dW each, at most
+// 8 MiB of them (one partial where a single one is larger), summed in a fixed order: the same
+// bits on every run.
 //
 // Forward and weight gradient only: the input gradient (which a stem's input does not need)
 // stays with cuDNN. float32 runs as TF32 when conv_algorithm_settings().allow_tf32, as cuDNN's

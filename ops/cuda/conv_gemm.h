@@ -25,4 +25,16 @@ void conv_gemm(const Context& ctx, DType dtype, cublasOperation_t op_a, cublasOp
                std::int64_t n, std::int64_t k, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
                float beta, void* c, std::int64_t ldc, DType c_dtype, std::size_t workspace_bytes, const char* what);
 
+// `batch` such products at once: product i reads a + i * stride_a and b + i * stride_b and
+// writes c + i * stride_c (strides in elements of each matrix's type). E.g. a split-K: slices of
+// a long k, each into its own partial product, summed by the caller.
+struct GemmBatch {
+  std::int64_t count = 1;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+void conv_gemm_strided_batched(const Context& ctx, DType dtype, cublasOperation_t op_a, cublasOperation_t op_b,
+                               std::int64_t m, std::int64_t n, std::int64_t k, const void* a, std::int64_t lda,
+                               const void* b, std::int64_t ldb, float beta, void* c, std::int64_t ldc,
+                               DType c_dtype, const GemmBatch& batch, std::size_t workspace_bytes, const char* what);
+
 }  // namespace sublet::ops::cuda
