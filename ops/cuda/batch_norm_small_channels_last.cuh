@@ -8,15 +8,15 @@
 // the cost: 120 batch-norm kernels took 478 us of its step on the H200
 // (bench/results/2026-12-02_h200_cudnn_nhwc_bn).
 //
-// Served: rows <= kSmallRowsPerThread * kSmallMaxThreads, channels a multiple of V, 16-byte-aligned
-// pointers (batch_norm_split.cu's small_fits). One block per pack: C / V blocks of
-// small_threads(rows) threads; thread t holds rows t, t + threads, ... (up to 8).
+// Served: rows <= kSmallRowsPerThread * kSmallThreads, channels a multiple of V, 16-byte-aligned
+// pointers (small_channels_last_fits). One block per pack: C / V blocks of kSmallThreads threads;
+// thread t holds rows t, t + 256, ... (up to 8).
 //
-// Numerics: the forward's sums are taken about a shift (each channel's row-0 value) and in double,
-// per thread and over the block (a fixed order), so inputs far from zero keep their variance;
-// the backward's two sums in double too. Fixed orders: repeated runs give identical bits. The per-element formulas are those of the split path
+// Numerics: the forward takes the mean first (per-thread float sums, then a fixed-order block sum
+// in double), then the squared deviations about it the same way: two passes over registers, so
+// inputs far from zero keep their variance. The backward's two sums likewise. Fixed orders:
+// repeated runs give identical bits. The per-element formulas are those of the split path
 // (normalized_value, input_gradient_value); the statistics may differ from it in the last bits.
-#include <algorithm>
 #include <cstdint>
 
 #include "ops/cuda/batch_norm_accumulators.cuh"
@@ -25,96 +25,94 @@
 
 namespace sublet::ops::cuda::batch_norm_detail {
 
-inline constexpr int kSmallMaxThreads = 256;
+inline constexpr int kSmallThreads = 256;
 inline constexpr int kSmallRowsPerThread = 8;
-inline constexpr int kSmallMaxWarps = kSmallMaxThreads / 32;
+inline constexpr int kSmallWarps = kSmallThreads / 32;
 
-// Threads of a block for `rows` rows: about 4 rows each (short block sums for few rows), a whole
-// number of warps, at most kSmallMaxThreads (then up to kSmallRowsPerThread rows each).
-inline unsigned small_threads(std::int64_t rows) {
-  const std::int64_t warps = (rows + 4 * 32 - 1) / (4 * 32);
-  return static_cast<unsigned>(std::min<std::int64_t>(std::max<std::int64_t>(warps, 1) * 32, kSmallMaxThreads));
-}
-
-// The sums of v[0..N) over the block, every thread getting them: a shuffle tree per warp, then
-// the warps' totals in warp order. `shared` holds kSmallMaxWarps * N doubles; one call per kernel
-// (a second would need a barrier before it overwrites `shared`).
-template <int N>
-__device__ inline void block_sums(double (&v)[N], double* shared) {
+// The sums of v[0..V) over the block, every thread getting them: a shuffle tree per warp, then
+// the warps' totals in warp order. `shared` holds kSmallWarps * V doubles.
+template <int V>
+__device__ inline void block_sums(double (&v)[V], double* shared) {
 #pragma unroll
-  for (int j = 0; j < N; ++j) {
+  for (int j = 0; j < V; ++j) {
     for (int offset = 16; offset > 0; offset /= 2) v[j] += __shfl_down_sync(0xffffffffu, v[j], offset);
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) {
 #pragma unroll
-    for (int j = 0; j < N; ++j) shared[warp * N + j] = v[j];
+    for (int j = 0; j < V; ++j) shared[warp * V + j] = v[j];
   }
   __syncthreads();
 #pragma unroll
-  for (int j = 0; j < N; ++j) {
+  for (int j = 0; j < V; ++j) {
     double total = 0;
-    for (int w = 0; w < warps; ++w) total += shared[w * N + j];
+    for (int w = 0; w < kSmallWarps; ++w) total += shared[w * V + j];
     v[j] = total;
   }
+  __syncthreads();  // before the next call overwrites `shared`
 }
 
-// Forward: the statistics from one pass of sums about a shift (each channel's value in row 0, so
-// the sums do not grow with a mean far from zero), accumulated in double: var = (S2 - S1^2 / n) / n.
 template <typename T, int V>
-__global__ void __launch_bounds__(kSmallMaxThreads)
-    small_forward_channels_last(int rows, int channels, const T* input, const T* residual, bool relu,
-                                const float* weight, const float* bias, float* running_mean, float* running_var,
-                                double momentum, double eps, T* output, float* save_mean, float* save_invstd) {
-  __shared__ double shared[kSmallMaxWarps * 2 * V];
-  __shared__ float shift_of[V], centre_of[V], scale_of[V], bias_of[V];
+__global__ void __launch_bounds__(kSmallThreads)
+    small_forward_channels_last(int rows, int channels, const T* input, const T* residual,
+                                bool relu, const float* weight, const float* bias, float* running_mean,
+                                float* running_var, double momentum, double eps, T* output,
+                                float* save_mean, float* save_invstd) {
+  __shared__ double shared[kSmallWarps * V];
+  __shared__ float coefficient[2][V];  // scale, shift
+  __shared__ float centre_of[V];
   const int c0 = blockIdx.x * V;
   Pack<T, V> x[kSmallRowsPerThread];
+  double sum[V] = {};
 #pragma unroll
   for (int k = 0; k < kSmallRowsPerThread; ++k) {
-    const int r = threadIdx.x + k * blockDim.x;
-    if (r < rows) x[k] = load_pack<T, V>(input, static_cast<std::int64_t>(r) * channels + c0);
-  }
-  if (threadIdx.x == 0) {
+    const int r = threadIdx.x + k * kSmallThreads;
+    if (r < rows) {
+      x[k] = load_pack<T, V>(input, static_cast<std::int64_t>(r) * channels + c0);
+      float part[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) shift_of[j] = load_compute(x[0].v[j]);
+      for (int j = 0; j < V; ++j) part[j] = load_compute(x[k].v[j]);
+#pragma unroll
+      for (int j = 0; j < V; ++j) sum[j] += part[j];
+    }
   }
-  __syncthreads();
-  double sums[2 * V] = {};  // [0, V): sum of x - shift; [V, 2V): sum of (x - shift)^2
+  block_sums<V>(sum, shared);
+  float mean[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) mean[j] = static_cast<float>(sum[j] / rows);
+  double m2[V] = {};
 #pragma unroll
   for (int k = 0; k < kSmallRowsPerThread; ++k) {
-    if (threadIdx.x + k * blockDim.x < rows) {
+    if (threadIdx.x + k * kSmallThreads < rows) {
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const double d = load_compute(x[k].v[j]) - shift_of[j];
-        sums[j] += d;
-        sums[V + j] += d * d;
+        const float d = load_compute(x[k].v[j]) - mean[j];
+        m2[j] += d * d;
       }
     }
   }
-  block_sums<2 * V>(sums, shared);
+  block_sums<V>(m2, shared);
   // Thread j finishes channel c0 + j (a loop with constant indices keeps the sums in registers).
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     if (threadIdx.x != j) continue;
     const int c = c0 + j;
-    const double m2 = fmax(sums[V + j] - sums[j] * sums[j] / rows, 0.0);  // squared deviations about the mean
-    const double centre = shift_of[j] + sums[j] / rows;
-    const double invstd = 1.0 / sqrt(m2 / rows + eps);  // biased variance, for normalising
+    const double centre = sum[j] / rows;
+    const double invstd = 1.0 / sqrt(m2[j] / rows + eps);  // biased variance, for normalising
     save_mean[c] = static_cast<float>(centre);
     save_invstd[c] = static_cast<float>(invstd);
     if (running_mean != nullptr) running_mean[c] = static_cast<float>((1 - momentum) * running_mean[c] + momentum * centre);
     if (running_var != nullptr) {
-      running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * (m2 / (rows - 1)));
+      running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * (m2[j] / (rows - 1)));
     }
     centre_of[j] = static_cast<float>(centre);
-    scale_of[j] = static_cast<float>(invstd * (weight != nullptr ? static_cast<double>(weight[c]) : 1.0));
-    bias_of[j] = bias != nullptr ? bias[c] : 0.0f;
+    coefficient[0][j] = static_cast<float>(invstd * (weight != nullptr ? static_cast<double>(weight[c]) : 1.0));
+    coefficient[1][j] = bias != nullptr ? bias[c] : 0.0f;
   }
   __syncthreads();
 #pragma unroll
   for (int k = 0; k < kSmallRowsPerThread; ++k) {
-    const int r = threadIdx.x + k * blockDim.x;
+    const int r = threadIdx.x + k * kSmallThreads;
     if (r < rows) {
       const std::int64_t i = static_cast<std::int64_t>(r) * channels + c0;
       Pack<T, V> res{};
@@ -122,8 +120,8 @@ __global__ void __launch_bounds__(kSmallMaxThreads)
       float y[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        y[j] = normalized_value(load_compute(x[k].v[j]), centre_of[j], scale_of[j], bias_of[j], residual != nullptr,
-                                load_compute(res.v[j]), relu);
+        y[j] = normalized_value(load_compute(x[k].v[j]), centre_of[j], coefficient[0][j], coefficient[1][j],
+                                residual != nullptr, load_compute(res.v[j]), relu);
       }
       store_pack<T, V>(output, i, pack_from_floats<T, V>(y));
     }
@@ -133,22 +131,22 @@ __global__ void __launch_bounds__(kSmallMaxThreads)
 // Training backward: relu_output (nullptr without the fused ReLU) gates the gradient; the gated
 // gradient goes to grad_residual when wanted. Any of the outputs may be nullptr.
 template <typename T, int V>
-__global__ void __launch_bounds__(kSmallMaxThreads)
+__global__ void __launch_bounds__(kSmallThreads)
     small_backward_channels_last(int rows, int channels, const T* grad_output,
                                  const T* input, const T* relu_output, const float* weight,
                                  const float* save_mean, const float* save_invstd, T* grad_input,
                                  float* grad_weight, float* grad_bias, T* grad_residual) {
-  __shared__ double shared[kSmallMaxWarps * 2 * V];
+  __shared__ double shared[kSmallWarps * V];
   __shared__ Coefficients coefficients[V];
   const int c0 = blockIdx.x * V;
   float centre[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) centre[j] = save_mean[c0 + j];
   Pack<T, V> g[kSmallRowsPerThread], x[kSmallRowsPerThread];
-  double sums[2 * V] = {};  // [0, V): sum of g; [V, 2V): sum of g * (x - centre)
+  double sum_g[V] = {}, sum_g_centred[V] = {};
 #pragma unroll
   for (int k = 0; k < kSmallRowsPerThread; ++k) {
-    const int r = threadIdx.x + k * blockDim.x;
+    const int r = threadIdx.x + k * kSmallThreads;
     if (r < rows) {
       const std::int64_t i = static_cast<std::int64_t>(r) * channels + c0;
       g[k] = load_pack<T, V>(grad_output, i);
@@ -168,27 +166,27 @@ __global__ void __launch_bounds__(kSmallMaxThreads)
         part_gc[j] = gv * (load_compute(x[k].v[j]) - centre[j]);
       }
 #pragma unroll
-      for (int j = 0; j < V; ++j) sums[j] += part_g[j], sums[V + j] += part_gc[j];
+      for (int j = 0; j < V; ++j) sum_g[j] += part_g[j], sum_g_centred[j] += part_gc[j];
     }
   }
-  block_sums<2 * V>(sums, shared);
+  block_sums<V>(sum_g, shared);
+  block_sums<V>(sum_g_centred, shared);
 #pragma unroll
   for (int j = 0; j < V; ++j) {  // thread j finishes channel c0 + j
     if (threadIdx.x != j) continue;
     const int c = c0 + j;
     const double invstd = save_invstd[c];
-    const double sum_g = sums[j], sum_g_centred = sums[V + j];
-    if (grad_weight != nullptr) grad_weight[c] = static_cast<float>(sum_g_centred * invstd);
-    if (grad_bias != nullptr) grad_bias[c] = static_cast<float>(sum_g);
+    if (grad_weight != nullptr) grad_weight[c] = static_cast<float>(sum_g_centred[j] * invstd);
+    if (grad_bias != nullptr) grad_bias[c] = static_cast<float>(sum_g[j]);
     const double scale = invstd * (weight != nullptr ? static_cast<double>(weight[c]) : 1.0);
-    coefficients[j] = {centre[j], static_cast<float>(scale), 0.0f, static_cast<float>(sum_g / rows),
-                       static_cast<float>(sum_g_centred * invstd * invstd / rows)};
+    coefficients[j] = {centre[j], static_cast<float>(scale), 0.0f, static_cast<float>(sum_g[j] / rows),
+                       static_cast<float>(sum_g_centred[j] * invstd * invstd / rows)};
   }
   __syncthreads();
   if (grad_input == nullptr && grad_residual == nullptr) return;
 #pragma unroll
   for (int k = 0; k < kSmallRowsPerThread; ++k) {
-    const int r = threadIdx.x + k * blockDim.x;
+    const int r = threadIdx.x + k * kSmallThreads;
     if (r < rows) {
       const std::int64_t i = static_cast<std::int64_t>(r) * channels + c0;
       if (grad_residual != nullptr) store_pack<T, V>(grad_residual, i, g[k]);

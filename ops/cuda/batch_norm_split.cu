@@ -324,7 +324,7 @@ bool small_kernel_turned_off() {
 // The one-launch kernels' conditions on the layout (the dtype's pack width V = 16 / element size).
 bool small_layout_fits(const Layout& l, std::int64_t pack_width) {
   return !small_kernel_turned_off() && l.channels_last && l.channels % pack_width == 0 && l.rows >= 1 &&
-         l.rows <= kSmallRowsPerThread * kSmallMaxThreads && l.numel() < kIntDividerLimit;
+         l.rows <= kSmallRowsPerThread * kSmallThreads && l.numel() < kIntDividerLimit;
 }
 
 template <typename T>
@@ -349,7 +349,7 @@ void forward_training(const Context& ctx, const BatchNormShape& s, const T* inpu
   const cudaStream_t stream = stream_of(ctx.stream);
   if (small_fits<T>(l, {input, residual, output})) {
     constexpr int V = kPackWidth<T>;
-    small_forward_channels_last<T, V><<<static_cast<unsigned>(l.channels / V), small_threads(l.rows), 0, stream>>>(
+    small_forward_channels_last<T, V><<<static_cast<unsigned>(l.channels / V), kSmallThreads, 0, stream>>>(
         static_cast<int>(l.rows), static_cast<int>(l.channels), input, residual, relu, weight, bias, running_mean,
         running_var, momentum, eps, output, save_mean, save_invstd);
     SUBLET_CUDA_LAUNCH_CHECK(batch_norm_small_forward_channels_last);
@@ -398,7 +398,7 @@ void backward(const Context& ctx, const BatchNormShape& s, bool training, const 
   const cudaStream_t stream = stream_of(ctx.stream);
   if (training && small_fits<T>(l, {grad_output, input, relu_output, grad_input, grad_residual})) {
     constexpr int V = kPackWidth<T>;
-    small_backward_channels_last<T, V><<<static_cast<unsigned>(l.channels / V), small_threads(l.rows), 0, stream>>>(
+    small_backward_channels_last<T, V><<<static_cast<unsigned>(l.channels / V), kSmallThreads, 0, stream>>>(
         static_cast<int>(l.rows), static_cast<int>(l.channels), grad_output, input, relu_output, weight, centres,
         save_invstd, grad_input, grad_weight, grad_bias, grad_residual);
     SUBLET_CUDA_LAUNCH_CHECK(batch_norm_small_backward_channels_last);
