@@ -118,7 +118,7 @@ void by_dtype(DType dtype, F&& f) {
 }  // namespace
 
 bool conv2d_im2col_applies(const Conv2dShape& s, DType dtype) {
-  if (dtype != DType::Float32 && dtype != DType::BFloat16 && dtype != DType::Float16) return false;
+  if (dtype != DType::Float32) return false;  // 16-bit stems stay with cuDNN (ops/cuda/conv2d_im2col.h)
   if (s.format != MemoryFormat::ChannelsLast || s.groups != 1 || s.in_channels >= 8) return false;
   if (s.kernel_h * s.kernel_w * s.in_channels < 16 || s.out_height() * s.out_width() <= 1) return false;
   // The kernels' 32-bit indices: output rows, input values and padded weight values below 2^31.

@@ -21,6 +21,10 @@
 // Forward and weight gradient only: the input gradient (which a stem's input does not need)
 // stays with cuDNN. float32 runs as TF32 when conv_algorithm_settings().allow_tf32, as cuDNN's
 // convolutions do; bfloat16/float16 accumulate in float32. Bias terms stay with the caller.
+// The kernel tables send only float32 here: with bfloat16 (ResNet-50 224x224 channels-last graph
+// steps on the H200) the im2col stem was no faster than cuDNN's tensor-core kernels (batch 64:
+// 12.50/12.51 ms against 12.49/12.62; batch 256: 39.01/39.02 against 38.94/38.95;
+// bench/results/2026-12-02_h200_stem_and_small_bn). The functions take all three dtypes.
 #include <cstddef>
 
 #include "core/dtype.h"
@@ -32,12 +36,13 @@ namespace sublet::ops::cuda {
 // The largest column workspace one chunk takes by default.
 inline constexpr std::size_t kIm2colColumnBytes = std::size_t{64} << 20;
 
-// Channels-last, groups 1, float32/bfloat16/float16, fewer than 8 input channels, at least 16
+// Channels-last, groups 1, float32, fewer than 8 input channels, at least 16
 // values per column row (a 1x1 kernel on 3 channels is no GEMM worth making) and more than one
 // output pixel (one pixel is conv2d_single_tap.h's).
 bool conv2d_im2col_applies(const Conv2dShape& s, DType dtype);
 
-// Preconditions: conv2d_im2col_applies(s, dtype). Outputs are overwritten.
+// Preconditions: conv2d_im2col_applies(s, DType::Float32) (the shape); dtype float32, bfloat16
+// or float16. Outputs are overwritten.
 void conv2d_im2col_forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* input,
                            const void* weight, void* output, std::size_t column_bytes = kIm2colColumnBytes);
 void conv2d_im2col_backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output,

@@ -1,5 +1,5 @@
 // Which convolutions ops/cuda/conv2d_im2col.h serves as im2col + GEMM: channels-last, groups 1,
-// float32/bfloat16/float16, fewer than 8 input channels, at least 16 values per column row and
+// float32, fewer than 8 input channels, at least 16 values per column row and
 // more than one output pixel. Also its host/device index logic, run on the CPU: the im2col
 // kernel's per-lane row (ops/cuda/im2col_row.h) against a direct im2col, and the weight
 // gradient's split-K plan (ops/cuda/split_k_plan.h). The kernels themselves are in
@@ -29,12 +29,15 @@ Conv2dShape shape(std::int64_t channels, std::int64_t size, std::int64_t k, std:
 
 TEST(Conv2dIm2col, NarrowChannelsLastInputs) {
   EXPECT_TRUE(cuda::conv2d_im2col_applies(shape(3, 32, 7, 2, 3), DType::Float32));    // ResNet stem at 32x32
-  EXPECT_TRUE(cuda::conv2d_im2col_applies(shape(3, 224, 7, 2, 3), DType::BFloat16));  // at 224x224
-  EXPECT_TRUE(cuda::conv2d_im2col_applies(shape(7, 16, 3, 1, 1), DType::Float16));     // 63 values per row
+  EXPECT_TRUE(cuda::conv2d_im2col_applies(shape(3, 224, 7, 2, 3), DType::Float32));   // at 224x224
+  EXPECT_TRUE(cuda::conv2d_im2col_applies(shape(7, 16, 3, 1, 1), DType::Float32));     // 63 values per row
   EXPECT_TRUE(cuda::conv2d_im2col_applies(shape(2, 8, 3, 1, 1), DType::Float32));      // 18 values per row
 }
 
 TEST(Conv2dIm2col, EverythingElseStaysWithCuDnn) {
+  // 16-bit stems: cuDNN's tensor-core kernels were as fast (ops/cuda/conv2d_im2col.h).
+  EXPECT_FALSE(cuda::conv2d_im2col_applies(shape(3, 224, 7, 2, 3), DType::BFloat16));
+  EXPECT_FALSE(cuda::conv2d_im2col_applies(shape(3, 224, 7, 2, 3), DType::Float16));
   EXPECT_FALSE(cuda::conv2d_im2col_applies(shape(8, 32, 3, 1, 1), DType::Float32));   // cuDNN's tensor cores take 8
   EXPECT_FALSE(cuda::conv2d_im2col_applies(shape(1, 28, 3, 1, 1), DType::Float32));   // 9 values per row
   EXPECT_FALSE(cuda::conv2d_im2col_applies(shape(3, 32, 7, 2, 3, MemoryFormat::Contiguous), DType::Float32));

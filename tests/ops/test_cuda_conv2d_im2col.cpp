@@ -1,7 +1,8 @@
 // The narrow-input channels-last convolutions of ops/cuda/conv2d_im2col.h (im2col + cuBLAS GEMM
 // for the forward and the weight gradient; cuDNN for the input gradient), for float32, bfloat16
 // and float16:
-//  - through the kernel tables, against the float32 CPU kernels on the same (16-bit-rounded)
+//  - through the kernel tables (float32 on im2col; the 16-bit cases there run cuDNN's stem, which
+//    the kernel tables keep for them), against the float32 CPU kernels on the same (16-bit-rounded)
 //    inputs at the tolerance per dtype of tests/ops/low_precision_gpu_support.h, and against the
 //    NCHW GPU kernels (cuDNN) at twice that;
 //  - called directly with a column workspace of a few rows, so the rows run in many chunks (the
