@@ -115,6 +115,21 @@ void by_dtype(DType dtype, F&& f) {
   dispatch_device_floating(dtype, kWhat, static_cast<F&&>(f));
 }
 
+// The sizes both passes start from.
+struct Im2colSizes {
+  Im2colGeometry geometry;
+  std::int64_t padded;        // Kp
+  std::int64_t rows;          // N * OH * OW
+  std::int64_t columns;       // KH * KW * C
+  std::int64_t out_channels;  // K
+};
+
+Im2colSizes im2col_sizes(const Conv2dShape& s) {
+  const Im2colGeometry g = im2col_geometry(s);
+  return {g, g.padded_columns, s.batch * s.out_height() * s.out_width(), s.kernel_h * s.kernel_w * s.in_channels,
+          s.out_channels};
+}
+
 }  // namespace
 
 bool conv2d_im2col_applies(const Conv2dShape& s, DType dtype) {
@@ -129,9 +144,9 @@ bool conv2d_im2col_applies(const Conv2dShape& s, DType dtype) {
 void conv2d_im2col_forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* input,
                            const void* weight, void* output, std::size_t column_bytes) {
   memory::CudaDeviceGuard device(ctx.device);
-  const Im2colGeometry g = im2col_geometry(s);
-  const std::int64_t padded = g.padded_columns, rows = s.batch * s.out_height() * s.out_width();
-  const std::int64_t columns = s.kernel_h * s.kernel_w * s.in_channels, out_channels = s.out_channels;
+  const Im2colSizes z = im2col_sizes(s);
+  const Im2colGeometry& g = z.geometry;
+  const std::int64_t padded = z.padded, rows = z.rows, columns = z.columns, out_channels = z.out_channels;
   by_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     const std::int64_t chunk = chunk_rows(rows, padded, sizeof(T), column_bytes);
@@ -154,9 +169,9 @@ void conv2d_im2col_forward(const Context& ctx, const Conv2dShape& s, DType dtype
 void conv2d_im2col_backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output,
                                    const void* input, void* grad_weight, std::size_t column_bytes) {
   memory::CudaDeviceGuard device(ctx.device);
-  const Im2colGeometry g = im2col_geometry(s);
-  const std::int64_t padded = g.padded_columns, rows = s.batch * s.out_height() * s.out_width();
-  const std::int64_t columns = s.kernel_h * s.kernel_w * s.in_channels, out_channels = s.out_channels;
+  const Im2colSizes z = im2col_sizes(s);
+  const Im2colGeometry& g = z.geometry;
+  const std::int64_t padded = z.padded, rows = z.rows, columns = z.columns, out_channels = z.out_channels;
   const std::int64_t values = out_channels * columns;  // of grad_weight
   const std::size_t partial_bytes = static_cast<std::size_t>(out_channels * padded) * sizeof(float);
   by_dtype(dtype, [&](auto tag) {
