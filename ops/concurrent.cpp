@@ -1,19 +1,14 @@
 #include "ops/concurrent.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "ops/device_services.h"
+#include "ops/env_switch.h"
 #include "ops/stream_capture.h"
 
 namespace sublet::ops::detail {
 
 namespace {
 bool overlap_turned_off() {
-  static const bool off = [] {
-    const char* value = std::getenv("SUBLET_NO_STREAM_OVERLAP");
-    return value != nullptr && std::strcmp(value, "") != 0 && std::strcmp(value, "0") != 0;
-  }();
+  static const bool off = env_switch_set("SUBLET_NO_STREAM_OVERLAP");
   return off;
 }
 }  // namespace

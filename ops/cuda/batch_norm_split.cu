@@ -29,14 +29,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
 
 #include "core/errors.h"
 #include "memory/cuda_device_guard.h"
+#include "ops/env_switch.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/batch_norm_accumulators.cuh"
 #include "ops/cuda/batch_norm_combine.cuh"
@@ -314,10 +313,7 @@ void launch_normalize(const Layout& l, const Coefficients* k, const T* input, co
 // ---- host side --------------------------------------------------------------------------------
 
 bool small_kernel_turned_off() {
-  static const bool off = [] {
-    const char* value = std::getenv("SUBLET_BN_NO_SMALL_KERNEL");
-    return value != nullptr && std::strcmp(value, "") != 0 && std::strcmp(value, "0") != 0;
-  }();
+  static const bool off = env_switch_set("SUBLET_BN_NO_SMALL_KERNEL");
   return off;
 }
 

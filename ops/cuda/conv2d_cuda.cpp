@@ -31,8 +31,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -42,6 +40,7 @@
 #include "ops/cuda/cudnn_descriptors.h"
 #include "memory/cuda_device_guard.h"
 #include "ops/conv_settings.h"
+#include "ops/env_switch.h"
 #include "ops/cuda/handles.h"
 
 namespace sublet::ops::cuda {
@@ -333,18 +332,12 @@ void with_algorithm(const Context& ctx, cudnnHandle_t handle, const ConvDescript
 }
 
 bool single_tap(const Conv2dShape& s, DType dtype) {
-  static const bool off = [] {
-    const char* value = std::getenv("SUBLET_NO_SINGLE_TAP_GEMM");
-    return value != nullptr && std::strcmp(value, "") != 0 && std::strcmp(value, "0") != 0;
-  }();
+  static const bool off = env_switch_set("SUBLET_NO_SINGLE_TAP_GEMM");
   return !off && conv2d_single_tap_applies(s, dtype);
 }
 
 bool im2col(const Conv2dShape& s, DType dtype) {
-  static const bool off = [] {
-    const char* value = std::getenv("SUBLET_NO_IM2COL_CONV");
-    return value != nullptr && std::strcmp(value, "") != 0 && std::strcmp(value, "0") != 0;
-  }();
+  static const bool off = env_switch_set("SUBLET_NO_IM2COL_CONV");
   return !off && conv2d_im2col_applies(s, dtype);
 }
 
