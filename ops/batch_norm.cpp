@@ -4,6 +4,7 @@
 
 #include "core/errors.h"
 #include "ops/batch_norm_kernels.h"
+#include "ops/elementwise.h"
 
 namespace sublet::ops {
 
@@ -17,6 +18,12 @@ void check_momentum(const char* op, double momentum) {
   if (!(momentum >= 0 && momentum <= 1)) {
     throw ValueError(std::string(op) + ": momentum must be in [0, 1], got " + std::to_string(momentum));
   }
+}
+
+void count_batch_apart(const Context& ctx, std::int64_t* num_batches_tracked) {
+  const Shape scalar{1};
+  unary(ctx, UnaryOp::AddScalar, DType::Int64, scalar, {num_batches_tracked, {1}}, {num_batches_tracked, {1}},
+        {1.0});
 }
 
 }  // namespace detail
@@ -37,13 +44,22 @@ void BatchNormShape::validate(bool training) const {
 void batch_norm_forward_training(const Context& ctx, const BatchNormShape& shape, DType dtype,
                                  const void* input, const void* weight, const void* bias,
                                  void* running_mean, void* running_var, double momentum,
-                                 double eps, void* output, void* save_mean, void* save_invstd) {
+                                 double eps, void* output, void* save_mean, void* save_invstd,
+                                 std::int64_t* num_batches_tracked) {
   shape.validate(true);
   detail::check_eps("batch_norm", eps);
   detail::check_momentum("batch_norm", momentum);
+  if (num_batches_tracked != nullptr) {
+    if (auto* counting = batch_norm_forward_training_counting_kernels().find(ctx.device.type, dtype, shape.format)) {
+      counting(ctx, shape, dtype, input, weight, bias, running_mean, running_var, momentum, eps, output, save_mean,
+               save_invstd, num_batches_tracked);
+      return;
+    }
+  }
   batch_norm_forward_training_kernels().get("batch_norm", ctx.device, dtype, shape.format)(
       ctx, shape, dtype, input, weight, bias, running_mean, running_var, momentum, eps, output, save_mean,
       save_invstd);
+  if (num_batches_tracked != nullptr) detail::count_batch_apart(ctx, num_batches_tracked);
 }
 
 void batch_norm_forward_eval(const Context& ctx, const BatchNormShape& shape, DType dtype,

@@ -33,6 +33,8 @@ namespace detail {
 // shared by the batch norm ops here and the fused ones (ops/batch_norm_relu.h).
 void check_eps(const char* op, double eps);
 void check_momentum(const char* op, double momentum);
+// *num_batches_tracked += 1 on ctx.device (one elementwise launch): the count where no kernel folds it in.
+void count_batch_apart(const Context& ctx, std::int64_t* num_batches_tracked);
 }  // namespace detail
 
 // output = (input - mean) * invstd * weight + bias with the batch's statistics.
@@ -40,10 +42,14 @@ void check_momentum(const char* op, double momentum);
 // weight and bias may be nullptr (no affine transform); running_mean and running_var may be
 // nullptr (no running statistics); when given they are updated in place:
 //   running = (1 - momentum) * running + momentum * batch_statistic.
+// num_batches_tracked (an int64 scalar on ctx.device, or nullptr) is incremented by one: inside
+// the kernels' own launches where the backend folds it in, else by one more small launch (the
+// module's buffer of the same name, without a launch of its own per batch norm).
 void batch_norm_forward_training(const Context& ctx, const BatchNormShape& shape, DType dtype,
                                  const void* input, const void* weight, const void* bias,
                                  void* running_mean, void* running_var, double momentum,
-                                 double eps, void* output, void* save_mean, void* save_invstd);
+                                 double eps, void* output, void* save_mean, void* save_invstd,
+                                 std::int64_t* num_batches_tracked = nullptr);
 
 // output = (input - running_mean) / sqrt(running_var + eps) * weight + bias.
 void batch_norm_forward_eval(const Context& ctx, const BatchNormShape& shape, DType dtype,

@@ -43,14 +43,22 @@ bool batch_norm_relu_fused(const Context& ctx, const BatchNormShape& shape, DTyp
 void batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& shape, DType dtype, const void* input,
                                       const void* residual, const void* weight, const void* bias, void* running_mean,
                                       void* running_var, double momentum, double eps, void* output, void* save_mean,
-                                      void* save_invstd) {
+                                      void* save_invstd, std::int64_t* num_batches_tracked) {
   shape.validate(true);
   require_fused(ctx, shape, dtype);
   detail::check_eps("batch_norm_relu", eps);
   detail::check_momentum("batch_norm_relu", momentum);
+  if (num_batches_tracked != nullptr) {
+    if (auto* counting = batch_norm_relu_forward_counting_kernels().find(ctx.device.type, dtype, shape.format)) {
+      counting(ctx, shape, dtype, input, residual, weight, bias, running_mean, running_var, momentum, eps, output,
+               save_mean, save_invstd, num_batches_tracked);
+      return;
+    }
+  }
   batch_norm_relu_forward_kernels().get("batch_norm_relu", ctx.device, dtype, shape.format)(
       ctx, shape, dtype, input, residual, weight, bias, running_mean, running_var, momentum, eps, output, save_mean,
       save_invstd);
+  if (num_batches_tracked != nullptr) detail::count_batch_apart(ctx, num_batches_tracked);
 }
 
 void batch_norm_relu_backward_training(const Context& ctx, const BatchNormShape& shape, DType dtype,

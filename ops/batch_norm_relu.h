@@ -32,10 +32,11 @@ bool batch_norm_relu_fused(const Context& ctx, const BatchNormShape& shape, DTyp
 
 // residual may be nullptr; weight, bias, running_mean, running_var as in batch_norm_forward_training.
 // Writes output, save_mean[C] and save_invstd[C]. Throws ValueError where batch_norm_relu_fused is false.
+// num_batches_tracked: as in batch_norm_forward_training.
 void batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& shape, DType dtype, const void* input,
                                       const void* residual, const void* weight, const void* bias, void* running_mean,
                                       void* running_var, double momentum, double eps, void* output, void* save_mean,
-                                      void* save_invstd);
+                                      void* save_invstd, std::int64_t* num_batches_tracked = nullptr);
 
 // Gradients from grad_output of the fused forward: `output` is its result (the ReLU's mask comes
 // from it), `input` its input. grad_residual (the residual's gradient: grad_output where

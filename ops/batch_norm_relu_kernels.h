@@ -15,7 +15,17 @@ using BatchNormReluBackwardKernel = void(const Context& ctx, const BatchNormShap
     const void* grad_output, const void* output, const void* input, const void* weight, const void* save_mean,
     const void* save_invstd, void* grad_input, void* grad_weight, void* grad_bias, void* grad_residual);
 
+// The forward also counting the batch (as BatchNormForwardTrainingCountingKernel, ops/batch_norm_kernels.h).
+using BatchNormReluForwardCountingKernel = void(const Context& ctx, const BatchNormShape& shape, DType dtype,
+    const void* input, const void* residual, const void* weight, const void* bias, void* running_mean,
+    void* running_var, double momentum, double eps, void* output, void* save_mean, void* save_invstd,
+    std::int64_t* num_batches_tracked);
+
 // Constant-initialised, no guard: one address per table, shared by every translation unit.
+inline KernelTable<BatchNormReluForwardCountingKernel>& batch_norm_relu_forward_counting_kernels() {
+  static constinit KernelTable<BatchNormReluForwardCountingKernel> table;
+  return table;
+}
 inline KernelTable<BatchNormReluForwardKernel>& batch_norm_relu_forward_kernels() {
   static constinit KernelTable<BatchNormReluForwardKernel> table;
   return table;

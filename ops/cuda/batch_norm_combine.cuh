@@ -44,7 +44,8 @@ inline unsigned combine_blocks(std::int64_t channels) { return static_cast<unsig
 __global__ void __launch_bounds__(kCombineThreads)
     combine_statistics(std::int64_t channels, std::int64_t slices, const Welford* partials, double count,
                        double momentum, double eps, const float* weight, const float* bias, float* running_mean,
-                       float* running_var, float* save_mean, float* save_invstd, Coefficients* coefficients) {
+                       float* running_var, float* save_mean, float* save_invstd, Coefficients* coefficients,
+                       std::int64_t* num_batches_tracked) {
   __shared__ double shared[kCombineWarps + 1];
   const std::int64_t c = blockIdx.x;
   double n = 0, sum = 0;
@@ -64,6 +65,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
   m2 = block_sum(m2, shared);
   if (threadIdx.x != 0) return;
+  if (num_batches_tracked != nullptr && c == 0) ++*num_batches_tracked;  // the module's count, folded in
   const double var = m2 / count;  // biased, for normalising
   const double invstd = 1.0 / sqrt(var + eps);
   save_mean[c] = static_cast<float>(mean);

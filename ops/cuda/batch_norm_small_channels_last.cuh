@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     small_forward_channels_last(int rows, int channels, const T* input, const T* residual,
                                 bool relu, const float* weight, const float* bias, float* running_mean,
                                 float* running_var, double momentum, double eps, T* output,
-                                float* save_mean, float* save_invstd) {
+                                float* save_mean, float* save_invstd, std::int64_t* num_batches_tracked) {
   __shared__ double shared[kSmallWarps * V];
   __shared__ float coefficient[2][V];  // scale, shift
   __shared__ float centre_of[V];
@@ -97,6 +97,7 @@ __global__ void __launch_bounds__(kSmallThreads)
   for (int j = 0; j < V; ++j) {
     if (threadIdx.x != j) continue;
     const int c = c0 + j;
+    if (num_batches_tracked != nullptr && c == 0) ++*num_batches_tracked;  // the module's count, folded in
     const double centre = sum[j] / rows;
     const double invstd = 1.0 / sqrt(m2[j] / rows + eps);  // biased variance, for normalising
     save_mean[c] = static_cast<float>(centre);

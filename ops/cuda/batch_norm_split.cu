@@ -340,14 +340,15 @@ memory::ScopedBlock partial_workspace(const Context& ctx, std::int64_t slices, s
 template <typename T>
 void forward_training(const Context& ctx, const BatchNormShape& s, const T* input, const T* residual, bool relu,
                       const float* weight, const float* bias, float* running_mean, float* running_var,
-                      double momentum, double eps, T* output, float* save_mean, float* save_invstd) {
+                      double momentum, double eps, T* output, float* save_mean, float* save_invstd,
+                      std::int64_t* num_batches_tracked) {
   const Layout l = layout_of(s);
   const cudaStream_t stream = stream_of(ctx.stream);
   if (small_fits<T>(l, {input, residual, output})) {
     constexpr int V = kPackWidth<T>;
     small_forward_channels_last<T, V><<<static_cast<unsigned>(l.channels / V), kSmallThreads, 0, stream>>>(
         static_cast<int>(l.rows), static_cast<int>(l.channels), input, residual, relu, weight, bias, running_mean,
-        running_var, momentum, eps, output, save_mean, save_invstd);
+        running_var, momentum, eps, output, save_mean, save_invstd, num_batches_tracked);
     SUBLET_CUDA_LAUNCH_CHECK(batch_norm_small_forward_channels_last);
     return;
   }
@@ -364,7 +365,7 @@ void forward_training(const Context& ctx, const BatchNormShape& s, const T* inpu
   }
   combine_statistics<<<combine_blocks(l.channels), kCombineThreads, 0, stream>>>(
       l.channels, slices, static_cast<const Welford*>(partials.get()), static_cast<double>(l.count), momentum, eps,
-      weight, bias, running_mean, running_var, save_mean, save_invstd, k);
+      weight, bias, running_mean, running_var, save_mean, save_invstd, k, num_batches_tracked);
   SUBLET_CUDA_LAUNCH_CHECK(batch_norm_combine_statistics);
   launch_normalize<T>(l, k, input, residual, relu, output, stream);
 }
@@ -460,17 +461,26 @@ bool split_batch_norm_takes_one_launch(const BatchNormShape& s, DType dtype) {
   return served && small_layout_fits(layout_of(s), static_cast<std::int64_t>(16 / element_size(dtype)));
 }
 
-void split_batch_norm_forward_training(const Context& ctx, const BatchNormShape& s, DType dtype, const void* input,
-                                       const void* weight, const void* bias, void* running_mean, void* running_var,
-                                       double momentum, double eps, void* output, void* save_mean,
-                                       void* save_invstd) {
+void split_batch_norm_forward_training_counting(const Context& ctx, const BatchNormShape& s, DType dtype,
+                                                const void* input, const void* weight, const void* bias,
+                                                void* running_mean, void* running_var, double momentum, double eps,
+                                                void* output, void* save_mean, void* save_invstd,
+                                                std::int64_t* num_batches_tracked) {
   memory::CudaDeviceGuard device(ctx.device);
   by_dtype("batch_norm", s, dtype, [&](auto tag) {
     using T = decltype(tag);
     forward_training<T>(ctx, s, static_cast<const T*>(input), nullptr, false, f32(weight), f32(bias),
                         f32(running_mean), f32(running_var), momentum, eps, static_cast<T*>(output), f32(save_mean),
-                        f32(save_invstd));
+                        f32(save_invstd), num_batches_tracked);
   });
+}
+
+void split_batch_norm_forward_training(const Context& ctx, const BatchNormShape& s, DType dtype, const void* input,
+                                       const void* weight, const void* bias, void* running_mean, void* running_var,
+                                       double momentum, double eps, void* output, void* save_mean,
+                                       void* save_invstd) {
+  split_batch_norm_forward_training_counting(ctx, s, dtype, input, weight, bias, running_mean, running_var, momentum,
+                                             eps, output, save_mean, save_invstd, nullptr);
 }
 
 void split_batch_norm_forward_eval(const Context& ctx, const BatchNormShape& s, DType dtype, const void* input,
@@ -510,17 +520,26 @@ void split_batch_norm_backward_eval(const Context& ctx, const BatchNormShape& s,
   });
 }
 
-void split_batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& s, DType dtype,
-                                            const void* input, const void* residual, const void* weight,
-                                            const void* bias, void* running_mean, void* running_var, double momentum,
-                                            double eps, void* output, void* save_mean, void* save_invstd) {
+void split_batch_norm_relu_forward_training_counting(const Context& ctx, const BatchNormShape& s, DType dtype,
+                                                     const void* input, const void* residual, const void* weight,
+                                                     const void* bias, void* running_mean, void* running_var,
+                                                     double momentum, double eps, void* output, void* save_mean,
+                                                     void* save_invstd, std::int64_t* num_batches_tracked) {
   memory::CudaDeviceGuard device(ctx.device);
   by_dtype("batch_norm_relu", s, dtype, [&](auto tag) {
     using T = decltype(tag);
     forward_training<T>(ctx, s, static_cast<const T*>(input), static_cast<const T*>(residual), true, f32(weight),
                         f32(bias), f32(running_mean), f32(running_var), momentum, eps, static_cast<T*>(output),
-                        f32(save_mean), f32(save_invstd));
+                        f32(save_mean), f32(save_invstd), num_batches_tracked);
   });
+}
+
+void split_batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& s, DType dtype,
+                                            const void* input, const void* residual, const void* weight,
+                                            const void* bias, void* running_mean, void* running_var, double momentum,
+                                            double eps, void* output, void* save_mean, void* save_invstd) {
+  split_batch_norm_relu_forward_training_counting(ctx, s, dtype, input, residual, weight, bias, running_mean,
+                                                  running_var, momentum, eps, output, save_mean, save_invstd, nullptr);
 }
 
 void split_batch_norm_relu_backward_training(const Context& ctx, const BatchNormShape& s, DType dtype,

@@ -21,6 +21,18 @@ void split_batch_norm_forward_training(const Context& ctx, const BatchNormShape&
                                        const void* input, const void* weight, const void* bias, void* running_mean,
                                        void* running_var, double momentum, double eps, void* output,
                                        void* save_mean, void* save_invstd);
+// The two training forwards also counting the batch in their own launches (*num_batches_tracked
+// += 1, an int64 on the device; ops/batch_norm_kernels.h's counting tables).
+void split_batch_norm_forward_training_counting(const Context& ctx, const BatchNormShape& shape, DType dtype,
+                                                const void* input, const void* weight, const void* bias,
+                                                void* running_mean, void* running_var, double momentum, double eps,
+                                                void* output, void* save_mean, void* save_invstd,
+                                                std::int64_t* num_batches_tracked);
+void split_batch_norm_relu_forward_training_counting(const Context& ctx, const BatchNormShape& shape, DType dtype,
+                                                     const void* input, const void* residual, const void* weight,
+                                                     const void* bias, void* running_mean, void* running_var,
+                                                     double momentum, double eps, void* output, void* save_mean,
+                                                     void* save_invstd, std::int64_t* num_batches_tracked);
 void split_batch_norm_forward_eval(const Context& ctx, const BatchNormShape& shape, DType dtype, const void* input,
                                    const void* weight, const void* bias, const void* running_mean,
                                    const void* running_var, double eps, void* output);

@@ -77,6 +77,15 @@ void register_split_batch_norm_kernels() {
                         &cuda::split_batch_norm_relu_forward_training);
   set_channels_last_for(batch_norm_relu_backward_kernels(), kChannelsLastDTypes,
                         &cuda::split_batch_norm_relu_backward_training);
+  // The same forwards counting the batch in their own launches (ops/batch_norm_kernels.h).
+  set_for(batch_norm_forward_training_counting_kernels(), kHalfDTypes,
+          &cuda::split_batch_norm_forward_training_counting);
+  set_for(batch_norm_relu_forward_counting_kernels(), kHalfDTypes,
+          &cuda::split_batch_norm_relu_forward_training_counting);
+  set_channels_last_for(batch_norm_forward_training_counting_kernels(), kChannelsLastDTypes,
+                        &cuda::split_batch_norm_forward_training_counting);
+  set_channels_last_for(batch_norm_relu_forward_counting_kernels(), kChannelsLastDTypes,
+                        &cuda::split_batch_norm_relu_forward_training_counting);
 }
 
 // Max pooling's CUDA functions take one more (defaulted) argument, the index width.

@@ -40,34 +40,40 @@ void BatchNorm2d::check_input(const Tensor& input) const {
   }
 }
 
-double BatchNorm2d::count_batch_and_momentum() {
+BatchNorm2d::BatchCount BatchNorm2d::count_batch_and_momentum(bool synchronised) {
   // Without running statistics the batch statistics are used in eval too (PyTorch does the same).
-  double momentum = options_.momentum().value_or(0.0);
-  if (is_training() && options_.track_running_stats()) {
-    NoGradGuard no_grad;
-    num_batches_tracked.add_(1.0);
-    if (!options_.momentum()) momentum = 1.0 / static_cast<double>(num_batches_tracked.item<std::int64_t>());
+  BatchCount count{options_.momentum().value_or(0.0), Tensor()};
+  if (!is_training() || !options_.track_running_stats()) return count;
+  if (options_.momentum() && !synchronised) {
+    count.counter = num_batches_tracked;  // the kernels count it
+    return count;
   }
-  return momentum;
+  NoGradGuard no_grad;
+  num_batches_tracked.add_(1.0);
+  if (!options_.momentum()) count.momentum = 1.0 / static_cast<double>(num_batches_tracked.item<std::int64_t>());
+  return count;
 }
 
 Tensor BatchNorm2d::forward(const Tensor& input) {
   check_input(input);
-  const double momentum = count_batch_and_momentum();
-  if (is_training() && sync_batch_norm_active())
-    return sync_batch_norm(input, {}, false, running_mean, running_var, weight, bias, momentum, options_.eps());
-  return functional::batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats(), momentum,
-                                options_.eps());
+  const bool synchronised = is_training() && sync_batch_norm_active();
+  const BatchCount count = count_batch_and_momentum(synchronised);
+  if (synchronised)
+    return sync_batch_norm(input, {}, false, running_mean, running_var, weight, bias, count.momentum, options_.eps());
+  return functional::batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats(), count.momentum,
+                                options_.eps(), count.counter);
 }
 
 Tensor BatchNorm2d::forward_relu(const Tensor& input, const Tensor& residual) {
   return call_with_hooks(input, [&](const Tensor& x) {
     check_input(x);
-    const double momentum = count_batch_and_momentum();
-    if (is_training() && sync_batch_norm_active())
-      return sync_batch_norm(x, residual, true, running_mean, running_var, weight, bias, momentum, options_.eps());
+    const bool synchronised = is_training() && sync_batch_norm_active();
+    const BatchCount count = count_batch_and_momentum(synchronised);
+    if (synchronised)
+      return sync_batch_norm(x, residual, true, running_mean, running_var, weight, bias, count.momentum,
+                             options_.eps());
     return functional::batch_norm_relu(x, residual, running_mean, running_var, weight, bias, use_batch_stats(),
-                                       momentum, options_.eps());
+                                       count.momentum, options_.eps(), count.counter);
   });
 }
 

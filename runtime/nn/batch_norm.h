@@ -55,9 +55,16 @@ class BatchNorm2d : public Module {
 
  private:
   void check_input(const Tensor& input) const;
-  // Counts the batch when training with running statistics; the momentum to use (the cumulative
-  // 1 / num_batches_tracked where the options' momentum is nullopt).
-  double count_batch_and_momentum();
+  // The momentum to use (the cumulative 1 / num_batches_tracked where the options' momentum is
+  // nullopt) and, when training with running statistics, the batch's count: num_batches_tracked
+  // is returned for the batch norm kernels to increment (folded into their launches where the
+  // backend can, nn::functional::batch_norm), or incremented here where its new value is needed
+  // at once (momentum nullopt) or the statistics are synchronised (sync_batch_norm).
+  struct BatchCount {
+    double momentum;
+    Tensor counter;  // for nn::functional: undefined when counted here or not counted at all
+  };
+  BatchCount count_batch_and_momentum(bool synchronised);
   bool use_batch_stats() const { return is_training() || !options_.track_running_stats(); }
 
   BatchNorm2dOptions options_;

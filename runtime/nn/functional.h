@@ -80,19 +80,24 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
 // input [N, C] or [N, C, H, W]; per-channel tensors [C]. Training normalises with the batch
 // statistics and updates running_mean/running_var in place (when defined, as buffers: they
 // must not require grad); evaluation uses the running statistics (required then).
-// weight and bias may be undefined (no affine transform).
+// weight and bias may be undefined (no affine transform). num_batches_tracked (a sublet addition:
+// BatchNorm2d's buffer, an int64 scalar on the input's device, or undefined) is incremented by one
+// in training, inside the batch norm kernels' own launches where the backend folds it in
+// (ops::batch_norm_forward_training), so a module's count costs no launch of its own.
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
-                  double momentum = 0.1, double eps = 1e-5);
+                  double momentum = 0.1, double eps = 1e-5, const Tensor& num_batches_tracked = {});
 
 // relu(batch_norm(input, ...) + residual), the tail of a ResNet block (residual may be undefined:
 // relu(batch_norm(input))). In training on a CUDA device it runs as one fused kernel each way
 // (ops/batch_norm_relu.h) where the channel sizes allow; otherwise batch norm's kernels, with the
 // add and the relu done in place on its output (the values and gradients of batch_norm, add and
 // relu bit for bit, one buffer instead of three in the forward). Both agree within float rounding.
+// num_batches_tracked as in batch_norm.
 Tensor batch_norm_relu(const Tensor& input, const Tensor& residual, const Tensor& running_mean,
                        const Tensor& running_var, const Tensor& weight = {}, const Tensor& bias = {},
-                       bool training = false, double momentum = 0.1, double eps = 1e-5);
+                       bool training = false, double momentum = 0.1, double eps = 1e-5,
+                       const Tensor& num_batches_tracked = {});
 
 Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options);
 Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& options);

@@ -92,10 +92,23 @@ ops::BatchNormShape checked_shape(const Tensor& input, const Tensor& running_mea
   return s;
 }
 
+// num_batches_tracked's device pointer for the kernels to increment (training only), after
+// checking that it is an int64 scalar on the input's device; nullptr when undefined or not training.
+std::int64_t* batch_counter(const char* op, const Tensor& input, const Tensor& num_batches_tracked, bool training) {
+  if (!num_batches_tracked.defined() || !training) return nullptr;
+  if (num_batches_tracked.dtype() != DType::Int64 || num_batches_tracked.numel() != 1 ||
+      num_batches_tracked.device() != input.device()) {
+    throw ValueError(std::string(op) + ": num_batches_tracked must be an int64 scalar on the input's device (" +
+                     input.device().str() + "), got " + dtype_name(num_batches_tracked.dtype()) + " " +
+                     shape_str(num_batches_tracked.sizes()) + " on " + num_batches_tracked.device().str());
+  }
+  return static_cast<std::int64_t*>(num_batches_tracked.data_ptr());
+}
+
 // One fused kernel each way (ops/batch_norm_relu.h); the caller checked that it applies.
 Tensor fused_batch_norm_relu(const ops::BatchNormShape& s, const Tensor& input, const Tensor& residual,
                              const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                             const Tensor& bias, double momentum, double eps) {
+                             const Tensor& bias, double momentum, double eps, std::int64_t* num_batches_tracked) {
   Tensor x, r, w, out, mean, invstd;
   {
     NoGradGuard no_grad;
@@ -110,7 +123,7 @@ Tensor fused_batch_norm_relu(const ops::BatchNormShape& s, const Tensor& input, 
                                           nn::detail::data_or_null(r), nn::detail::data_or_null(w),
                                           nn::detail::data_or_null(b), nn::detail::data_or_null(running_mean),
                                           nn::detail::data_or_null(running_var), momentum, eps, out.data_ptr(),
-                                          mean.data_ptr(), invstd.data_ptr());
+                                          mean.data_ptr(), invstd.data_ptr(), num_batches_tracked);
   }
   if (autograd::any_requires_grad({input, weight, bias, residual})) {
     const bool need_input = input.requires_grad();
@@ -150,7 +163,7 @@ struct NormForward {
 
 NormForward norm_forward(const ops::BatchNormShape& s, const Tensor& input, const Tensor& running_mean,
                          const Tensor& running_var, const Tensor& weight, const Tensor& bias, bool training,
-                         double momentum, double eps) {
+                         double momentum, double eps, std::int64_t* num_batches_tracked) {
   NoGradGuard no_grad;
   NormForward f;
   f.x = input.contiguous(s.format);
@@ -164,7 +177,7 @@ NormForward norm_forward(const ops::BatchNormShape& s, const Tensor& input, cons
     ops::batch_norm_forward_training(ctx, s, input.dtype(), f.x.data_ptr(), nn::detail::data_or_null(f.w),
                                      nn::detail::data_or_null(b), nn::detail::data_or_null(running_mean),
                                      nn::detail::data_or_null(running_var), momentum, eps, f.out.data_ptr(),
-                                     f.mean.data_ptr(), f.invstd.data_ptr());
+                                     f.mean.data_ptr(), f.invstd.data_ptr(), num_batches_tracked);
   } else {
     ops::batch_norm_forward_eval(ctx, s, input.dtype(), f.x.data_ptr(), nn::detail::data_or_null(f.w),
                                  nn::detail::data_or_null(b), running_mean.data_ptr(), running_var.data_ptr(), eps,
@@ -241,9 +254,10 @@ Tensor relu_in_place(const Tensor& z) {
 }  // namespace
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+                  const Tensor& bias, bool training, double momentum, double eps, const Tensor& num_batches_tracked) {
   const ops::BatchNormShape s = checked_shape(input, running_mean, running_var, weight, bias, training);
-  NormForward f = norm_forward(s, input, running_mean, running_var, weight, bias, training, momentum, eps);
+  std::int64_t* counter = batch_counter("batch_norm", input, num_batches_tracked, training);
+  NormForward f = norm_forward(s, input, running_mean, running_var, weight, bias, training, momentum, eps, counter);
   if (autograd::any_requires_grad({input, weight, bias})) {
     autograd::record("batch_norm", {input, weight, bias}, {f.out},
                      [backward = NormBackward(s, f, input, weight, bias, training, eps)](const TensorList& grads) {
@@ -255,8 +269,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
 Tensor batch_norm_relu(const Tensor& input, const Tensor& residual, const Tensor& running_mean,
                        const Tensor& running_var, const Tensor& weight, const Tensor& bias, bool training,
-                       double momentum, double eps) {
+                       double momentum, double eps, const Tensor& num_batches_tracked) {
   const ops::BatchNormShape s = checked_shape(input, running_mean, running_var, weight, bias, training);
+  std::int64_t* counter = batch_counter("batch_norm_relu", input, num_batches_tracked, training);
   if (residual.defined()) {
     nn::detail::check_like_input("batch_norm_relu", input, residual);
     if (residual.sizes() != input.sizes()) {
@@ -265,12 +280,12 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& residual, const Tensor
     }
   }
   if (training && ops::batch_norm_relu_fused(sublet::detail::context_for(input), s, input.dtype())) {
-    return fused_batch_norm_relu(s, input, residual, running_mean, running_var, weight, bias, momentum, eps);
+    return fused_batch_norm_relu(s, input, residual, running_mean, running_var, weight, bias, momentum, eps, counter);
   }
   // Batch norm's kernel, the residual added in place on its output (one node for both: the
   // residual's gradient is the output's), then relu in place: relu(batch_norm(x) + residual)
   // value for value, with the gradients of the three nodes it replaces.
-  NormForward f = norm_forward(s, input, running_mean, running_var, weight, bias, training, momentum, eps);
+  NormForward f = norm_forward(s, input, running_mean, running_var, weight, bias, training, momentum, eps, counter);
   if (residual.defined()) {
     NoGradGuard no_grad;
     f.out.add_(residual);

@@ -13,6 +13,7 @@
 #include "runtime/factories.h"
 #include "runtime/nn/activation.h"
 #include "runtime/nn/batch_norm.h"
+#include "runtime/nn/functional.h"
 #include "runtime/nn/conv2d.h"
 #include "runtime/nn/dropout.h"
 #include "runtime/nn/flatten.h"
@@ -134,6 +135,53 @@ TEST(BatchNorm2dLayer, TrainingNormalisesWithBatchStatsAndUpdatesRunningStats) {
   EXPECT_EQ(bn.num_batches_tracked.item<std::int64_t>(), 1);
   bn(x);
   EXPECT_EQ(bn.num_batches_tracked.item<std::int64_t>(), 2);
+}
+
+// The module hands num_batches_tracked to the batch norm kernels, which count the batch in their
+// own launches where they can (ops::batch_norm_forward_training): one count per training call of
+// forward and of forward_relu, none in eval, and momentum nullopt (the cumulative average) still
+// sees the new count before it normalises.
+TEST(BatchNorm2dLayer, CountsEachTrainingBatchOnce) {
+  nn::BatchNorm2d bn(nn::BatchNorm2dOptions(3).dtype(DType::Float64));
+  const Tensor x = random64({4, 3, 5, 5}, 22);
+  bn(x);
+  bn.forward_relu(x, x);
+  bn.forward_relu(x);
+  EXPECT_EQ(bn.num_batches_tracked.item<std::int64_t>(), 3);
+  bn.eval();
+  bn(x);
+  bn.forward_relu(x);
+  EXPECT_EQ(bn.num_batches_tracked.item<std::int64_t>(), 3);
+
+  nn::BatchNorm2d cumulative(nn::BatchNorm2dOptions(3).dtype(DType::Float64).momentum(std::nullopt));
+  cumulative(x);
+  cumulative(x.mul(3.0));
+  EXPECT_EQ(cumulative.num_batches_tracked.item<std::int64_t>(), 2);
+  // The cumulative average of the two batches' means: the second count (1/2) was used.
+  const auto rm = cumulative.running_mean.to_vector<double>();
+  const auto xv = x.to_vector<double>();
+  for (std::int64_t c = 0; c < 3; ++c) {
+    double mean = 0;
+    for (std::int64_t n = 0; n < 4; ++n)
+      for (std::int64_t i = 0; i < 25; ++i) mean += xv[(n * 3 + c) * 25 + i];
+    mean /= 100;
+    EXPECT_NEAR(rm[c], (mean + 3 * mean) / 2, 1e-12);
+  }
+}
+
+TEST(BatchNorm2dLayer, FunctionalCountTakesOnlyAnInt64ScalarOnTheInputsDevice) {
+  const Tensor x = random64({4, 3, 5, 5}, 23);
+  const Tensor mean = zeros({3}, DType::Float64), var = ones({3}, DType::Float64);
+  Tensor count = zeros({}, DType::Int64);
+  nn::functional::batch_norm(x, mean, var, {}, {}, true, 0.1, 1e-5, count);
+  nn::functional::batch_norm_relu(x, {}, mean, var, {}, {}, true, 0.1, 1e-5, count);
+  EXPECT_EQ(count.item<std::int64_t>(), 2);
+  nn::functional::batch_norm(x, mean, var, {}, {}, false, 0.1, 1e-5, count);  // eval: not counted
+  EXPECT_EQ(count.item<std::int64_t>(), 2);
+  EXPECT_THROW(nn::functional::batch_norm(x, mean, var, {}, {}, true, 0.1, 1e-5, zeros({}, DType::Float64)),
+               ValueError);
+  EXPECT_THROW(nn::functional::batch_norm(x, mean, var, {}, {}, true, 0.1, 1e-5, zeros({2}, DType::Int64)),
+               ValueError);
 }
 
 TEST(BatchNorm2dLayer, EvalUsesRunningStatsAndLeavesThemAlone) {

@@ -14,7 +14,8 @@ if(SUBLET_HAVE_CUDA)
     PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" ENVIRONMENT "SUBLET_BN_NO_SMALL_KERNEL=1"
     DISCOVERY_TIMEOUT 60)
   # 16-bit matmul/conv2d and channels-last conv2d against the float32 CPU kernels.
-  foreach(cuda_test test_cuda_half_matmul test_cuda_half_conv2d test_cuda_conv2d_channels_last test_cuda_conv2d_im2col)
+  foreach(cuda_test test_cuda_half_matmul test_cuda_half_conv2d test_cuda_conv2d_channels_last test_cuda_conv2d_im2col
+          test_cuda_batch_norm_count)
     sublet_add_test(${cuda_test} LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/${cuda_test}.cpp LIBS ops)
   endforeach()
   # Their descriptors' strides and types (ops/cuda/conv2d_layout.h), checked on the CPU.
