@@ -19,8 +19,12 @@ bool overlaps_streams(const Context& ctx) {
          stream_is_capturing(ctx);
 }
 
-StreamHandle fork_stream(const Context& ctx) { return device_services(ctx.device.type).fork_stream(ctx); }
+StreamHandle fork_stream(const Context& ctx, SideLane lane) {
+  return device_services(ctx.device.type).fork_stream(ctx, static_cast<int>(lane));
+}
 
-void join_stream(const Context& ctx, StreamHandle side) { device_services(ctx.device.type).join_stream(ctx, side); }
+void join_stream(const Context& ctx, SideLane lane) {
+  device_services(ctx.device.type).join_stream(ctx, static_cast<int>(lane));
+}
 
 }  // namespace sublet::ops::detail

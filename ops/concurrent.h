@@ -22,10 +22,18 @@
 
 namespace sublet::ops {
 
+// The second streams a capture forks work onto, one per purpose: work forked onto one lane
+// never waits for work on another (a convolution's weight gradient does not queue behind an
+// optimizer update started earlier in backward).
+enum class SideLane : int {
+  Kernels = 0,          // run_concurrently
+  OptimizerUpdate = 1,  // optim::Optimizer::backward_and_step
+};
+
 namespace detail {
 bool overlaps_streams(const Context& ctx);  // capturing, a backend that can fork, not turned off
-StreamHandle fork_stream(const Context& ctx);
-void join_stream(const Context& ctx, StreamHandle side);
+StreamHandle fork_stream(const Context& ctx, SideLane lane);
+void join_stream(const Context& ctx, SideLane lane);  // ctx.stream waits for all of the lane's work
 }  // namespace detail
 
 template <typename Main, typename Side>
@@ -38,15 +46,15 @@ void run_concurrently(const Context& ctx, Main&& main, Side&& side) {
   WorkspaceHold hold{ctx.stream, {}};
   Context side_ctx = ctx;
   side_ctx.workspace_hold = &hold;
-  side_ctx.stream = detail::fork_stream(ctx);
+  side_ctx.stream = detail::fork_stream(ctx, SideLane::Kernels);
   try {
     side(static_cast<const Context&>(side_ctx));
     main(ctx);
   } catch (...) {
-    detail::join_stream(ctx, side_ctx.stream);  // the capture fails anyway; keep the streams ordered
+    detail::join_stream(ctx, SideLane::Kernels);  // the capture fails anyway; keep the streams ordered
     throw;
   }
-  detail::join_stream(ctx, side_ctx.stream);
+  detail::join_stream(ctx, SideLane::Kernels);
 }  // the held workspaces go back here, on ctx.stream, after the join
 
 }  // namespace sublet::ops

@@ -23,11 +23,11 @@ struct DeviceServices {
   // An external profiler's recording range (cudaProfilerStart/Stop).
   void (*profiler_start)() = nullptr;
   void (*profiler_stop)() = nullptr;
-  // A second stream of ctx.device that first waits for the work enqueued on ctx.stream so far
-  // (fork), and making ctx.stream wait for everything enqueued on that second stream (join):
-  // ops/concurrent.h.
-  StreamHandle (*fork_stream)(const Context& ctx) = nullptr;
-  void (*join_stream)(const Context& ctx, StreamHandle side) = nullptr;
+  // A second stream of ctx.device (one per lane, ops/concurrent.h's SideLane) that first waits
+  // for the work enqueued on ctx.stream so far (fork), and making ctx.stream wait for everything
+  // enqueued on the lane's stream (join): ops/concurrent.h.
+  StreamHandle (*fork_stream)(const Context& ctx, int lane) = nullptr;
+  void (*join_stream)(const Context& ctx, int lane) = nullptr;
   // Stream-ordered copy of host doubles to device memory (ops/optim_update.h).
   void (*write_update_scalars)(const Context& ctx, double* device_values, const double* host_values,
                                std::int64_t count) = nullptr;

@@ -20,6 +20,7 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/nn/module.cpp
   ${CMAKE_CURRENT_LIST_DIR}/nn/linear.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optim/optimizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optim/backward_and_step.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optim/sgd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optim/adam.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optim/fused_params.cpp

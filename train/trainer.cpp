@@ -277,8 +277,9 @@ Trainer::StepOutcome Trainer::graphed_step(const data::Batch& batch) {
             graphed_logits_ = logits.detach();  // a view: kept for the accuracy, rewritten by each replay
             return nn::functional::cross_entropy(logits, y, options_.label_smoothing);
           });
-          recipe_->backward(loss);
-          recipe_->step(*optimizer_);  // fp16: the fused update skips an inf/NaN step on the device
+          // The update overlaps backward (fp16: backward, then a fused update that skips an inf/NaN
+          // step on the device).
+          recipe_->backward_and_step(loss, *optimizer_);
           return loss;
         },
         *optimizer_, images.sizes(), labels.sizes(), device_, /*warmup_steps=*/3, DType::Float32, memory_format_);

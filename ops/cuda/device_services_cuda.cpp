@@ -15,8 +15,8 @@
 namespace sublet::ops::cuda {
 namespace {
 
-// One second stream per (thread, device), as the library handles (ops/cuda/handles.cpp), with
-// the two events that order it against the first. Non-blocking: it must not synchronise with
+// One second stream per (thread, device, lane), as the library handles (ops/cuda/handles.cpp),
+// with the two events that order it against the first. Non-blocking: it must not synchronise with
 // the legacy default stream, which a capture forbids. Never destroyed: the CUDA runtime's own
 // teardown takes them at exit, and a thread's streams are few.
 struct SideStream {
@@ -25,9 +25,9 @@ struct SideStream {
   cudaEvent_t joined = nullptr;  // recorded on the second stream, waited for by the first
 };
 
-SideStream& side_stream_of(Device device) {
-  thread_local std::map<int, SideStream> by_device;
-  SideStream& side = by_device[device.index];
+SideStream& side_stream_of(Device device, int lane) {
+  thread_local std::map<std::pair<int, int>, SideStream> by_device_and_lane;
+  SideStream& side = by_device_and_lane[{device.index, lane}];
   if (side.stream == nullptr) {
     memory::CudaDeviceGuard guard(device);
     SUBLET_CUDA_CHECK(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
@@ -45,16 +45,16 @@ bool stream_is_capturing(const Context& ctx) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-StreamHandle fork_stream(const Context& ctx) {
-  SideStream& side = side_stream_of(ctx.device);
+StreamHandle fork_stream(const Context& ctx, int lane) {
+  SideStream& side = side_stream_of(ctx.device, lane);
   SUBLET_CUDA_CHECK(cudaEventRecord(side.forked, static_cast<cudaStream_t>(ctx.stream)));
   SUBLET_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.forked, 0));
   return side.stream;
 }
 
-void join_stream(const Context& ctx, StreamHandle stream) {
-  SideStream& side = side_stream_of(ctx.device);
-  SUBLET_CUDA_CHECK(cudaEventRecord(side.joined, static_cast<cudaStream_t>(stream)));
+void join_stream(const Context& ctx, int lane) {
+  SideStream& side = side_stream_of(ctx.device, lane);
+  SUBLET_CUDA_CHECK(cudaEventRecord(side.joined, side.stream));
   SUBLET_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(ctx.stream), side.joined, 0));
 }
 

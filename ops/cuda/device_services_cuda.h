@@ -6,8 +6,8 @@
 namespace sublet::ops::cuda {
 
 bool stream_is_capturing(const Context& ctx);
-StreamHandle fork_stream(const Context& ctx);
-void join_stream(const Context& ctx, StreamHandle side);
+StreamHandle fork_stream(const Context& ctx, int lane);
+void join_stream(const Context& ctx, int lane);
 void profiler_start();
 void profiler_stop();
 

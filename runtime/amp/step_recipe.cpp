@@ -24,4 +24,13 @@ optim::StepOutcome StepRecipe::step(optim::Optimizer& optimizer) {
   return outcome;
 }
 
+optim::StepOutcome StepRecipe::backward_and_step(const Tensor& loss, optim::Optimizer& optimizer) {
+  if (scaler_) {
+    backward(loss);
+    return step(optimizer);
+  }
+  optimizer.backward_and_step([&] { loss.backward(); });
+  return optim::StepOutcome::Stepped;
+}
+
 }  // namespace sublet::amp

@@ -7,6 +7,10 @@
 //   recipe.backward(loss);       // fp16: (loss x scale).backward(), so small gradients survive
 //   recipe.step(optimizer);      // fp16: unscale, skip on inf/NaN, update the scale; else step()
 //
+// or, for the last two, recipe.backward_and_step(loss, optimizer): the same step, with the
+// update overlapping backward in a captured CUDA graph (Optimizer::backward_and_step) where the
+// recipe allows it (not fp16: the inf/NaN check needs every gradient before any update).
+//
 // fp32 is the plain step. bf16 runs the forward under AutocastGuard(BFloat16) and needs no loss
 // scaling (bfloat16 has float32's exponent range). fp16 runs it under AutocastGuard(Float16)
 // with an amp::GradScaler (PyTorch's defaults). Parameters, gradients and optimizer state stay
@@ -51,6 +55,9 @@ class StepRecipe {
   // optimizer.step(); for fp16 through the scaler (which skips the step on an inf/NaN gradient,
   // on the device with the fused optimizers) and then the scale's update.
   optim::StepOutcome step(optim::Optimizer& optimizer);
+  // backward(loss), then step(optimizer); without loss scaling through
+  // Optimizer::backward_and_step, which overlaps the update with backward while capturing.
+  optim::StepOutcome backward_and_step(const Tensor& loss, optim::Optimizer& optimizer);
 
  private:
   Precision precision_;

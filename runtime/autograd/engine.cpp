@@ -27,6 +27,28 @@ class Engine {
   static void store_first_gradient(TensorImpl& leaf, Tensor grad);
 };
 
+// While a leaf-gradient hook is set: how many of a backward's edges still lead into each leaf,
+// and whether one brought a gradient. A leaf reached through several edges (a parameter used
+// twice) is reported once, after its last one, when its .grad is final for this backward, as
+// PyTorch's post-accumulate-grad hooks: an optimizer may update it from there.
+class LeafArrivals {
+ public:
+  explicit LeafArrivals(bool watching) : watching_(watching) {}
+  void expect(TensorImpl* leaf) {
+    if (watching_) ++left_[leaf].edges;
+  }
+  // After the edge's gradient (if any) is accumulated.
+  void arrived(TensorImpl& leaf, bool with_gradient);
+
+ private:
+  struct Left {
+    int edges = 0;
+    bool received = false;
+  };
+  bool watching_;
+  std::unordered_map<TensorImpl*, Left> left_;
+};
+
 namespace {
 
 thread_local LeafGradientHook leaf_gradient_hook;
@@ -59,6 +81,8 @@ struct LaterFirst {
 
 }  // namespace
 
+bool leaf_gradient_hook_set() { return static_cast<bool>(leaf_gradient_hook); }
+
 LeafGradientHookGuard::LeafGradientHookGuard(LeafGradientHook hook) : previous_(std::move(leaf_gradient_hook)) {
   leaf_gradient_hook = std::move(hook);
 }
@@ -72,7 +96,13 @@ void Engine::accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
   } else {
     store_first_gradient(leaf, std::move(grad));
   }
-  if (leaf_gradient_hook) [[unlikely]] leaf_gradient_hook(leaf);
+}
+
+void LeafArrivals::arrived(TensorImpl& leaf, bool with_gradient) {
+  if (!watching_) return;
+  Left& left = left_[&leaf];
+  left.received = left.received || with_gradient;
+  if (--left.edges == 0 && left.received) leaf_gradient_hook(leaf);
 }
 
 void Engine::store_first_gradient(TensorImpl& leaf, Tensor grad) {
@@ -142,6 +172,7 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
   // scratch space keeps its own Workspace tag.
   AllocationCategoryGuard category(memory::BlockCategory::Gradient);
   std::vector<std::pair<Edge, Tensor>> root_edges;
+  std::vector<std::pair<TensorImpl*, Tensor>> root_leaves;
   for (std::size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
     if (!root.defined()) throw ValueError("backward: root tensor is undefined");
@@ -162,12 +193,14 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
     if (root.grad_fn()) {
       root_edges.push_back({Edge{root.grad_fn(), root.output_nr(), nullptr}, grad});
     } else {
-      accumulate_into_leaf(*root.unsafe_impl(), grad);
+      root_leaves.emplace_back(root.unsafe_impl(), grad);
     }
   }
 
   // Discovery: how many edges point at each reachable node.
   std::unordered_map<Node*, int> dependencies;
+  LeafArrivals leaf_arrivals(static_cast<bool>(leaf_gradient_hook));
+  for (auto& [leaf, grad] : root_leaves) leaf_arrivals.expect(leaf);
   std::unordered_set<Node*> seen;
   std::vector<Node*> stack;
   for (auto& [edge, grad] : root_edges) {
@@ -177,11 +210,20 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
     Node* node = stack.back();
     stack.pop_back();
     for (const auto& edge : node->next_edges_) {
-      if (!edge.node) continue;
+      if (!edge.node) {
+        if (edge.leaf) leaf_arrivals.expect(edge.leaf.get());
+        continue;
+      }
       ++dependencies[edge.node.get()];
       if (seen.insert(edge.node.get()).second) stack.push_back(edge.node.get());
     }
   }
+
+  for (auto& [leaf, grad] : root_leaves) {
+    accumulate_into_leaf(*leaf, std::move(grad));
+    leaf_arrivals.arrived(*leaf, true);
+  }
+  root_leaves.clear();
 
   std::unordered_map<Node*, TensorList> buffers;
   auto buffer_of = [&buffers](Node* node) -> TensorList& {
@@ -219,8 +261,10 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
           add_gradients(slot, grad);
         }
         if (--dependencies[edge.node.get()] == 0) ready.push(edge.node.get());
-      } else if (edge.leaf && grad.defined()) {
-        accumulate_into_leaf(*edge.leaf, std::move(grad));
+      } else if (edge.leaf) {
+        const bool with_gradient = grad.defined();
+        if (with_gradient) accumulate_into_leaf(*edge.leaf, std::move(grad));
+        leaf_arrivals.arrived(*edge.leaf, with_gradient);
       }
     }
   }

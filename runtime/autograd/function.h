@@ -72,11 +72,15 @@ void backward(const TensorList& roots, const TensorList& grads = {}, bool retain
 // activation each, alive through the whole recomputed backward otherwise).
 void backward_releasing(TensorList&& roots, TensorList&& grads, bool retain_graph = false);
 
-// Called on this thread after backward has accumulated a gradient into a leaf's .grad (the
-// moment PyTorch's post-accumulate-grad hooks run), for every leaf at once: data parallel
-// learns here which parameters' gradients are ready. Set for the guard's scope; guards nest
-// (the inner one replaces the outer for its scope).
+// Called on this thread once per backward for every leaf that received a gradient, after the
+// last of its contributions is in .grad (the moment PyTorch's post-accumulate-grad hooks run; a
+// leaf used twice is reported once, after both): data parallel learns here which parameters'
+// gradients are ready, and Optimizer::backward_and_step starts their update. Set for the
+// guard's scope; guards nest (the inner one replaces the outer for its scope).
 using LeafGradientHook = std::function<void(const TensorImpl& leaf)>;
+// Whether a LeafGradientHookGuard is in scope on this thread (data parallel's all-reduce must see
+// a gradient before an optimizer may update from it).
+bool leaf_gradient_hook_set();
 class LeafGradientHookGuard {
  public:
   explicit LeafGradientHookGuard(LeafGradientHook hook);

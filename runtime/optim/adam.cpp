@@ -71,7 +71,7 @@ void Adam::update_params(const std::vector<std::size_t>& indices) {
     t.step_slot = static_cast<std::int64_t>(i);  // fused_scalars() holds every parameter's count
   }
   const ops::AdamHyper hyper{options_.beta1(), options_.beta2(), options_.eps(), options_.weight_decay(), decoupled_};
-  ops::adam_update(fused.ctx, fused.dtype, tensors, hyper, scalars);
+  ops::adam_update(launch_context(fused.ctx), fused.dtype, tensors, hyper, scalars);
 }
 
 }  // namespace sublet::optim

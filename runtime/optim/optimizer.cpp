@@ -60,11 +60,7 @@ StepOutcome Optimizer::run_step(const SkipIfNonFinite* skip) {
   if (skip && fused_update_usable(indices)) {
     // The kernels read the flag and advance the counts (fused_scalars()); nothing is read here.
     device_skip_ = skip;
-    if (capturing_) {
-      captured_indices_ = indices;
-      captured_ = true;
-      captured_on_device_ = true;
-    }
+    if (capturing_) record_captured_step(indices, /*counts_on_device=*/true);
     update_params(indices);
     return StepOutcome::DecidedOnDevice;
   }
@@ -84,9 +80,7 @@ StepOutcome Optimizer::run_step(const SkipIfNonFinite* skip) {
   }
   if (capturing_) {
     // Nothing runs now; prepare_replay() advances the counts before each replay instead.
-    captured_indices_ = indices;
-    captured_ = true;
-    captured_on_device_ = false;
+    record_captured_step(indices, /*counts_on_device=*/false);
   } else {
     refresh_host_counts();
     ++step_count_;
@@ -95,6 +89,12 @@ StepOutcome Optimizer::run_step(const SkipIfNonFinite* skip) {
   }
   update_params(indices);
   return StepOutcome::Stepped;
+}
+
+void Optimizer::record_captured_step(std::vector<std::size_t> indices, bool counts_on_device) {
+  captured_indices_ = std::move(indices);
+  captured_ = true;
+  captured_on_device_ = counts_on_device;
 }
 
 std::int64_t Optimizer::step_count() const {

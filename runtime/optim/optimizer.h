@@ -24,6 +24,7 @@
 // (and the fused ones when their gradients do not fit the kernels) read the flag on the host
 // (one sync) and skip or step; they cannot be captured with loss scaling (Error).
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -63,6 +64,20 @@ class Optimizer {
   // skip.inv_scale first when given (and left unscaled). DecidedOnDevice when the fused kernels
   // decided (no host read: whether it stepped is known only on the device), else what happened.
   StepOutcome step(const SkipIfNonFinite& skip);
+  // backward() -- which must produce this step's gradients: the model's backward -- then step(),
+  // except that while a CUDA graph is being captured each group of parameters is updated as
+  // soon as backward has produced their gradients, on a second stream of the graph: the update
+  // (memory-bound, it reads and writes every parameter and its state) then runs beside the rest
+  // of backward instead of after it, as DDP's buckets overlap their all-reduces (PyTorch users
+  // know the idea as "optimizer step in backward"). The values are those of backward(); step():
+  // a parameter's update reads only its own gradient, final once backward reports it
+  // (autograd::LeafGradientHookGuard), and no later part of backward reads a parameter whose
+  // gradient is in. Otherwise -- eager steps, where a fork costs host time a launch-bound step
+  // does not have; the CPU; the per-parameter update; data parallel watching the gradients, whose
+  // all-reduce must come first; SUBLET_NO_UPDATE_OVERLAP=1 -- it is plain backward(); step().
+  // Loss-scaled steps need every gradient's inf/NaN check before any update: call backward, then
+  // step(SkipIfNonFinite). Returns how many parameters' updates were launched during backward.
+  std::size_t backward_and_step(const std::function<void()>& backward);
   void zero_grad();
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
@@ -115,6 +130,9 @@ class Optimizer {
   const Tensor* find_state(std::size_t index, const std::string& key) const;
   // How many state tensors, each like its parameter, a parameter's first update creates.
   virtual std::size_t state_tensors_per_parameter() const { return 0; }
+  // Where the fused kernels launch: `fused` (the parameters' device, its current stream), or the
+  // update's own stream while backward_and_step overlaps it with backward.
+  ops::Context launch_context(const ops::Context& fused) const { return overlap_context_ ? *overlap_context_ : fused; }
 
  private:
   std::vector<Tensor> params_;
@@ -127,12 +145,14 @@ class Optimizer {
   std::vector<std::size_t> captured_indices_;  // parameters the captured step updates
   bool captured_on_device_ = false;            // the captured step's counts advance on the device
   const SkipIfNonFinite* device_skip_ = nullptr;
+  const ops::Context* overlap_context_ = nullptr;  // set while backward_and_step launches a group
   // Where the counts are current: at least one of the two always is. Host: step_count_ and
   // param_steps_. Device: device_scalars_ (whose counts the kernels advance after device-decided steps).
   mutable bool host_counts_current_ = true;
   bool device_counts_current_ = false;
   Tensor device_scalars_;  // [lr, param_steps_..., step_count_]
   StepOutcome run_step(const SkipIfNonFinite* skip);
+  void record_captured_step(std::vector<std::size_t> indices, bool counts_on_device);
   double* device_scalars(bool for_cpu);
   // Writes lr, and the counts too when `with_counts`.
   void write_device_scalars(bool with_counts);

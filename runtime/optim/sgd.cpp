@@ -64,7 +64,7 @@ void SGD::update_params(const std::vector<std::size_t>& indices) {
     if (!scalars.advance_counts && !capturing() && param_step(i) == 1) t.first = true;
   }
   const ops::SgdHyper hyper{options_.momentum(), options_.dampening(), options_.weight_decay(), options_.nesterov()};
-  ops::sgd_update(fused.ctx, fused.dtype, tensors, hyper, scalars);
+  ops::sgd_update(launch_context(fused.ctx), fused.dtype, tensors, hyper, scalars);
 }
 
 }  // namespace sublet::optim

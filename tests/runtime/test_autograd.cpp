@@ -48,6 +48,24 @@ TEST(Autograd, LeafGradientHookSeesEachLeafAfterItsGradientIsIn) {
   EXPECT_EQ(seen.size(), 2u);
 }
 
+TEST(Autograd, LeafGradientHookSeesALeafUsedTwiceOnceWithItsWholeGradient) {
+  Tensor w = param({1, 2}, {2});
+  Tensor x = param({3, 4}, {2});
+  std::vector<std::pair<const TensorImpl*, std::vector<double>>> seen;
+  {
+    autograd::LeafGradientHookGuard guard([&](const TensorImpl& leaf) {
+      seen.emplace_back(&leaf, Tensor(leaf.grad).to_vector<double>());
+    });
+    // w reaches the loss through two edges (w * x and w * w) and through the loss as a root.
+    const Tensor loss = (w * x).sum() + (w * w).sum();
+    autograd::backward({loss, w}, {Tensor(), ones({2}, w.options())});
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  const auto w_seen = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == w.unsafe_impl(); });
+  ASSERT_NE(w_seen, seen.end());
+  EXPECT_EQ(w_seen->second, (std::vector<double>{3 + 2 * 1 + 1, 4 + 2 * 2 + 1}));  // x + 2w + 1: every edge in
+}
+
 TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
   Tensor x = param({1, -2}, {2});
   (x * 3.0).sum().backward();

@@ -33,6 +33,23 @@ TEST(Optim, PlainSgd) {
   EXPECT_DOUBLE_EQ(p.to_vector<double>()[0], 0.95);
 }
 
+TEST(Optim, BackwardAndStepOnTheCpuIsBackwardThenStep) {
+  // Nothing to overlap on the CPU: backward, then the step, as two calls would.
+  Tensor p = param({1.0, 2.0});
+  optim::SGD sgd({p}, optim::SGDOptions(0.1));
+  bool backward_ran = false;
+  const std::size_t during = sgd.backward_and_step([&] {
+    (p * p).sum().backward();  // gradient 2p = {2, 4}
+    backward_ran = true;
+  });
+  EXPECT_TRUE(backward_ran);
+  EXPECT_EQ(during, 0u);
+  const auto v = p.to_vector<double>();
+  EXPECT_DOUBLE_EQ(v[0], 1.0 - 0.1 * 2.0);
+  EXPECT_DOUBLE_EQ(v[1], 2.0 - 0.1 * 4.0);
+  EXPECT_EQ(sgd.step_count(), 1);
+}
+
 TEST(Optim, SgdMomentumDampeningWeightDecay) {
   const double lr = 0.1, mu = 0.9, damp = 0.2, wd = 0.01;
   Tensor p = param({1.0});

@@ -1,0 +1,131 @@
+// Optimizer::backward_and_step (runtime/optim/optimizer.h): the update started group by group
+// while a captured backward is still producing gradients.
+//
+// Backward reports each parameter once its gradient is final (autograd's leaf-gradient hook).
+// The reported parameters collect in a group; once the group holds a quarter of all parameter
+// bytes, a fork of the capture's stream onto the update lane (ops/concurrent.h) launches its
+// fused update there, behind everything backward has enqueued so far. The groups queue one
+// behind another on that lane; the last parameters (the model's first layers, reported last)
+// are updated on the capture's stream after backward, which then waits for the lane. Four
+// launches or so: the update is one kernel per group, and every fork is a graph edge.
+#include <algorithm>
+#include <unordered_map>
+
+#include "ops/concurrent.h"
+#include "ops/env_switch.h"
+#include "runtime/allocation_scope.h"
+#include "runtime/autograd/function.h"
+#include "runtime/autograd/grad_mode.h"
+#include "runtime/kernel_args.h"
+#include "runtime/optim/optimizer.h"
+
+namespace sublet::optim {
+
+namespace {
+
+constexpr std::size_t kGroupsPerStep = 4;
+
+bool update_overlap_turned_off() {
+  static const bool off = ops::env_switch_set("SUBLET_NO_UPDATE_OVERLAP");
+  return off;
+}
+
+// Whether the update can read these gradients where they are. A gradient in another layout than
+// its parameter's is copied by the fused path on the capture's stream, and that copy would go
+// back to the allocator while the lane may still read it: such groups wait for the final update.
+bool gradients_in_parameter_layout(const std::vector<Tensor>& params, const std::vector<std::size_t>& indices) {
+  for (std::size_t i : indices) {
+    const Tensor& p = params[i];
+    const Tensor g = p.grad();
+    if (!g.defined() || g.sizes() != p.sizes() || !sublet::detail::same_layout(p.sizes(), g.strides(), p.strides()))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::size_t Optimizer::backward_and_step(const std::function<void()>& backward) {
+  const ops::Context ctx =
+      params_.empty() ? ops::Context::for_device(Device::cpu()) : ops::Context::for_device(params_[0].device());
+  if (params_.empty() || update_overlap_turned_off() || autograd::leaf_gradient_hook_set() ||
+      !ops::detail::overlaps_streams(ctx)) {
+    backward();
+    step();
+    return 0;
+  }
+  std::unordered_map<const TensorImpl*, std::size_t> index_of;
+  std::size_t total_bytes = 0;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    index_of.emplace(params_[i].unsafe_impl(), i);
+    total_bytes += params_[i].nbytes();
+  }
+  const std::size_t group_bytes = std::max<std::size_t>(total_bytes / kGroupsPerStep, 1);
+
+  capturing_ = true;  // overlaps_streams: ctx.stream captures
+  struct ResetFlags {
+    Optimizer& optimizer;
+    ~ResetFlags() {
+      optimizer.capturing_ = false;
+      optimizer.overlap_context_ = nullptr;
+    }
+  } reset{*this};
+  // The lane's workspaces (the update's parameter table) belong to the capture's stream and are
+  // held until the lane is joined back into it (ops::WorkspaceHold).
+  ops::WorkspaceHold hold{ctx.stream, {}};
+  ops::Context lane = ctx;
+  lane.workspace_hold = &hold;
+  std::vector<std::size_t> updated, group;
+  std::size_t group_pending_bytes = 0;
+  bool forked = false;
+  std::size_t during_backward = 0;
+
+  const auto launch_group = [&] {
+    if (!fused_update_usable(group) || !gradients_in_parameter_layout(params_, group)) return;  // left to the end
+    NoGradGuard no_grad;
+    AllocationCategoryGuard temporaries(memory::BlockCategory::Temporary);
+    lane.stream = ops::detail::fork_stream(ctx, ops::SideLane::OptimizerUpdate);
+    forked = true;
+    overlap_context_ = &lane;
+    update_params(group);
+    overlap_context_ = nullptr;
+    updated.insert(updated.end(), group.begin(), group.end());
+    group.clear();
+    group_pending_bytes = 0;
+  };
+  try {
+    {
+      autograd::LeafGradientHookGuard watch([&](const TensorImpl& leaf) {
+        const auto it = index_of.find(&leaf);
+        if (it == index_of.end()) return;  // a leaf that is not one of this optimizer's parameters
+        group.push_back(it->second);
+        group_pending_bytes += params_[it->second].nbytes();
+        if (group_pending_bytes >= group_bytes) launch_group();
+      });
+      backward();
+    }
+    // What is left: the last group, groups the lane could not take, and parameters whose
+    // gradient predates this backward (step() would update them too).
+    std::vector<bool> done(params_.size(), false);
+    for (std::size_t i : updated) done[i] = true;
+    std::vector<std::size_t> rest;
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (!done[i] && params_[i].grad().defined()) rest.push_back(i);
+    if (!rest.empty()) {
+      NoGradGuard no_grad;
+      AllocationCategoryGuard temporaries(memory::BlockCategory::Temporary);
+      update_params(rest);
+    }
+    during_backward = updated.size();
+    updated.insert(updated.end(), rest.begin(), rest.end());
+  } catch (...) {
+    if (forked) ops::detail::join_stream(ctx, ops::SideLane::OptimizerUpdate);  // the capture fails anyway
+    throw;
+  }
+  if (forked) ops::detail::join_stream(ctx, ops::SideLane::OptimizerUpdate);
+  std::sort(updated.begin(), updated.end());
+  record_captured_step(std::move(updated), /*counts_on_device=*/false);
+  return during_backward;
+}  // the held workspaces go back here, on ctx.stream, after the join
+
+}  // namespace sublet::optim
