@@ -2,12 +2,15 @@
 // while a captured backward is still producing gradients.
 //
 // Backward reports each parameter once its gradient is final (autograd's leaf-gradient hook).
-// The reported parameters collect in a group; once the group holds a quarter of all parameter
+// The reported parameters collect in a group; once the group holds an eighth of all parameter
 // bytes, a fork of the capture's stream onto the update lane (ops/concurrent.h) launches its
 // fused update there, behind everything backward has enqueued so far. The groups queue one
 // behind another on that lane; the last parameters (the model's first layers, reported last)
-// are updated on the capture's stream after backward, which then waits for the lane. Four
-// launches or so: the update is one kernel per group, and every fork is a graph edge.
+// are updated on the capture's stream after backward, which then waits for the lane.
+// Eighths: on the H200, ResNet-18 32x32's graph step took 1.166-1.181 ms with eighths,
+// 1.175-1.218 with quarters, 1.174-1.225 with sixteenths and 1.198-1.203 without the overlap
+// (bench/results/2026-12-02_h200_update_overlap): smaller groups leave less of the update after
+// backward, more of them add launches and graph edges.
 #include <algorithm>
 #include <unordered_map>
 
@@ -23,7 +26,7 @@ namespace sublet::optim {
 
 namespace {
 
-constexpr std::size_t kGroupsPerStep = 4;
+constexpr std::size_t kGroupsPerStep = 8;
 
 bool update_overlap_turned_off() {
   static const bool off = ops::env_switch_set("SUBLET_NO_UPDATE_OVERLAP");
