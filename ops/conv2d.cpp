@@ -71,6 +71,13 @@ void conv2d_backward_input(const Context& ctx, const Conv2dShape& shape, DType d
                                                                    grad_input);
 }
 
+bool conv2d_backward_input_accumulate(const Context& ctx, const Conv2dShape& shape, DType dtype,
+                                      const void* grad_output, const void* weight, void* grad_input) {
+  shape.validate();
+  auto* kernel = conv2d_backward_input_accumulate_kernels().find(ctx.device.type, dtype, shape.format);
+  return kernel != nullptr && kernel(ctx, shape, dtype, grad_output, weight, grad_input);
+}
+
 void conv2d_backward_weight(const Context& ctx, const Conv2dShape& shape, DType dtype,
                             const void* grad_output, const void* input, void* grad_weight,
                             void* grad_bias) {

@@ -35,6 +35,12 @@ void conv2d_forward(const Context& ctx, const Conv2dShape& shape, DType dtype, c
 // grad_input (overwritten) = d(sum(output * grad_output)) / d(input).
 void conv2d_backward_input(const Context& ctx, const Conv2dShape& shape, DType dtype,
                            const void* grad_output, const void* weight, void* grad_input);
+// grad_input += d(sum(output * grad_output)) / d(input), where the backend folds the sum into
+// the pass (cuDNN's and cuBLAS's beta = 1: no separate add, no second buffer); returns false,
+// having enqueued nothing, where it does not (the CPU; cuDNN shapes only its legacy API runs):
+// the caller then computes the gradient apart and adds it.
+bool conv2d_backward_input_accumulate(const Context& ctx, const Conv2dShape& shape, DType dtype,
+                                      const void* grad_output, const void* weight, void* grad_input);
 // grad_weight and grad_bias (overwritten, not accumulated); grad_bias may be nullptr.
 void conv2d_backward_weight(const Context& ctx, const Conv2dShape& shape, DType dtype,
                             const void* grad_output, const void* input, void* grad_weight,

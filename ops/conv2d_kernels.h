@@ -12,6 +12,8 @@ using Conv2dForwardKernel = void(const Context& ctx, const Conv2dShape& shape, D
     const void* weight, const void* bias, void* output);
 using Conv2dBackwardInputKernel = void(const Context& ctx, const Conv2dShape& shape, DType dtype,
     const void* grad_output, const void* weight, void* grad_input);
+using Conv2dBackwardInputAccumulateKernel = bool(const Context& ctx, const Conv2dShape& shape, DType dtype,
+    const void* grad_output, const void* weight, void* grad_input);
 using Conv2dBackwardWeightKernel = void(const Context& ctx, const Conv2dShape& shape, DType dtype,
     const void* grad_output, const void* input, void* grad_weight, void* grad_bias);
 
@@ -22,6 +24,11 @@ inline KernelTable<Conv2dForwardKernel>& conv2d_forward_kernels() {
 }
 inline KernelTable<Conv2dBackwardInputKernel>& conv2d_backward_input_kernels() {
   static constinit KernelTable<Conv2dBackwardInputKernel> table;
+  return table;
+}
+// Optional: backends without an accumulating pass register nothing (find() gives nullptr).
+inline KernelTable<Conv2dBackwardInputAccumulateKernel>& conv2d_backward_input_accumulate_kernels() {
+  static constinit KernelTable<Conv2dBackwardInputAccumulateKernel> table;
   return table;
 }
 inline KernelTable<Conv2dBackwardWeightKernel>& conv2d_backward_weight_kernels() {

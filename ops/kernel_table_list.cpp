@@ -18,7 +18,7 @@
 namespace sublet::ops {
 
 std::span<const NamedKernelTable> all_kernel_tables() {
-  static const std::array<NamedKernelTable, 37> tables{{
+  static const std::array<NamedKernelTable, 38> tables{{
       {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
       {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
       {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
@@ -27,6 +27,7 @@ std::span<const NamedKernelTable> all_kernel_tables() {
       {"batch_norm_relu_backward", &batch_norm_relu_backward_kernels(), true},
       {"conv2d_forward", &conv2d_forward_kernels(), true},
       {"conv2d_backward_input", &conv2d_backward_input_kernels(), true},
+      {"conv2d_backward_input_accumulate", &conv2d_backward_input_accumulate_kernels(), false},
       {"conv2d_backward_weight", &conv2d_backward_weight_kernels(), true},
       {"copy", &copy_kernels(), true},
       {"fill", &fill_kernels(), true},

@@ -394,18 +394,21 @@ void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* 
   }
 }
 
-void backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output, const void* weight,
-                    void* grad_input) {
+// Accumulating (grad_input += ...): the single-tap GEMM and cuDNN's graph API take beta = 1;
+// the legacy API is left out (its algorithm search would write into the sum), so false there.
+bool backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output, const void* weight,
+                    void* grad_input, bool accumulate) {
   memory::CudaDeviceGuard device(ctx.device);
   if (single_tap(s, dtype)) {
-    conv2d_single_tap_backward_input(ctx, s, dtype, grad_output, weight, grad_input);
-    return;
+    conv2d_single_tap_backward_input(ctx, s, dtype, grad_output, weight, grad_input, accumulate);
+    return true;
   }
   cudnnHandle_t handle = cudnn_for(ctx);
   if (conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardData,
-                       {grad_input, const_cast<void*>(weight), const_cast<void*>(grad_output)})) {
-    return;
+                       {grad_input, const_cast<void*>(weight), const_cast<void*>(grad_output)}, accumulate)) {
+    return true;
   }
+  if (accumulate) return false;
   ConvDescriptors d(s, dtype);
   const Scaling scale(dtype);
   with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardData,
@@ -415,6 +418,7 @@ void backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const
                        static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm), workspace, bytes, scale.zero(),
                        d.input.get(), grad_input));
                  });
+  return true;
 }
 
 void backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output, const void* input,
@@ -468,7 +472,15 @@ void conv2d_forward(const Context& ctx, const Conv2dShape& shape, DType dtype, c
 void conv2d_backward_input(const Context& ctx, const Conv2dShape& shape, DType dtype, const void* grad_output,
                            const void* weight, void* grad_input) {
   with_context("backward-input", shape, dtype,
-               [&] { backward_input(ctx, shape, dtype, grad_output, weight, grad_input); });
+               [&] { backward_input(ctx, shape, dtype, grad_output, weight, grad_input, /*accumulate=*/false); });
+}
+
+bool conv2d_backward_input_accumulate(const Context& ctx, const Conv2dShape& shape, DType dtype,
+                                      const void* grad_output, const void* weight, void* grad_input) {
+  bool done = false;
+  with_context("backward-input (accumulating)", shape, dtype,
+               [&] { done = backward_input(ctx, shape, dtype, grad_output, weight, grad_input, /*accumulate=*/true); });
+  return done;
 }
 
 void conv2d_backward_weight(const Context& ctx, const Conv2dShape& shape, DType dtype, const void* grad_output,

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <tuple>
 #include <memory>
 #include <string>
 #include <utility>
@@ -102,7 +103,8 @@ BackendDescriptor convolution(const Conv2dShape& s, DType dtype) {
 
 // One operation of the pass, y = conv(x, w) or its gradients; groups follow from the weight's
 // channel count (in_channels / groups), as in cuDNN's graph API.
-BackendDescriptor conv_operation(const Conv2dShape& s, DType dtype, ConvPass pass, std::int64_t alignment) {
+BackendDescriptor conv_operation(const Conv2dShape& s, DType dtype, ConvPass pass, std::int64_t alignment,
+                                 bool accumulate) {
   const BackendDescriptor x =
       packed_tensor(kUidX, dtype, s.format, {s.batch, s.in_channels, s.in_height, s.in_width}, alignment);
   const BackendDescriptor w = packed_tensor(kUidW, dtype, s.format,
@@ -139,13 +141,14 @@ BackendDescriptor conv_operation(const Conv2dShape& s, DType dtype, ConvPass pas
   op.set_descriptor(names.w, w);
   op.set_descriptor(names.y, y);
   op.set_descriptor(names.conv, conv);
-  // The pass overwrites its output: alpha 1, beta 0, in the compute type (float for 16-bit).
+  // The pass overwrites its output (alpha 1, beta 0) or adds to it (beta 1), in the compute type
+  // (float for 16-bit).
   if (dtype == DType::Float64) {
-    const double alpha = 1.0, beta = 0.0;
+    const double alpha = 1.0, beta = accumulate ? 1.0 : 0.0;
     op.set(names.alpha, CUDNN_TYPE_DOUBLE, &alpha, 1);
     op.set(names.beta, CUDNN_TYPE_DOUBLE, &beta, 1);
   } else {
-    const float alpha = 1.0f, beta = 0.0f;
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     op.set(names.alpha, CUDNN_TYPE_FLOAT, &alpha, 1);
     op.set(names.beta, CUDNN_TYPE_FLOAT, &beta, 1);
   }
@@ -245,9 +248,9 @@ std::vector<cudnnBackendHeurMode_t> heuristic_modes() {
 
 // The plans cuDNN can build for the pass, heuristics' order; at most `limit`.
 std::vector<ExecutionPlan> candidate_plans(cudnnHandle_t handle, const Conv2dShape& s, DType dtype, ConvPass pass,
-                                           std::int64_t alignment, std::size_t limit) {
+                                           std::int64_t alignment, bool accumulate, std::size_t limit) {
   const ConvAlgorithmSettings settings = conv_algorithm_settings();
-  BackendDescriptor op = conv_operation(s, dtype, pass, alignment);
+  BackendDescriptor op = conv_operation(s, dtype, pass, alignment, accumulate);
   BackendDescriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1);
   cudnnBackendDescriptor_t raw_op = op.get();
@@ -345,19 +348,30 @@ void log_plans(const Conv2dShape& s, DType dtype, ConvPass pass, const RankedPla
 }
 
 RankedPlans rank_plans(const Context& ctx, cudnnHandle_t handle, const Conv2dShape& s, DType dtype, ConvPass pass,
-                       std::int64_t alignment, const ConvGraphOperands& io) {
+                       std::int64_t alignment, bool accumulate, ConvGraphOperands io) {
   const ConvAlgorithmSettings settings = conv_algorithm_settings();
   const std::size_t limit = !settings.benchmark             ? 4  // the first that builds, and fallbacks for OOM
                             : settings.benchmark_limit <= 0 ? std::numeric_limits<std::size_t>::max()
                                                             : static_cast<std::size_t>(settings.benchmark_limit);
-  RankedPlans plans = candidate_plans(handle, s, dtype, pass, alignment, limit);
+  RankedPlans plans = candidate_plans(handle, s, dtype, pass, alignment, accumulate, limit);
   const bool log = std::getenv("SUBLET_LOG_CONV_PLANS") != nullptr;
   if (!settings.benchmark || plans.size() < 2) {
     if (log) log_plans(s, dtype, pass, plans, {});
     return plans;
   }
+  // An accumulating pass timed on its real output would add to it at every run: time it on a
+  // scratch output of the same size and alignment instead (the values do not matter).
+  memory::ScopedBlock scratch;
+  if (accumulate) {
+    const std::int64_t written = pass == ConvPass::Forward          ? s.output_numel()
+                                 : pass == ConvPass::BackwardData ? s.input_numel()
+                                                                  : s.weight_numel();
+    scratch = ctx.workspace(static_cast<std::size_t>(written) * element_size(dtype));
+    (pass == ConvPass::Forward ? io.y : pass == ConvPass::BackwardData ? io.x : io.w) = scratch.get();
+  }
   std::vector<std::pair<float, std::size_t>> timed;
   for (std::size_t i = 0; i < plans.size(); ++i) timed.emplace_back(time_plan(ctx, handle, plans[i], io), i);
+  scratch = memory::ScopedBlock();
   std::stable_sort(timed.begin(), timed.end());
   if (log) log_plans(s, dtype, pass, plans, timed);
   RankedPlans ranked;
@@ -378,8 +392,9 @@ std::int64_t common_alignment(const ConvGraphOperands& io, DType dtype) {
                                 static_cast<std::int64_t>(element_size(dtype)));
 }
 
-// The choice key plus the operands' common alignment (plans are built for it).
-using PlanKey = std::pair<ConvChoiceKey, std::int64_t>;
+// The choice key plus the operands' common alignment (plans are built for it) and whether the
+// pass accumulates (beta 1).
+using PlanKey = std::tuple<ConvChoiceKey, std::int64_t, bool>;
 
 }  // namespace
 
@@ -393,15 +408,16 @@ ConvChoiceKey conv_choice_key(const Context& ctx, const Conv2dShape& s, DType dt
 }
 
 bool conv2d_graph_run(const Context& ctx, cudnnHandle_t handle, const Conv2dShape& s, DType dtype, ConvPass pass,
-                      const ConvGraphOperands& io) {
+                      const ConvGraphOperands& io, bool accumulate) {
   // Per thread: the plans belong to this thread's handle. shared_ptr keeps an entry alive while
   // it runs even if the map grows.
   thread_local std::map<PlanKey, std::shared_ptr<const RankedPlans>> cache;
   const std::int64_t alignment = common_alignment(io, dtype);
-  const PlanKey key{conv_choice_key(ctx, s, dtype, pass), alignment};
+  const PlanKey key{conv_choice_key(ctx, s, dtype, pass), alignment, accumulate};
   auto found = cache.find(key);
   if (found == cache.end()) {
-    auto ranked = std::make_shared<const RankedPlans>(rank_plans(ctx, handle, s, dtype, pass, alignment, io));
+    auto ranked =
+        std::make_shared<const RankedPlans>(rank_plans(ctx, handle, s, dtype, pass, alignment, accumulate, io));
     found = cache.emplace(key, std::move(ranked)).first;
   }
   const RankedPlans& plans = *found->second;

@@ -48,7 +48,9 @@ struct ConvGraphOperands {
 // when the graph API has no usable engine for this shape and dtype (the caller then uses the
 // legacy API). Throws OutOfMemoryError when no engine's workspace can be allocated, and
 // CudaError for any other cuDNN failure. Call with ctx.device current.
+// `accumulate`: the pass adds to its output instead of overwriting it (beta = 1; a plan of its
+// own, and benchmarking times it on scratch memory so that the sum is made once).
 bool conv2d_graph_run(const Context& ctx, cudnnHandle_t handle, const Conv2dShape& shape, DType dtype,
-                      ConvPass pass, const ConvGraphOperands& operands);
+                      ConvPass pass, const ConvGraphOperands& operands, bool accumulate = false);
 
 }  // namespace sublet::ops::cuda

@@ -46,8 +46,8 @@ constexpr const char* kWhat = "conv2d single-tap GEMM";
 // to the step's peak.
 void gemm(const Context& ctx, DType dtype, cublasOperation_t op_a, cublasOperation_t op_b, std::int64_t m,
           std::int64_t n, std::int64_t k, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, void* c,
-          std::int64_t ldc) {
-  conv_gemm(ctx, dtype, op_a, op_b, m, n, k, a, lda, b, ldb, 0.0f, c, ldc, dtype, 0, kWhat);
+          std::int64_t ldc, float beta = 0.0f) {
+  conv_gemm(ctx, dtype, op_a, op_b, m, n, k, a, lda, b, ldb, beta, c, ldc, dtype, 0, kWhat);
 }
 
 const char* offset(const void* base, std::int64_t elements, DType dtype) {
@@ -88,16 +88,16 @@ void conv2d_single_tap_forward(const Context& ctx, const Conv2dShape& s, DType d
 }
 
 void conv2d_single_tap_backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output,
-                                      const void* weight, void* grad_input) {
+                                      const void* weight, void* grad_input, bool accumulate) {
   memory::CudaDeviceGuard device(ctx.device);
   const Tap tap = the_tap(s);
   const std::int64_t C = s.in_channels, K = s.out_channels, N = s.batch;
   const std::int64_t pixels = s.in_height * s.in_width;
   const std::int64_t x_ld = pixels * C, w_ld = s.kernel_h * s.kernel_w * C;
-  if (pixels > 1) zero(ctx, grad_input, s.input_numel(), dtype);  // pixels the tap never reads
-  // dX^T [C, N] = Wt^T [C, K] . dY^T [K, N]
+  if (pixels > 1 && !accumulate) zero(ctx, grad_input, s.input_numel(), dtype);  // pixels the tap never reads
+  // dX^T [C, N] (+)= Wt^T [C, K] . dY^T [K, N]
   gemm(ctx, dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, N, K, offset(weight, tap.index * C, dtype), w_ld, grad_output, K,
-       const_cast<char*>(offset(grad_input, tap.pixel * C, dtype)), x_ld);
+       const_cast<char*>(offset(grad_input, tap.pixel * C, dtype)), x_ld, accumulate ? 1.0f : 0.0f);
 }
 
 void conv2d_single_tap_backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output,

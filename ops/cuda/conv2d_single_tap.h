@@ -19,11 +19,12 @@ namespace sublet::ops::cuda {
 bool conv2d_single_tap_applies(const Conv2dShape& s, DType dtype);
 
 // Preconditions: conv2d_single_tap_applies(s, dtype). Outputs are overwritten (the weight
-// gradient's other taps and the input gradient's other pixels with zeros).
+// gradient's other taps and the input gradient's other pixels with zeros), except the input
+// gradient with `accumulate`: the pass is added to it (GEMM beta = 1, other pixels kept).
 void conv2d_single_tap_forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* input,
                                const void* weight, void* output);
 void conv2d_single_tap_backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output,
-                                      const void* weight, void* grad_input);
+                                      const void* weight, void* grad_input, bool accumulate = false);
 void conv2d_single_tap_backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output,
                                        const void* input, void* grad_weight);
 

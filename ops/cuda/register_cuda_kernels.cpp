@@ -101,14 +101,18 @@ void max_pool2d_backward_auto(const Context& ctx, const Pool2dShape& shape, DTyp
 void register_nn_kernels() {
   set_for(conv2d_forward_kernels(), kFloating, &cuda::conv2d_forward);
   set_for(conv2d_backward_input_kernels(), kFloating, &cuda::conv2d_backward_input);
+  set_for(conv2d_backward_input_accumulate_kernels(), kFloating, &cuda::conv2d_backward_input_accumulate);
   set_for(conv2d_backward_weight_kernels(), kFloating, &cuda::conv2d_backward_weight);
   // cuDNN with float32 accumulation for 16-bit; channels-last runs cuDNN's NHWC kernels.
   set_for(conv2d_forward_kernels(), kHalfDTypes, &cuda::conv2d_forward);
   set_for(conv2d_backward_input_kernels(), kHalfDTypes, &cuda::conv2d_backward_input);
+  set_for(conv2d_backward_input_accumulate_kernels(), kHalfDTypes, &cuda::conv2d_backward_input_accumulate);
   set_for(conv2d_backward_weight_kernels(), kHalfDTypes, &cuda::conv2d_backward_weight);
   for (const DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
     conv2d_forward_kernels().set(kCuda, dtype, MemoryFormat::ChannelsLast, &cuda::conv2d_forward);
     conv2d_backward_input_kernels().set(kCuda, dtype, MemoryFormat::ChannelsLast, &cuda::conv2d_backward_input);
+    conv2d_backward_input_accumulate_kernels().set(kCuda, dtype, MemoryFormat::ChannelsLast,
+                                                   &cuda::conv2d_backward_input_accumulate);
     conv2d_backward_weight_kernels().set(kCuda, dtype, MemoryFormat::ChannelsLast, &cuda::conv2d_backward_weight);
   }
   set_for(batch_norm_forward_training_kernels(), kFloating, &cuda::batch_norm_forward_training);

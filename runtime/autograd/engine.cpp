@@ -64,6 +64,30 @@ bool can_accumulate_in_place(const Tensor& existing, const Tensor& incoming) {
          !existing.is_same(incoming);
 }
 
+// What gradient_sum_target() offers the running node (null outside a node's backward).
+thread_local const TensorList* gradient_sum_targets = nullptr;
+
+class GradientSumTargetsScope {
+ public:
+  explicit GradientSumTargetsScope(const TensorList* targets) : previous_(gradient_sum_targets) {
+    gradient_sum_targets = targets;
+  }
+  ~GradientSumTargetsScope() { gradient_sum_targets = previous_; }
+  GradientSumTargetsScope(const GradientSumTargetsScope&) = delete;
+  GradientSumTargetsScope& operator=(const GradientSumTargetsScope&) = delete;
+
+ private:
+  const TensorList* previous_;
+};
+
+// A buffered gradient a node may add its own into in place: only the buffer holds it, and it
+// is a dense tensor like the input the node's gradient is for.
+bool can_take_sum(const Tensor& slot, const TensorMeta& input) {
+  return slot.defined() && slot.impl_ptr().use_count() == 1 && slot.storage().use_count() == 1 &&
+         !slot.requires_grad() && !slot.grad_fn() && slot.dtype() == input.dtype && slot.device() == input.device &&
+         slot.sizes() == input.sizes && slot.is_non_overlapping_and_dense();
+}
+
 // Takes the slot's tensor (not a copy of its handle) so that an exclusive one stays exclusive.
 void add_gradients(Tensor& slot, const Tensor& incoming) {
   if (!slot.defined()) {
@@ -82,6 +106,11 @@ struct LaterFirst {
 }  // namespace
 
 bool leaf_gradient_hook_set() { return static_cast<bool>(leaf_gradient_hook); }
+
+Tensor gradient_sum_target(std::size_t input) {
+  if (gradient_sum_targets == nullptr || input >= gradient_sum_targets->size()) return Tensor();
+  return (*gradient_sum_targets)[input];
+}
 
 LeafGradientHookGuard::LeafGradientHookGuard(LeafGradientHook hook) : previous_(std::move(leaf_gradient_hook)) {
   leaf_gradient_hook = std::move(hook);
@@ -251,12 +280,29 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
     ready.pop();
     TensorList grad_outputs = std::move(buffer_of(node));
     buffers.erase(node);
-    TensorList grad_inputs = run_node(*node, std::move(grad_outputs), retain_graph);
+    // The gradients already collected where this node's own go: it may add into them in place.
+    TensorList sum_targets(node->next_edges_.size());
+    for (std::size_t i = 0; i < node->next_edges_.size(); ++i) {
+      const Edge& edge = node->next_edges_[i];
+      if (!edge.node) continue;
+      const auto found = buffers.find(edge.node.get());
+      if (found != buffers.end() && can_take_sum(found->second[edge.input_nr], node->input_meta_[i]))
+        sum_targets[i] = found->second[edge.input_nr];
+    }
+    TensorList grad_inputs;
+    {
+      GradientSumTargetsScope offered(&sum_targets);
+      grad_inputs = run_node(*node, std::move(grad_outputs), retain_graph);
+    }
+    std::vector<bool> summed_in_place(sum_targets.size(), false);
+    for (std::size_t i = 0; i < sum_targets.size(); ++i)
+      summed_in_place[i] = sum_targets[i].defined() && grad_inputs[i].is_same(sum_targets[i]);
+    sum_targets.clear();  // the buffers are exclusive again (add_gradients may add in place)
     for (std::size_t i = 0; i < node->next_edges_.size(); ++i) {
       const Edge& edge = node->next_edges_[i];
       Tensor grad = std::move(grad_inputs[i]);
       if (edge.node) {
-        if (grad.defined()) {
+        if (grad.defined() && !summed_in_place[i]) {
           auto& slot = buffer_of(edge.node.get())[edge.input_nr];
           add_gradients(slot, grad);
         }

@@ -55,6 +55,17 @@ std::shared_ptr<Node> record(std::string name, const TensorList& inputs, const T
 // and backward, say) throws instead of producing a wrong gradient.
 Tensor save(const Tensor& tensor);
 
+// During a node's backward: the gradient already collected for the tensor that the node's input
+// `input` came from, when the node may add its own gradient for that input into it in place
+// instead of returning a new tensor for the engine to add (a residual block's input gets the
+// shortcut's gradient first and the first convolution's after: cuDNN and cuBLAS fold the sum
+// into the convolution's input gradient, beta = 1, which saves the add's kernel and a buffer).
+// The node that does so returns this very tensor as its gradient for `input`, and the engine
+// adds nothing more. Undefined when there is none, or when the engine's buffer is shared, or of
+// another dtype, device or shape than the input, or not dense; the node checks any layout it
+// needs beyond that.
+Tensor gradient_sum_target(std::size_t input);
+
 // Returns aliases of `tensors` whose gradients pass through a node that calls `hook(grads)`
 // and forwards them unchanged. grads has one entry per tensor: zeros where nothing flowed,
 // undefined for tensors that do not require grad (those are returned as they are). Wrapping a

@@ -169,7 +169,8 @@ TEST(KernelTable, CudaEntriesExistExactlyInCudaBuilds) {
 TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
   const std::set<std::string> half_ops = {"copy", "fill", "unary", "binary", "ternary", "dropout",
                                           "reduce_sum", "reduce_extremum", "scatter_add", "gather",
-                                          "matmul", "conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight"};
+                                          "matmul", "conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight",
+                                          "conv2d_backward_input_accumulate"};
   // Batch norm (+ReLU, float32 parameters) and pooling: 16-bit NCHW (ops/cuda/batch_norm_split.cu,
   // ops/cuda/pooling.cu).
   const std::set<std::string> norm_pool_ops = {
@@ -179,7 +180,8 @@ TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
       "avg_pool2d_backward",         "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_backward"};
   // Channels-last CUDA kernels (float32, bfloat16, float16): cuDNN's NHWC convolution, sublet's
   // NHWC batch norm and pooling.
-  std::set<std::string> channels_last_ops = {"conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight"};
+  std::set<std::string> channels_last_ops = {"conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight",
+                                             "conv2d_backward_input_accumulate"};
   channels_last_ops.insert(norm_pool_ops.begin(), norm_pool_ops.end());
   for (const NamedKernelTable& entry : all_kernel_tables()) {
     const bool expected =

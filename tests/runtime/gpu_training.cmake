@@ -6,6 +6,8 @@ if(SUBLET_HAVE_CUDA AND TARGET models)
   # ops::run_concurrently: a captured step's second stream, its join and its held workspaces.
   sublet_add_test(test_concurrent_cuda LABEL gpu SOURCES test_concurrent_cuda.cpp LIBS runtime)
   sublet_add_test(test_planned_graph_step LABEL gpu SOURCES test_planned_graph_step.cpp LIBS runtime models)
+  # A convolution's input gradient summed into the shortcut's (autograd::gradient_sum_target).
+  sublet_add_test(test_conv_gradient_sum_cuda LABEL gpu SOURCES test_conv_gradient_sum_cuda.cpp LIBS runtime)
   # Optimizer::backward_and_step: the update overlapping a captured backward (issue 15).
   sublet_add_test(test_update_overlap_cuda LABEL gpu SOURCES test_update_overlap_cuda.cpp LIBS runtime models)
 endif()

@@ -66,6 +66,52 @@ TEST(Autograd, LeafGradientHookSeesALeafUsedTwiceOnceWithItsWholeGradient) {
   EXPECT_EQ(w_seen->second, (std::vector<double>{3 + 2 * 1 + 1, 4 + 2 * 2 + 1}));  // x + 2w + 1: every edge in
 }
 
+// An op whose backward gives 5 x its incoming gradient, added into the gradient already collected
+// for its input when the engine offers one (autograd::gradient_sum_target), as a convolution's
+// input pass does with cuDNN's beta = 1.
+Tensor times_five_summing_in_place(const Tensor& input, std::vector<bool>& offered) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = input * 5.0;
+  }
+  autograd::record("times_five", {input}, {out}, [&offered](const TensorList& grads) {
+    Tensor target = autograd::gradient_sum_target(0);
+    offered.push_back(target.defined());
+    if (!target.defined()) return TensorList{grads[0] * 5.0};
+    target.add_(grads[0], 5.0);
+    return TensorList{target};
+  });
+  return out;
+}
+
+TEST(Autograd, ANodeMayAddItsGradientIntoTheOneAlreadyCollected) {
+  Tensor x = param({1, 2, 3}, {3});
+  const Tensor h = x * 2.0;  // h's gradient is collected from the two ops below
+  std::vector<bool> offered;
+  const Tensor first = times_five_summing_in_place(h, offered);
+  const Tensor second = times_five_summing_in_place(h, offered);
+  (first + second).sum().backward();
+  // The later op runs first and finds nothing collected; the earlier one adds into its result.
+  EXPECT_EQ(offered, (std::vector<bool>{false, true}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{20, 20, 20}));  // 2 x (5 + 5), added once
+}
+
+TEST(Autograd, NoGradientIsOfferedOutsideANodeOrWhenShared) {
+  EXPECT_FALSE(autograd::gradient_sum_target(0).defined());
+  Tensor x = param({1, 2}, {2});
+  const Tensor h = x * 1.0;
+  std::vector<bool> offered;
+  const Tensor summed = times_five_summing_in_place(h, offered);
+  // h is also a root, with a gradient the caller still holds: it is h's collected gradient when
+  // times_five runs, and adding into it would change the caller's tensor.
+  const Tensor h_grad = ones({2}, DType::Float64);
+  autograd::backward({h, summed}, {h_grad, ones({2}, DType::Float64)});
+  EXPECT_EQ(offered, (std::vector<bool>{false}));
+  EXPECT_EQ(h_grad.to_vector<double>(), (std::vector<double>{1, 1}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6, 6}));  // 1 + 5
+}
+
 TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
   Tensor x = param({1, -2}, {2});
   (x * 3.0).sum().backward();
