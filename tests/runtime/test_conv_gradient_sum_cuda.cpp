@@ -121,7 +121,11 @@ std::pair<std::vector<double>, bool> residual_gradient(Device device, MemoryForm
   x.requires_grad_(true);
   const Tensor weight = uniform_on_gpu({8, 8, 3, 3}, DType::Float32, format, 8).to(device);
   const Tensor h = x * 1.5;
-  const Tensor out = nn::functional::conv2d(h, weight, {}, nn::functional::Conv2dFuncOptions().padding(1)) + h * 2.0;
+  // In this order (the operands of + may be evaluated either way): the shortcut's node is
+  // created after the convolution's, so backward runs it first.
+  const Tensor branch = nn::functional::conv2d(h, weight, {}, nn::functional::Conv2dFuncOptions().padding(1));
+  const Tensor shortcut_out = h * 2.0;
+  const Tensor out = branch + shortcut_out;
   const void* shortcut = nullptr;
   const void* convolution = nullptr;
   const auto& add_inputs = out.grad_fn()->next_edges();
