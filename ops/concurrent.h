@@ -28,6 +28,8 @@ namespace sublet::ops {
 enum class SideLane : int {
   Kernels = 0,          // run_concurrently
   OptimizerUpdate = 1,  // optim::Optimizer::backward_and_step
+  BesideEven = 2,       // sublet::detail::run_beside (runtime/side_work.h), alternating
+  BesideOdd = 3,
 };
 
 namespace detail {

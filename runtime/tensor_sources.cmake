@@ -10,6 +10,7 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/memory_format.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reductions.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shape.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/side_work.cpp
   ${CMAKE_CURRENT_LIST_DIR}/storage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/views.cpp

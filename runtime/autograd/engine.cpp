@@ -12,6 +12,7 @@
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"
 #include "runtime/kernel_args.h"
+#include "runtime/side_work.h"
 
 namespace sublet::autograd {
 
@@ -118,7 +119,38 @@ LeafGradientHookGuard::LeafGradientHookGuard(LeafGradientHook hook) : previous_(
 
 LeafGradientHookGuard::~LeafGradientHookGuard() { leaf_gradient_hook = std::move(previous_); }
 
+namespace {
+
+// Whether store_first_gradient keeps `grad` itself as the leaf's .grad: a fresh gradient nobody
+// else can see, in the leaf's layout when that is dense (else contiguous).
+bool kept_as_is(const TensorImpl& leaf, const Tensor& grad) {
+  const Shape& layout = leaf.strides;
+  const bool right_layout = sublet::detail::is_dense_layout(leaf.sizes, layout)
+                                ? sublet::detail::same_layout(grad.sizes(), grad.strides(), layout)
+                                : grad.is_contiguous();
+  return grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 && right_layout &&
+         grad.storage_offset() == 0 && grad.storage().nbytes() == grad.nbytes();
+}
+
+// Backward ends with every stream caught up on the side work its ops left running (whoever reads
+// the gradients next, a capture's end included), on the way out of an exception too.
+struct SettleSideWorkAtEnd {
+  ~SettleSideWorkAtEnd() {
+    if (!sublet::detail::side_work_pending()) return;
+    try {
+      sublet::detail::settle_side_work();
+    } catch (...) {  // a device error is already on its way out, or will be reported by the next call
+    }
+  }
+};
+
+}  // namespace
+
 void Engine::accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
+  // A gradient still being written beside (runtime/side_work.h) may be stored, not read: anything
+  // that launches work on it waits for the side work first.
+  if (sublet::detail::side_work_pending() && (grad.dtype() != leaf.dtype || leaf.grad || !kept_as_is(leaf, grad)))
+    sublet::detail::settle_side_work();
   if (grad.dtype() != leaf.dtype) grad = grad.to(leaf.dtype);
   if (leaf.grad) {
     Tensor(leaf.grad).add_(grad);
@@ -142,10 +174,7 @@ void Engine::store_first_gradient(TensorImpl& leaf, Tensor grad) {
   // accumulations and the fused optimizers then see parameter and gradient element for element.
   const Shape& layout = leaf.strides;
   const bool leaf_dense = sublet::detail::is_dense_layout(leaf.sizes, layout);
-  const bool right_layout = leaf_dense ? sublet::detail::same_layout(grad.sizes(), grad.strides(), layout)
-                                       : grad.is_contiguous();
-  const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 && right_layout &&
-                         grad.storage_offset() == 0 && grad.storage().nbytes() == grad.nbytes();
+  const bool exclusive = kept_as_is(leaf, grad);
   Tensor owned = exclusive       ? grad
                  : leaf_dense    ? sublet::detail::in_layout(grad, layout)
                                  : grad.contiguous();
@@ -275,6 +304,7 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
   roots.clear();
   grads.clear();
 
+  const SettleSideWorkAtEnd settle_at_end;
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();

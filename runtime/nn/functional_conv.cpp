@@ -7,6 +7,7 @@
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
+#include "runtime/side_work.h"
 
 namespace sublet::nn::functional {
 
@@ -79,9 +80,14 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
     const bool need_input = input.requires_grad();
     const bool need_weight = weight.requires_grad();
     const bool need_bias = bias.defined() && bias.requires_grad();
+    // Weight and bias gradients that go straight to leaves (parameters) in the layout they are
+    // computed in may be finished beside the rest of backward (runtime/side_work.h): nothing but
+    // the optimizer reads them, and every buffer the filter pass writes is returned to the engine.
+    const bool leaf_gradients =
+        need_weight && weight.is_leaf() && weight.is_contiguous(s.format) && (!need_bias || bias.is_leaf());
     autograd::record(
         op, {input, weight, bias}, {out},
-        [s, weight_format, need_input, need_weight, need_bias,
+        [s, weight_format, need_input, need_weight, need_bias, leaf_gradients,
          x = (need_weight || need_bias) ? autograd::save(x) : Tensor(),
          w = need_input ? autograd::save(w) : Tensor()](const TensorList& grads) {
           const Tensor grad_out = grads[0].contiguous(s.format);
@@ -112,14 +118,18 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
           };
           // The two gradients read the same inputs and write apart: in a captured step they become
           // parallel branches of the graph (ops/concurrent.h); otherwise input, then filter.
-          if (need_input && need_filter) {
+          if (need_input && need_filter && leaf_gradients) {
+            // The filter pass may run on past this node: what it reads stays alive until it is joined.
+            sublet::detail::run_beside(ctx, input_pass, filter_pass, {x, grad_out});
+          } else if (need_input && need_filter) {
             ops::run_concurrently(ctx, input_pass, filter_pass);
           } else {
             input_pass(ctx);
             filter_pass(ctx);
           }
           if (!need_weight) grad_weight = Tensor();
-          if (need_weight) grad_weight = grad_weight.contiguous(weight_format);
+          // (A filter pass still running beside: the engine gives the leaf its layout, after waiting.)
+          if (need_weight && !leaf_gradients) grad_weight = grad_weight.contiguous(weight_format);
           return TensorList{grad_input, grad_weight, grad_bias};
         });
   }

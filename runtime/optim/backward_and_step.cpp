@@ -21,6 +21,7 @@
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/kernel_args.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/side_work.h"
 
 namespace sublet::optim {
 
@@ -87,6 +88,13 @@ std::size_t Optimizer::backward_and_step(const std::function<void()>& backward) 
     if (!fused_update_usable(group) || !gradients_in_parameter_layout(params_, group)) return;  // left to the end
     NoGradGuard no_grad;
     AllocationCategoryGuard temporaries(memory::BlockCategory::Temporary);
+    // The lane waits for backward so far, and for side work still writing gradients
+    // (runtime/side_work.h: a convolution's weight gradient runs on past its node).
+    for (StreamHandle side : sublet::detail::pending_side_streams()) {
+      ops::Context from_side = ctx;
+      from_side.stream = side;
+      ops::detail::fork_stream(from_side, ops::SideLane::OptimizerUpdate);
+    }
     lane.stream = ops::detail::fork_stream(ctx, ops::SideLane::OptimizerUpdate);
     forked = true;
     overlap_context_ = &lane;

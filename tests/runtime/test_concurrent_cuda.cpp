@@ -4,7 +4,11 @@
 //    values prove the join);
 //  - the side's workspaces are allocated on the capturing stream and held until the join: a
 //    workspace the main work asks for afterwards gets other bytes;
-//  - eager, both run on the caller's stream, main first, with no hold.
+//  - eager, both run on the caller's stream, main first, with no hold;
+//  - runtime/side_work.h's run_beside, captured: the side work stays pending past the call (its
+//    kept tensor is not handed to the next request even after the caller drops it), a second
+//    call settles the first one's, settle_side_work() the rest, and the replay sees every side
+//    write; eager, nothing is left pending.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -12,6 +16,7 @@
 #include "memory/current_stream.h"
 #include "ops/concurrent.h"
 #include "runtime/cuda/cuda_graph.h"
+#include "runtime/side_work.h"
 #include "runtime/factories.h"
 #include "runtime/tensor.h"
 #include "tests/gpu_skip.h"
@@ -86,6 +91,66 @@ TEST(RunConcurrently, EagerWorkRunsMainThenSideOnTheCallersStream) {
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
   EXPECT_EQ(streams, (std::vector<StreamHandle>{ctx.stream, ctx.stream}));
   EXPECT_EQ(held, (std::vector<bool>{false, false}));
+}
+
+TEST(RunBeside, CapturedSideWorkIsJoinedOneCallLaterAndKeepsItsTensors) {
+  SUBLET_SKIP_WITHOUT_GPU("runtime/side_work.h's run_beside in a capture");
+  const Device gpu = Device::cuda(0);
+  const auto options = TensorOptions().device(gpu);
+  constexpr std::int64_t kCount = 1 << 16;
+  Tensor first_side = zeros({kCount}, options), second_side = zeros({kCount}, options);
+  Tensor seen_first = zeros({kCount}, options), seen_second = zeros({kCount}, options);
+  Tensor main_out = zeros({kCount}, options);
+  bool pending_after_first = false, pending_after_second = false, pending_after_settle = true;
+  const void* kept_address = nullptr;
+  const void* next_address = nullptr;
+  CudaGraph graph(gpu);
+  graph.capture([&] {
+    const ops::Context ctx = ops::Context::for_device(gpu);
+    Tensor source = full({kCount}, 3.0, options);  // allocated in the capture
+    kept_address = source.data_ptr();
+    const auto side_copy = [&](Tensor& into, const Tensor& from) {
+      return [&into, from, gpu](const ops::Context& c) {
+        memory::StreamGuard on_side(gpu, c.stream);
+        into.copy_(from);
+      };
+    };
+    sublet::detail::run_beside(
+        ctx, [&](const ops::Context&) { main_out.fill_(1.0); }, side_copy(first_side, source), {source});
+    source = Tensor();  // the caller lets go; run_beside keeps it until the side work is joined
+    pending_after_first = sublet::detail::side_work_pending();
+    next_address = Tensor::empty({kCount}, options).data_ptr();
+    const Tensor five = full({kCount}, 5.0, options);
+    sublet::detail::run_beside(
+        ctx, [&](const ops::Context&) { main_out.add_(1.0); }, side_copy(second_side, five), {five});
+    pending_after_second = sublet::detail::side_work_pending();
+    seen_first.copy_(first_side);  // the first side work is joined by now
+    sublet::detail::settle_side_work();
+    pending_after_settle = sublet::detail::side_work_pending();
+    seen_second.copy_(second_side);
+  });
+  ASSERT_TRUE(graph.captured());
+  EXPECT_TRUE(pending_after_first);
+  EXPECT_TRUE(pending_after_second) << "the second call's side work should stay pending";
+  EXPECT_FALSE(pending_after_settle);
+  EXPECT_NE(next_address, kept_address) << "a kept tensor's bytes went to the next request while the side may read them";
+  graph.replay();
+  graph.synchronize();
+  expect_all(seen_first, 3.0f);
+  expect_all(seen_second, 5.0f);
+  expect_all(main_out, 2.0f);
+}
+
+TEST(RunBeside, EagerWorkLeavesNothingPending) {
+  SUBLET_SKIP_WITHOUT_GPU("runtime/side_work.h's run_beside outside a capture");
+  const Device gpu = Device::cuda(0);
+  const ops::Context ctx = ops::Context::for_device(gpu);
+  std::vector<int> order;
+  sublet::detail::run_beside(
+      ctx, [&](const ops::Context& c) { order.push_back(c.stream == ctx.stream ? 1 : -1); },
+      [&](const ops::Context& c) { order.push_back(c.stream == ctx.stream ? 2 : -2); }, {});
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_FALSE(sublet::detail::side_work_pending());
 }
 
 }  // namespace
