@@ -135,7 +135,9 @@ std::pair<std::vector<double>, bool> residual_gradient(Device device, MemoryForm
   add_inputs[0].node->register_post_hook([&](const autograd::TensorList& grad_inputs, const autograd::TensorList&) {
     convolution = grad_inputs[0].data_ptr();
   });
-  out.sum().backward();
+  // The incoming gradient in the step's layout (sum()'s would be an expanded scalar, and the
+  // shortcut's gradient made from it NCHW, which a channels-last pass cannot add into).
+  autograd::backward({out}, {uniform_on_gpu(out.sizes(), DType::Float32, format, 9).to(device)});
   return {host_values(x.grad()), shortcut != nullptr && convolution == shortcut};
 }
 

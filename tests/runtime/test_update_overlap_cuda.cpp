@@ -21,6 +21,11 @@
 #include <memory>
 
 #include "graph_training_support.h"
+#include "memory/current_stream.h"
+#include "runtime/autograd/function.h"
+#include "runtime/autograd/grad_mode.h"
+#include "runtime/kernel_args.h"
+#include "runtime/side_work.h"
 #include "runtime/graphed_train_step.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
@@ -201,6 +206,77 @@ TEST(UpdateOverlap, ChannelsLastResNetMatchesThePlainGraphedStep) {
     for (std::size_t k = 0; k < a.size(); ++k) worst = testing::nan_safe_max(worst, std::fabs(a[k] - b[k]));
     EXPECT_LE(worst, 1e-6f) << "parameter " << i << " differs after " << kSteps << " steps";
   }
+}
+
+// out = w * w * x, whose weight gradient 2 g w x is written by side work that first keeps its lane
+// busy for about a millisecond (runtime/side_work.h): the update, launched from the leaf hook
+// during backward, must wait for it. Read too early, it finds the previous replay's gradient
+// (same buffer, another w), and w's trajectory moves by about lr x that difference.
+Tensor square_times_slowly(const Tensor& w, const Tensor& x, Tensor& busy) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = w * w * x;
+  }
+  autograd::record("square_times_slowly", {w}, {out}, [w, x, &busy](const autograd::TensorList& grads) {
+    const Tensor g = grads[0];
+    Tensor grad_w;
+    const ops::Context ctx = sublet::detail::context_for(g);
+    sublet::detail::run_beside(
+        ctx, [](const ops::Context&) {},
+        [&](const ops::Context& c) {
+          grad_w = empty_like(w);  // on the capturing stream, as a convolution's weight gradient
+          memory::StreamGuard on_side(c.device, c.stream);
+          for (int i = 0; i < 24; ++i) busy.mul_(1.0);
+          grad_w.copy_(w);
+          grad_w.mul_(x);
+          grad_w.mul_(g);
+          grad_w.mul_(2.0);
+        },
+        {g});
+    return autograd::TensorList{grad_w};
+  });
+  return out;
+}
+
+std::vector<float> train_slow_gradient(bool overlapped, std::vector<std::size_t>& during_backward) {
+  const Device gpu = Device::cuda(0);
+  const auto options = TensorOptions().device(gpu);
+  Generator g(3);
+  Tensor w = (rand({1 << 16}, g) + 0.5).to(gpu);
+  w.requires_grad_(true);
+  const Tensor x = (rand({1 << 16}, g) + 0.5).to(gpu);
+  Tensor busy = ones({1 << 24}, options);  // 64 MiB: each pass over it takes tens of microseconds
+  optim::SGD sgd({w}, optim::SGDOptions(0.05));
+  GraphedTrainStep graphed(
+      [&](const Tensor& input, const Tensor&) {
+        sgd.zero_grad();
+        Tensor loss = square_times_slowly(w, input, busy).sum();
+        if (overlapped) {
+          during_backward.push_back(sgd.backward_and_step([&] { loss.backward(); }));
+        } else {
+          loss.backward();
+          sgd.step();
+        }
+        return loss;
+      },
+      sgd, x.sizes(), Shape{1}, gpu, kWarmup);
+  const Tensor label = zeros({1}, TensorOptions().dtype(DType::Int64).device(gpu));
+  for (int step = 0; step < kSteps; ++step) graphed.run(x, label).item<float>();
+  return w.detach().to(Device::cpu()).to_vector<float>();
+}
+
+TEST(UpdateOverlap, UpdateWaitsForGradientsStillWrittenBeside) {
+  SUBLET_SKIP_WITHOUT_GPU("the update waiting for side work in a captured backward");
+  std::vector<std::size_t> during_backward, unused;
+  const std::vector<float> plain = train_slow_gradient(false, unused);
+  const std::vector<float> overlapped = train_slow_gradient(true, during_backward);
+  // Two eager warm-up steps, then the capture, whose update of w starts during backward.
+  EXPECT_EQ(during_backward, (std::vector<std::size_t>{0, 0, 1}));
+  ASSERT_EQ(plain.size(), overlapped.size());
+  float worst = 0;
+  for (std::size_t i = 0; i < plain.size(); ++i) worst = testing::nan_safe_max(worst, std::fabs(plain[i] - overlapped[i]));
+  EXPECT_LE(worst, 1e-6f);
 }
 
 }  // namespace
