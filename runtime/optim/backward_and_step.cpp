@@ -67,13 +67,7 @@ std::size_t Optimizer::backward_and_step(const std::function<void()>& backward) 
   const std::size_t group_bytes = std::max<std::size_t>(total_bytes / kGroupsPerStep, 1);
 
   capturing_ = true;  // overlaps_streams: ctx.stream captures
-  struct ResetFlags {
-    Optimizer& optimizer;
-    ~ResetFlags() {
-      optimizer.capturing_ = false;
-      optimizer.overlap_context_ = nullptr;
-    }
-  } reset{*this};
+  const StepFlagsReset reset{*this};
   // The lane's workspaces (the update's parameter table) belong to the capture's stream and are
   // held until the lane is joined back into it (ops::WorkspaceHold).
   ops::WorkspaceHold hold{ctx.stream, {}};

@@ -50,13 +50,7 @@ StepOutcome Optimizer::run_step(const SkipIfNonFinite* skip) {
   for (std::size_t i = 0; i < params_.size(); ++i)
     if (params_[i].grad().defined()) indices.push_back(i);
   capturing_ = !params_.empty() && ops::stream_is_capturing(ops::Context::for_device(params_[0].device()));
-  struct ResetStepFlags {
-    Optimizer& optimizer;
-    ~ResetStepFlags() {
-      optimizer.capturing_ = false;
-      optimizer.device_skip_ = nullptr;
-    }
-  } reset{*this};
+  const StepFlagsReset reset{*this};
   if (skip && fused_update_usable(indices)) {
     // The kernels read the flag and advance the counts (fused_scalars()); nothing is read here.
     device_skip_ = skip;

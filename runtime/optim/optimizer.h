@@ -151,6 +151,16 @@ class Optimizer {
   mutable bool host_counts_current_ = true;
   bool device_counts_current_ = false;
   Tensor device_scalars_;  // [lr, param_steps_..., step_count_]
+  // Clears the flags a step sets (capturing_, device_skip_, overlap_context_) when it ends,
+  // however it ends.
+  struct StepFlagsReset {
+    Optimizer& optimizer;
+    ~StepFlagsReset() {
+      optimizer.capturing_ = false;
+      optimizer.device_skip_ = nullptr;
+      optimizer.overlap_context_ = nullptr;
+    }
+  };
   StepOutcome run_step(const SkipIfNonFinite* skip);
   void record_captured_step(std::vector<std::size_t> indices, bool counts_on_device);
   double* device_scalars(bool for_cpu);
