@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/version.h"
 #include "memory/config.h"
 #include "core/errors.h"
 
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   }
   CLI::App app{"sublet: a small C++ deep-learning runtime with a PyTorch-style caching allocator"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", sublet::cli::version_text());
   app.failure_message(sublet::cli::failure_message);
   // Every command refuses a bad SUBLET_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF) before it starts
   // work, including those that create their allocators late (profile) or not from the

@@ -44,6 +44,35 @@ TEST(CliHelp, DefaultOnSwitchesSayDefaultOn) {
     EXPECT_NE(step.find(part), std::string::npos) << part << " not in:\n" << step;
 }
 
+// `sublet --version` names the release (CMake's project version, passed in by the test's build)
+// and, in a checkout, the revision it was built from.
+TEST(CliHelp, VersionNamesReleaseAndRevision) {
+  const Outcome o = run_sublet({"--version"});
+  ASSERT_TRUE(o.exited && o.exit_code == 0) << o.err;
+  EXPECT_EQ(o.out.rfind(std::string("sublet ") + SUBLET_EXPECTED_VERSION, 0), 0u) << o.out;
+  EXPECT_NE(o.out.find("backends: CPU"), std::string::npos) << o.out;
+#ifdef SUBLET_BUILT_FROM_CHECKOUT
+  const std::size_t at = o.out.find("(revision ");
+  ASSERT_NE(at, std::string::npos) << o.out;
+  const std::string revision = o.out.substr(at + 10, 12);
+  EXPECT_EQ(revision.find_first_not_of("0123456789abcdef"), std::string::npos) << o.out;
+#endif
+}
+
+// `sublet --help` lists every command, each with its line of description.
+TEST(CliHelp, TopLevelHelpListsEveryCommand) {
+  const Outcome o = run_sublet({"--help"});
+  ASSERT_TRUE(o.exited && o.exit_code == 0) << o.err;
+  for (const char* command : {"demo", "bench", "replay", "plan", "profile", "train"}) {
+    const std::size_t at = o.out.find(std::string("\n  ") + command + " ");
+    ASSERT_NE(at, std::string::npos) << command << " not listed in:\n" << o.out;
+    const std::size_t line_end = o.out.find('\n', at + 1);
+    const std::string line = o.out.substr(at + 1, line_end - at - 1);
+    EXPECT_GT(line.find_first_not_of(' ', 2 + std::string(command).size()), 2 + std::string(command).size())
+        << "no description on: " << line;
+  }
+}
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SUBLET_SANITIZED_BUILD 1
 #elif defined(__has_feature)
