@@ -15,6 +15,8 @@ packages=(
 # SUBLET_SETUP_SANITIZERS=1 (CI sets it): also what scripts/clang_sanitized_build.sh would install
 # later (clang-14, its OpenMP runtime), so that CI runs one apt-get update and one install.
 [ "${SUBLET_SETUP_SANITIZERS:-}" = 1 ] && packages+=(clang-14 libomp-14-dev)
+# SUBLET_SETUP_DOCS=1 (CI sets it): what scripts/build_docs.sh needs (Sphinx, MyST, breathe, Doxygen).
+[ "${SUBLET_SETUP_DOCS:-}" = 1 ] && packages+=(python3-sphinx python3-myst-parser python3-breathe doxygen furo)
 
 missing=()
 for p in "${packages[@]}"; do
