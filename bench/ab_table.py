@@ -7,7 +7,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from readme_tables import load_ab  # noqa: E402
+from doc_tables import load_ab  # noqa: E402
 
 
 def cell(value, width, digits):

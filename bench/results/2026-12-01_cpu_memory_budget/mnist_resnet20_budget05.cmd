@@ -1,1 +1,0 @@
-build/sublet train --device cpu --memory-budget 0.5

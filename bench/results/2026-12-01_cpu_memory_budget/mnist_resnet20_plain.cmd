@@ -1,1 +1,0 @@
-build/sublet train --device cpu
