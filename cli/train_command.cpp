@@ -1,4 +1,4 @@
-// sublet train [--model NAME] [--data mnist|cifar10|synthetic] [--data-dir DIR] [--device auto|cpu|cuda]
+// sublet train [--model NAME] [--data mnist|fashion-mnist|cifar10|synthetic] [--data-dir DIR] [--device auto|cpu|cuda]
 //              [--epochs N] [--batch-size B] [--lr X] [--optimizer sgd|adam|adamw] [--schedule none|step|cosine]
 //              [--limit-train N] [--limit-test N] [--seed S] [--checkpoint PATH] [--resume PATH]
 //              [--metrics-json PATH] [--cuda-graph] [--no-oom-retry]
@@ -88,8 +88,8 @@ void add_train_command(CLI::App& app) {
   for (const std::string& name : models::model_names()) models += (models.empty() ? "" : ", ") + name;
   // Values are checked by train::validate (one message format for CLI and library), not CLI11.
   cmd->add_option("--model", options->model, "model: " + models)->capture_default_str();
-  cmd->add_option("--data", options->data, "mnist, cifar10 or synthetic")->capture_default_str();
-  cmd->add_option("--data-dir", options->data_dir, "dataset folder (default data/mnist, data/cifar-10-batches-bin)");
+  cmd->add_option("--data", options->data, "mnist, fashion-mnist, cifar10 or synthetic")->capture_default_str();
+  cmd->add_option("--data-dir", options->data_dir, "dataset folder (default data/mnist, /usr/share/datasets/fashion-mnist, data/cifar-10-batches-bin)");
   cmd->add_option("--device", options->device, "auto (CUDA when present), cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--epochs", options->epochs, "epochs to train (in total, counting resumed ones)")->capture_default_str();
   cmd->add_option("--batch-size", options->batch_size, "images per step")->capture_default_str();

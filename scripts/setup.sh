@@ -15,6 +15,9 @@ packages=(
 # SUBLET_SETUP_SANITIZERS=1 (CI sets it): also what scripts/clang_sanitized_build.sh would install
 # later (clang-14, its OpenMP runtime), so that CI runs one apt-get update and one install.
 [ "${SUBLET_SETUP_SANITIZERS:-}" = 1 ] && packages+=(clang-14 libomp-14-dev)
+# SUBLET_SETUP_DATASETS=1 (CI sets it): Debian's Fashion-MNIST (the full 60,000 / 10,000 images, 30 MB),
+# the default of `sublet train --data fashion-mnist`.
+[ "${SUBLET_SETUP_DATASETS:-}" = 1 ] && packages+=(dataset-fashion-mnist)
 # SUBLET_SETUP_DOCS=1 (CI sets it): what scripts/build_docs.sh needs (Sphinx, MyST, breathe, Doxygen).
 [ "${SUBLET_SETUP_DOCS:-}" = 1 ] && packages+=(python3-sphinx python3-myst-parser python3-breathe doxygen furo)
 

@@ -25,24 +25,46 @@ bool mnist_present(const fs::path& dir) {
   return true;
 }
 
-TrainingData load_mnist_data(const TrainOptions& options, const fs::path& dir) {
+// MNIST and Fashion-MNIST share the IDX layout and the reader; they differ in where the files come
+// from, their pixel statistics and the augmentation that suits them.
+struct IdxDataset {
+  const char* display_name;
+  const char* how_to_get;
+  data::Normalization normalization;
+  data::Augmentation augmentation;
+};
+
+IdxDataset mnist_description() {
+  // Shifts of up to 2 pixels (no flips: a mirrored digit is another symbol) are the usual MNIST
+  // augmentation; with 8,000 training digits they are worth a few tenths of a percent.
+  return {"MNIST", "run scripts/fetch_mnist.sh to download it", data::mnist_normalization(),
+          {.random_crop = true, .crop_padding = 2, .horizontal_flip = false}};
+}
+
+IdxDataset fashion_mnist_description() {
+  // Clothes stay clothes when mirrored, so flips join the shifts (as in the dataset's own baselines).
+  return {"Fashion-MNIST", "install Debian's dataset-fashion-mnist package (scripts/setup.sh does with SUBLET_SETUP_DATASETS=1)",
+          data::fashion_mnist_normalization(), {.random_crop = true, .crop_padding = 2, .horizontal_flip = true}};
+}
+
+TrainingData load_idx_data(const TrainOptions& options, const fs::path& dir, const IdxDataset& dataset,
+                           const std::string& name) {
   // Checked up front so that a fresh clone gets one actionable line instead of the reader's
   // message about a single file.
   if (!mnist_present(dir)) {
-    throw IoError("MNIST not found in '" + dir.string() +
+    throw IoError(std::string(dataset.display_name) + " not found in '" + dir.string() +
                   "' (expected train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
-                  "t10k-labels-idx1-ubyte, plain or .gz): run scripts/fetch_mnist.sh to download it, or pass "
-                  "--data-dir DIR");
+                  "t10k-labels-idx1-ubyte, plain or .gz): " + dataset.how_to_get + ", or pass --data-dir DIR");
   }
   TrainingData out;
-  out.train = std::make_shared<data::ImageDataset>(
-      take_first(data::load_mnist(dir, data::MnistSplit::train), options.limit_train));
-  out.test = std::make_shared<data::ImageDataset>(
-      take_first(data::load_mnist(dir, data::MnistSplit::test), options.limit_test));
-  out.normalization = data::mnist_normalization();
-  // Shifts of up to 2 pixels (no flips: a mirrored digit is another symbol) are the usual MNIST
-  // augmentation; with 8,000 training digits they are worth a few tenths of a percent.
-  out.augmentation = {.random_crop = true, .crop_padding = 2, .horizontal_flip = false};
+  data::ImageDataset train = take_first(data::load_mnist(dir, data::MnistSplit::train), options.limit_train);
+  data::ImageDataset test = take_first(data::load_mnist(dir, data::MnistSplit::test), options.limit_test);
+  train.name = name + "-train";
+  test.name = name + "-test";
+  out.train = std::make_shared<data::ImageDataset>(std::move(train));
+  out.test = std::make_shared<data::ImageDataset>(std::move(test));
+  out.normalization = dataset.normalization;
+  out.augmentation = dataset.augmentation;
   return out;
 }
 
@@ -166,10 +188,11 @@ data::Normalization channel_statistics(const data::ImageDataset& dataset) {
 TrainingData load_training_data(const TrainOptions& options) {
   const fs::path dir = options.data_dir.empty() ? default_data_dir(options.data) : options.data_dir;
   TrainingData data;
-  if (options.data == "mnist") data = load_mnist_data(options, dir);
+  if (options.data == "mnist") data = load_idx_data(options, dir, mnist_description(), "mnist");
+  else if (options.data == "fashion-mnist") data = load_idx_data(options, dir, fashion_mnist_description(), "fashion-mnist");
   else if (options.data == "cifar10") data = load_cifar10_data(options, dir);
   else if (options.data == "synthetic") data = make_synthetic_data(options);
-  else throw ValueError("--data: unknown value '" + options.data + "'; expected one of mnist, cifar10, synthetic");
+  else throw ValueError("--data: unknown value '" + options.data + "'; expected one of mnist, fashion-mnist, cifar10, synthetic");
   check_splits(data, options.data, dir);
   return data;
 }

@@ -46,7 +46,7 @@ Device parse_device_text(const std::string& text) {
 
 }  // namespace
 
-std::vector<std::string> dataset_names() { return {"mnist", "cifar10", "synthetic"}; }
+std::vector<std::string> dataset_names() { return {"mnist", "fashion-mnist", "cifar10", "synthetic"}; }
 std::vector<std::string> optimizer_names() { return {"sgd", "adam", "adamw"}; }
 std::vector<std::string> schedule_names() { return {"none", "step", "cosine"}; }
 
@@ -54,6 +54,7 @@ double default_lr(const std::string& optimizer) { return optimizer == "sgd" ? 0.
 
 std::filesystem::path default_data_dir(const std::string& data) {
   if (data == "mnist") return "data/mnist";
+  if (data == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";  // Debian's dataset-fashion-mnist
   if (data == "cifar10") return "data/cifar-10-batches-bin";
   return {};
 }

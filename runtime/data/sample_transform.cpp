@@ -9,6 +9,9 @@ namespace sublet::data {
 
 Normalization mnist_normalization() { return {{0.1307f}, {0.3081f}}; }
 
+// The training split's pixel mean and standard deviation (of values scaled to [0, 1]).
+Normalization fashion_mnist_normalization() { return {{0.2860f}, {0.3530f}}; }
+
 Normalization cifar10_normalization() {
   return {{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}};
 }

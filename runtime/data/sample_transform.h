@@ -18,6 +18,7 @@ struct Normalization {
 // The customary statistics of the training sets: MNIST mean 0.1307, std 0.3081; CIFAR-10
 // mean (0.4914, 0.4822, 0.4465), std (0.2470, 0.2435, 0.2616).
 Normalization mnist_normalization();
+Normalization fashion_mnist_normalization();
 Normalization cifar10_normalization();
 
 struct Augmentation {

@@ -2,10 +2,13 @@
 // what is allowed; missing data says how to get it; a CUDA request without CUDA is a DeviceError.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <filesystem>
 #include <functional>
 
 #include "core/errors.h"
 #include "memory/registry.h"
+#include "runtime/data/mnist.h"
 #include "train/data_setup.h"
 #include "train/train_options.h"
 #include "train_test_support.h"
@@ -111,6 +114,60 @@ TEST(TrainOptions, MissingMnistSaysToRunTheFetchScript) {
     expect_contains(e.what(), "scripts/fetch_mnist.sh");
     expect_contains(e.what(), "no-mnist-here");
   }
+}
+
+TEST(TrainOptions, MissingFashionMnistNamesTheDebianPackage) {
+  testing::ScratchDir dir;
+  TrainOptions o;
+  o.data = "fashion-mnist";
+  o.data_dir = dir / "no-fashion-here";
+  try {
+    load_training_data(o);
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    expect_contains(e.what(), "Fashion-MNIST not found");
+    expect_contains(e.what(), "dataset-fashion-mnist");
+    expect_contains(e.what(), "no-fashion-here");
+  }
+}
+
+// Debian's dataset-fashion-mnist is the full dataset (60,000 / 10,000 images of 28x28), and the
+// normalisation sublet uses is the training split's own pixel statistics.
+TEST(TrainOptions, FashionMnistFromTheDebianPackage) {
+  const std::filesystem::path dir = default_data_dir("fashion-mnist");
+  if (!std::filesystem::exists(dir / "train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (" << dir << "): checks its split sizes and statistics";
+  const data::ImageDataset full_train = data::load_mnist(dir, data::MnistSplit::train);
+  EXPECT_EQ(full_train.size(), 60000);
+  EXPECT_EQ(data::load_mnist(dir, data::MnistSplit::test).size(), 10000);
+
+  TrainOptions o;
+  o.data = "fashion-mnist";
+  o.limit_train = 100;
+  o.limit_test = 50;
+  const TrainingData data = load_training_data(o);
+  EXPECT_EQ(data.train->size(), 100);
+  EXPECT_EQ(data.test->size(), 50);
+  EXPECT_EQ(data.train->name, "fashion-mnist-train");
+  EXPECT_EQ(data.train->channels, 1);
+  EXPECT_EQ(data.train->height, 28);
+  EXPECT_TRUE(data.augmentation.horizontal_flip);
+
+  double sum = 0, sum_sq = 0;
+  const std::int64_t plane = full_train.height * full_train.width;
+  for (std::int64_t i = 0; i < full_train.size(); ++i) {
+    const auto pixels = full_train.sample_pixels(i);
+    for (std::int64_t p = 0; p < plane; ++p) {
+      const double v = pixels[static_cast<std::size_t>(p)] / 255.0;
+      sum += v;
+      sum_sq += v * v;
+    }
+  }
+  const double count = static_cast<double>(full_train.size() * plane);
+  const double mean = sum / count;
+  const double stddev = std::sqrt(sum_sq / count - mean * mean);
+  EXPECT_TRUE(std::abs(mean - data.normalization.mean[0]) <= 5e-4) << mean;
+  EXPECT_TRUE(std::abs(stddev - data.normalization.stddev[0]) <= 5e-4) << stddev;
 }
 
 TEST(TrainOptions, LimitsKeepTheFirstImagesAndSyntheticNormalisationIsTheDataset) {
