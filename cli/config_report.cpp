@@ -62,7 +62,7 @@ void print_config_report(std::ostream& out) {
   for (const nlohmann::json& row : report["switches"]) {
     const std::string value = row["value"].get<std::string>();
     out << fmt::format("  {:<{}}  {:<{}}  {:<11}  {:<9}  {}\n", row["name"].get<std::string>(), name_width,
-                       value.empty() ? "\"\"" : value, value_width, row["source"].get<std::string>(),
+                       value.empty() ? "(none)" : value, value_width, row["source"].get<std::string>(),
                        row["scope"].get<std::string>(), row["doc"].get<std::string>());
   }
 }

@@ -9,7 +9,7 @@
 #include "core/errors.h"
 #include "core/format_bytes.h"
 #include "runtime/autograd/function.h"
-#include "runtime/device_sync.h"
+#include "runtime/device_memory.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
 #include "runtime/nn/checkpoint.h"

@@ -1,4 +1,4 @@
-#include "runtime/device_sync.h"
+#include "runtime/device_memory.h"
 
 #include "memory/registry.h"
 
