@@ -14,6 +14,7 @@
 #include "bench/step/step_report.h"
 #include "cli/bench_step_parallel.h"
 #include "cli/commands.h"
+#include "cli/config_report.h"
 #include "cli/data_parallel_launch.h"
 #include "cli/flag_checks.h"
 #include "cli/precision_flags.h"
@@ -165,6 +166,7 @@ void run_bench_step(const StepFlags& flags) {
 void add_bench_step_command(CLI::App& app) {
   CLI::App* step = bench_app(app)->add_subcommand(
       "step", "Training-step time and peak memory of a model (compare with bench/pytorch_step.py)");
+  add_print_config_flag(*step);
   auto flags = std::make_shared<StepFlags>();
   step->add_option("--device", flags->device, "cpu, cuda, or auto (cuda when a GPU is present, else cpu)")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))

@@ -18,6 +18,8 @@
 #include "cli/version.h"
 #include "memory/config.h"
 #include "core/errors.h"
+#include "core/switch_report.h"
+#include "core/tuning.h"
 
 namespace {
 
@@ -38,17 +40,15 @@ int runnable_tasks() {
 }
 
 // How long an idle OpenMP thread spins before it sleeps, when the machine is otherwise idle:
-// about 0.1-0.3 ms here. Sleeping at once cost a 2-thread CPU ResNet-20 step 5-21% (each of its
-// ~190 parallel regions woke the other thread from a futex: ~350 context switches a step), and
-// most gaps between regions are shorter than this.
+// a fraction of a millisecond, longer than most gaps between a step's parallel regions, so the
+// other thread is not woken from a futex at every region.
 constexpr const char* kIdleMachineSpinCount = "30000";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   // OpenMP threads that spin while waiting steal the cores from each other and from anything
-  // else on the machine (a ResNet-20 step took 1.7 s instead of 0.13 s on a shared 2-core
-  // machine; with one other busy process, a short spin still cost 40%), so they sleep at once
+  // else on the machine (many times slower steps on a shared machine), so they sleep at once
   // when anything else is running, and spin briefly (kIdleMachineSpinCount) when nothing is,
   // unless the user chose with OMP_WAIT_POLICY or GOMP_SPINCOUNT. libgomp reads the variables
   // when it is loaded, before main(): set one and run this program again, once.
@@ -71,10 +71,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", sublet::cli::version_text());
   app.failure_message(sublet::cli::failure_message);
-  // Every command refuses a bad SUBLET_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF) before it starts
+  // Every command refuses a bad switch or SUBLET_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF) before it starts
   // work, including those that create their allocators late (profile) or not from the
   // environment at all (bench alloc); and says once when PyTorch's variable is not used.
   app.parse_complete_callback([] {
+    sublet::tuning();  // a bad switch fails here too (ValueError naming it)
+    for (const std::string& warning : sublet::environment_warnings(sublet::environment_names()))
+      std::cerr << "warning: " << warning << "\n";
     sublet::memory::AllocatorConfig::from_environment();
     const sublet::memory::ConfigOrigin origin = sublet::memory::config_origin_from_environment();
     if (origin.ignored_pytorch) std::cerr << "note: allocator configuration " << origin.describe() << "\n";
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
   sublet::cli::add_plan_command(app);
   sublet::cli::add_profile_command(app);
   sublet::cli::add_train_command(app);
+  sublet::cli::add_config_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

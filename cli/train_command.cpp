@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/config_report.h"
 #include "cli/data_parallel_launch.h"
 #include "cli/flag_checks.h"
 #include "cli/precision_flags.h"
@@ -82,6 +83,7 @@ void run_train(train::TrainOptions options, const std::string& synthetic_shape, 
 
 void add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("train", "Train a model (ResNet family) on MNIST, CIFAR-10 or synthetic images");
+  add_print_config_flag(*cmd);
   auto options = std::make_shared<train::TrainOptions>();
   auto synthetic_shape = std::make_shared<std::string>("3x32x32");
   std::string models;

@@ -8,8 +8,8 @@
 
 #include "core/errors.h"
 #include "core/format_bytes.h"
-#include "memory/registry.h"
 #include "runtime/autograd/function.h"
+#include "runtime/device_memory.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
 #include "runtime/nn/checkpoint.h"
@@ -18,10 +18,6 @@
 
 namespace sublet::models {
 namespace {
-
-void synchronize(Device device) {
-  if (auto* events = memory::allocator_for(device).backend().stream_events()) events->synchronize_device();
-}
 
 // The batch-norm running statistics a measured pass updates, put back when it is done.
 class BufferRestorer {
@@ -195,7 +191,7 @@ std::size_t measure_step_peak(ResNet& model, const Tensor& images, const Tensor&
   return forward_backward_peak(model, images, labels) + optimizer_state_bytes;
 }
 
-void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& runs) {
+void apply_recompute(ResNet& model, const std::vector<RecomputeRun>& runs) {
   std::vector<std::vector<nn::Sequential::Run>> per_stage(model.stages.size());
   std::vector<std::vector<bool>> nested(model.stages.size());
   std::vector<std::size_t> stage_start;  // index of each stage's first unit (unit 0 is the stem)
@@ -205,7 +201,7 @@ void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& run
     stage_start.push_back(units);
     units += stage->size();
   }
-  for (const memory::RecomputeRun& r : runs) {
+  for (const RecomputeRun& r : runs) {
     if (r.begin == 0 && r.end == 1 && !r.nested) {
       stem = true;
       continue;
@@ -226,7 +222,7 @@ void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& run
   model.set_recompute_stem(stem);
 }
 
-nlohmann::json units_json(const std::vector<memory::RecomputeUnit>& units) {
+nlohmann::json units_json(const std::vector<RecomputeUnit>& units) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& u : units)
     out.push_back({{"name", u.name}, {"group", u.group}, {"retained_bytes", u.retained_bytes},
@@ -234,13 +230,13 @@ nlohmann::json units_json(const std::vector<memory::RecomputeUnit>& units) {
   return out;
 }
 
-std::vector<memory::RecomputeUnit> units_from_json(const nlohmann::json& j) {
+std::vector<RecomputeUnit> units_from_json(const nlohmann::json& j) {
   if (!j.is_array()) throw ValueError("recompute units: expected a JSON array, got " + std::string(j.type_name()));
-  std::vector<memory::RecomputeUnit> units;
+  std::vector<RecomputeUnit> units;
   for (std::size_t i = 0; i < j.size(); ++i) {
     const nlohmann::json& e = j[i];
     try {
-      memory::RecomputeUnit u{.name = e.at("name").get<std::string>(),
+      RecomputeUnit u{.name = e.at("name").get<std::string>(),
                               .group = e.at("group").get<int>(),
                               .retained_bytes = e.at("retained_bytes").get<std::size_t>(),
                               .output_bytes = e.at("output_bytes").get<std::size_t>(),
@@ -257,10 +253,10 @@ std::vector<memory::RecomputeUnit> units_from_json(const nlohmann::json& j) {
   return units;
 }
 
-std::string describe_runs(const std::vector<memory::RecomputeUnit>& units, const std::vector<memory::RecomputeRun>& runs) {
+std::string describe_runs(const std::vector<RecomputeUnit>& units, const std::vector<RecomputeRun>& runs) {
   if (runs.empty()) return "none";
   std::string out;
-  for (const memory::RecomputeRun& r : runs) {
+  for (const RecomputeRun& r : runs) {
     if (!out.empty()) out += ", ";
     if (r.nested) out += "[";
     out += units.at(r.begin).name;
@@ -274,7 +270,7 @@ std::string describe_runs(const std::vector<memory::RecomputeUnit>& units, const
 
 namespace sublet::models {
 
-RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& budget, std::int64_t batch,
+RecomputeReport fit_memory_budget(ResNet& model, const MemoryBudget& budget, std::int64_t batch,
                                   const Shape& image_shape, std::int64_t classes, Device device, std::uint64_t seed,
                                   std::size_t optimizer_state_bytes) {
   if (image_shape.size() != 3)
@@ -316,7 +312,7 @@ BlockMeasurement measure_blocks_that_fit(ResNet& model, const Tensor& images, co
       if (divisor == 1) return m;
       const auto scale = [&](std::size_t bytes) { return bytes * static_cast<std::size_t>(divisor); };
       for (std::size_t k = 0; k < m.units.size(); ++k) {
-        memory::RecomputeUnit& u = m.units[k];
+        RecomputeUnit& u = m.units[k];
         u.retained_bytes = scale(u.retained_bytes);
         u.output_bytes = scale(u.output_bytes);
         u.forward_ms *= static_cast<double>(divisor);
@@ -336,13 +332,13 @@ BlockMeasurement measure_blocks_that_fit(ResNet& model, const Tensor& images, co
 
 }  // namespace
 
-RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& budget, const Tensor& images,
+RecomputeReport fit_memory_budget(ResNet& model, const MemoryBudget& budget, const Tensor& images,
                                   const Tensor& labels, std::size_t optimizer_state_bytes) {
   std::int64_t divided_by = 1;
   const BlockMeasurement m = measure_blocks_that_fit(model, images, labels, optimizer_state_bytes, &divided_by);
   RecomputeReport r;
   r.measured_on_fraction = divided_by;
-  r.budget_bytes = memory::resolve_budget(budget, m.baseline_peak);
+  r.budget_bytes = resolve_budget(budget, m.baseline_peak);
   r.baseline_peak = m.baseline_peak;
   r.forward_ms = m.forward_ms;
   r.units = m.units;
@@ -351,9 +347,9 @@ RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& bud
   // activations and of the parameters so far): a measured excess lowers the target it chooses for.
   std::size_t target = r.budget_bytes;
   std::optional<RecomputeReport> best;  // the lowest measured peak so far
-  memory::RecomputeChoice last;
+  RecomputeChoice last;
   for (int attempt = 0; attempt < 4; ++attempt) {
-    last = memory::choose_recompute(m.units, m.baseline_peak, target, m.fixed_bytes);
+    last = choose_recompute(m.units, m.baseline_peak, target, m.fixed_bytes);
     if (!last.fits) break;
     apply_recompute(model, last.runs);
     r.runs = last.runs;

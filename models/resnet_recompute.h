@@ -1,7 +1,7 @@
 #pragma once
 // Recomputation under a memory budget for the ResNets (issue 19, `--memory-budget`): measure what
 // each block of the stages keeps alive for backward and how long its forward takes, choose the
-// runs of blocks to recompute (memory/recompute_plan.h), and have the stages recompute them
+// runs of blocks to recompute (runtime/recompute_plan.h), and have the stages recompute them
 // (nn::Sequential::set_recompute_runs, ResNet::set_recompute_stem). The units are the stem (unit
 // 0, recomputed on its own) and the stages' blocks (runs stay within a stage); the head's
 // activations are a few kilobytes and not worth it.
@@ -20,13 +20,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "memory/recompute_plan.h"
 #include "models/resnet.h"
+#include "runtime/recompute_plan.h"
 
 namespace sublet::models {
 
 struct BlockMeasurement {
-  std::vector<memory::RecomputeUnit> units;  // one per block, in forward order ("layer1.0", ...)
+  std::vector<RecomputeUnit> units;  // one per block, in forward order ("layer1.0", ...)
   // Of each unit's backward_bytes, the gradients of its parameters and of those after it: not per
   // image (what measure_blocks_that_fit does not scale with the batch).
   std::vector<std::size_t> parameter_gradient_bytes;
@@ -44,16 +44,16 @@ std::size_t measure_step_peak(ResNet& model, const Tensor& images, const Tensor&
                               std::size_t optimizer_state_bytes);
 
 // Sets every stage's recompute runs from runs over measure_blocks' units (none: recompute nothing).
-void apply_recompute(ResNet& model, const std::vector<memory::RecomputeRun>& runs);
+void apply_recompute(ResNet& model, const std::vector<RecomputeRun>& runs);
 
 // The measured blocks as JSON ([{"name", "group", "retained_bytes", "output_bytes", "forward_ms",
 // "backward_bytes"}]; backward_bytes may be absent when read),
 // which `sublet plan --recompute` reads back (units_from_json: ValueError naming a bad entry).
-nlohmann::json units_json(const std::vector<memory::RecomputeUnit>& units);
-std::vector<memory::RecomputeUnit> units_from_json(const nlohmann::json& j);
+nlohmann::json units_json(const std::vector<RecomputeUnit>& units);
+std::vector<RecomputeUnit> units_from_json(const nlohmann::json& j);
 
 // "layer1.0-layer1.2, layer3.1" for the report; a nested run in brackets: "[layer1.0-layer1.2]".
-std::string describe_runs(const std::vector<memory::RecomputeUnit>& units, const std::vector<memory::RecomputeRun>& runs);
+std::string describe_runs(const std::vector<RecomputeUnit>& units, const std::vector<RecomputeRun>& runs);
 
 }  // namespace sublet::models
 
@@ -73,16 +73,16 @@ struct RecomputeReport {
   std::size_t measured_peak = 0;    // measured with the choice applied
   double recompute_ms = 0;          // forward time of the recomputed blocks
   double forward_ms = 0;            // the whole measured forward
-  std::vector<memory::RecomputeUnit> units;
-  std::vector<memory::RecomputeRun> runs;
+  std::vector<RecomputeUnit> units;
+  std::vector<RecomputeRun> runs;
   std::int64_t measured_on_fraction = 1;  // > 1: the blocks were measured on batch / this, scaled up
   std::string summary() const;      // one line for logs
 };
-RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& budget, const Tensor& images,
+RecomputeReport fit_memory_budget(ResNet& model, const MemoryBudget& budget, const Tensor& images,
                                   const Tensor& labels, std::size_t optimizer_state_bytes);
 // The same on a batch made up for it: `batch` random images of `image_shape` (C, H, W) drawn from
 // `seed`, labels cycling through `classes`, on `device` (bytes and times do not depend on values).
-RecomputeReport fit_memory_budget(ResNet& model, const memory::MemoryBudget& budget, std::int64_t batch,
+RecomputeReport fit_memory_budget(ResNet& model, const MemoryBudget& budget, std::int64_t batch,
                                   const Shape& image_shape, std::int64_t classes, Device device, std::uint64_t seed,
                                   std::size_t optimizer_state_bytes);
 

@@ -1,21 +1,14 @@
 #include "ops/concurrent.h"
 
 #include "ops/device_services.h"
-#include "ops/env_switch.h"
+#include "core/tuning.h"
 #include "ops/stream_capture.h"
 
 namespace sublet::ops::detail {
 
-namespace {
-bool overlap_turned_off() {
-  static const bool off = env_switch_set("SUBLET_NO_STREAM_OVERLAP");
-  return off;
-}
-}  // namespace
-
 bool overlaps_streams(const Context& ctx) {
   const DeviceServices& services = device_services(ctx.device.type);
-  return services.fork_stream != nullptr && services.join_stream != nullptr && !overlap_turned_off() &&
+  return services.fork_stream != nullptr && services.join_stream != nullptr && tuning().stream_overlap &&
          stream_is_capturing(ctx);
 }
 

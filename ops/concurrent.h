@@ -17,7 +17,7 @@
 // before the call or inside it (tensors take the current stream, ctx.stream). `side`'s
 // workspaces are held until the join (ops::WorkspaceHold), so nothing on ctx.stream can be
 // given their bytes while the second stream may still use them.
-// SUBLET_NO_STREAM_OVERLAP=1 keeps everything on ctx.stream (for comparisons).
+// TuningOptions::stream_overlap = false (core/tuning.h, a diagnostic) keeps everything on ctx.stream.
 #include "ops/context.h"
 
 namespace sublet::ops {
@@ -33,7 +33,7 @@ enum class SideLane : int {
 };
 
 namespace detail {
-bool overlaps_streams(const Context& ctx);  // capturing, a backend that can fork, not turned off
+bool overlaps_streams(const Context& ctx);  // capturing, a backend that can fork, tuning().stream_overlap
 StreamHandle fork_stream(const Context& ctx, SideLane lane);
 void join_stream(const Context& ctx, SideLane lane);  // ctx.stream waits for all of the lane's work
 }  // namespace detail

@@ -8,7 +8,7 @@
 //    so that GPU results stay within float32 rounding of the CPU's.
 //  - benchmark_limit: with benchmark, how many of cuDNN's engine configurations to time per
 //    shape (0 = all), as torch.backends.cudnn.benchmark_limit (default 10 there and here).
-// Setting the environment variable SUBLET_LOG_CONV_PLANS=1 prints, for each new shape, the
+// The diagnostic TuningOptions::log_conv_plans (core/tuning.h) prints, for each new shape, the
 // engines considered and their times to stderr.
 // Set these before the first convolution of a shape: choices are cached per shape and setting.
 namespace sublet::ops {

@@ -52,8 +52,8 @@ PickleValue device_trace(const ProfileRun& run) {
 PickleValue allocator_settings(const ProfileRun& run) {
   const memory::AllocatorConfig config = memory::AllocatorConfig::parse(run.allocator_config);
   return PickleValue::Dict{
-      {"SUBLET_ALLOC_CONF", run.allocator_config},
-      {"PYTORCH_CUDA_ALLOC_CONF", run.allocator_config},
+      {memory::kSubletAllocConf, run.allocator_config},
+      {memory::kPytorchAllocConf, run.allocator_config},
       {"max_split_size", config.max_split_size_set() ? static_cast<std::int64_t>(config.max_split_size) : std::int64_t{-1}},
       {"garbage_collection_threshold", config.garbage_collection_threshold},
       {"expandable_segments", config.expandable_segments},

@@ -31,7 +31,7 @@ struct ProfileOptions {
   std::int64_t num_classes = 10;
   int steps = 3;          // profiled steps (the step-2-vs-step-1 diff needs two)
   int timing_steps = 3;   // unprofiled steps afterwards, for the overhead figure
-  std::string alloc_conf; // empty: the device allocator as configured (SUBLET_ALLOC_CONF)
+  std::string alloc_conf; // empty: the device allocator as configured (memory/config.h: from the environment)
   std::string optimizer = "sgd";  // "sgd" (momentum 0.9: one state tensor per parameter) or "adam" (two)
   double learning_rate = 0.01;
   std::uint64_t seed = 0;

@@ -3,7 +3,6 @@
 #include <memory>
 
 #include "ops/concurrent.h"
-#include "ops/env_switch.h"
 
 namespace sublet::detail {
 
@@ -21,21 +20,12 @@ struct PendingSideWork {
 thread_local std::vector<PendingSideWork> pending;
 thread_local bool use_odd_lane = false;
 
-bool deferred_join_turned_off() {
-  static const bool off = ops::env_switch_set("SUBLET_NO_DEFERRED_JOIN");
-  return off;
-}
-
 }  // namespace
 
 void run_beside(const ops::Context& ctx, const StreamWork& main, const StreamWork& side, std::vector<Tensor> keep) {
   if (!ops::detail::overlaps_streams(ctx)) {
     main(ctx);
     side(ctx);
-    return;
-  }
-  if (deferred_join_turned_off()) {
-    ops::run_concurrently(ctx, main, side);
     return;
   }
   const ops::SideLane lane = use_odd_lane ? ops::SideLane::BesideOdd : ops::SideLane::BesideEven;

@@ -25,8 +25,8 @@
 // results only go to leaves (a convolution's weight and bias gradients, when they are leaves).
 //
 // Only while ctx.stream captures a CUDA graph (as run_concurrently: eager launches would pay host
-// time for the fork and join); otherwise main, then side, on ctx.stream. SUBLET_NO_STREAM_OVERLAP=1
-// turns both off; SUBLET_NO_DEFERRED_JOIN=1 makes run_beside join at once, as run_concurrently.
+// time for the fork and join); otherwise main, then side, on ctx.stream. The diagnostic
+// TuningOptions::stream_overlap = false (core/tuning.h) turns both off.
 #include <functional>
 #include <vector>
 

@@ -2,6 +2,7 @@
 list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/allocation_scope.cpp
   ${CMAKE_CURRENT_LIST_DIR}/conversions.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/device_memory.cpp
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/factories.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradcheck.cpp

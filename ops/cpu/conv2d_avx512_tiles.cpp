@@ -1,11 +1,9 @@
 #include "ops/cpu/conv2d_avx512_tiles.h"
 
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "core/errors.h"
+#include "core/tuning.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -17,22 +15,14 @@
 
 namespace sublet::ops::cpu {
 
-namespace {
-std::atomic<bool> avx512_allowed{true};
-}  // namespace
-
-void set_cpu_avx512_allowed(bool allowed) { avx512_allowed.store(allowed); }
-
 bool cpu_has_avx512() {
 #ifdef SUBLET_CONV2D_AVX512
   static const bool detected = [] {
-    const char* off = std::getenv("SUBLET_CPU_NO_AVX512");
-    if (off != nullptr && std::strcmp(off, "1") == 0) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
   }();
-  return detected && avx512_allowed.load(std::memory_order_relaxed);
+  return detected && tuning().cpu_avx512;
 #else
   return false;
 #endif

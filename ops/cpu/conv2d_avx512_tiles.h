@@ -9,13 +9,9 @@
 
 namespace sublet::ops::cpu {
 
-// True when this CPU runs AVX-512F/VL/DQ/BW code (checked once), and the build has the tiles.
-// SUBLET_CPU_NO_AVX512=1 in the environment makes it false (to compare with the AVX2 tiles).
+// True when this CPU runs AVX-512F/VL/DQ/BW code (checked once), the build has the tiles, and
+// TuningOptions::cpu_avx512 (core/tuning.h; a user setting) allows them.
 bool cpu_has_avx512();
-
-// Tests: false makes cpu_has_avx512() false, so the AVX2 kernels run on an AVX-512 CPU too;
-// true gives back the detected answer.
-void set_cpu_avx512_allowed(bool allowed);
 
 // Pixels per forward tile: 16 * vectors, vectors in [1, kMaxTileVectors512].
 constexpr std::int64_t kMaxTileVectors512 = 3;

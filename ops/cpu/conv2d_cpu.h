@@ -1,8 +1,8 @@
 #pragma once
 // CPU conv2d: im2col / col2im + Eigen GEMM per image, images spread over the OpenMP threads;
 // float32 takes the direct tile kernels where they apply (conv2d_avx2_cpu.h), and on a CPU with
-// AVX-512 the GEMMs run Eigen's AVX-512 kernels (gemm_avx512_cpu.h; SUBLET_CPU_NO_AVX512=1 turns
-// every AVX-512 path off, to compare).
+// AVX-512 the GEMMs run Eigen's AVX-512 kernels (gemm_avx512_cpu.h; TuningOptions::cpu_avx512 =
+// false, core/tuning.h, turns every AVX-512 path off).
 // Called through ops/conv2d.h, which validates the shape and picks T (float or double).
 #include "ops/context.h"
 #include "ops/conv2d.h"

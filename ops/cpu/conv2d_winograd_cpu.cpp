@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "core/errors.h"
@@ -22,27 +20,17 @@ namespace {
 
 std::atomic<bool> winograd_allowed{true};
 
-bool winograd_switched_off_by_environment() {
-  static const bool off = [] {
-    const char* value = std::getenv("SUBLET_CPU_NO_WINOGRAD");
-    return value != nullptr && std::strcmp(value, "1") == 0;
-  }();
-  return off;
-}
 
 using namespace winograd;
 
 // The register tile's widths: 16 * 3 tiles of pixels, 8 output channels (two quads of 4).
 constexpr std::int64_t kTileColumns = 16 * kMaxTileVectors512;
 constexpr std::int64_t kQuad = 4;
-// Fewer channels, and the transforms cost more than the GEMMs save: ResNet-20's 16 -> 16
-// channels at 28x28 ran 4.2-4.5 ms against the direct tile's 3.9 (one thread, batch 128), where
-// 32 -> 32 at 14x14 ran 3.2 against 3.7 and 64 -> 64 at 7x7 3.2 against 4.9 (im2col + GEMM).
+// Fewer channels, and the transforms cost more than the GEMMs save (the direct tile wins there).
 constexpr std::int64_t kMinChannels = 32;
 // The weight gradient sums over tiles on a tile that sums its 24 dot products horizontally
-// once per call, below the forward's GEMM rate; it won at 16 -> 16 @28 (5.5 against 7.3 ms, one
-// thread, batch 128) and 32 -> 32 @14 (4.4 against 5.4), not at 64 -> 64 @7 (4.7-5.6 against
-// 4.7 for im2col + GEMM: there the tiles cover 8x8, 1.3x the plane).
+// once per call, below the forward's GEMM rate: it pays from 16 channels on, but not on planes
+// so small that the 2x2 tiles overhang them (7x7 is covered as 8x8), where im2col + GEMM wins.
 constexpr std::int64_t kMinWeightGradientChannels = 16;
 constexpr std::int64_t kMinWeightGradientPixels = 100;
 
@@ -52,11 +40,9 @@ constexpr std::int64_t kTargetTilesPerItem = 192;
 // Blocks of as many tile rows as fill a register tile (48 tiles; at least one row): the
 // transforms, GEMMs and inverse transforms of a block run back to back, so V and M stay in L1
 // (16 channels) or L2; with V and M for a whole item the transforms ran at the speed of L2 stores.
-// Items come out a multiple of the thread count where they can: at 7x7, 12 images an item made 11
-// items of a batch of 128, 6 on one thread and 5 on the other. Where a block holds whole images,
-// an item is at most one block: at 7x7 (3 images a block) items of 11 images made 12 items, and
-// with the dynamic schedule a thread waited up to one item at the end of each call (8% of the
-// 2-thread call time went to that wait and the fork); 3 images make 43.
+// Items come out a multiple of the thread count where they can, so that no thread idles through
+// the last item of a call. Where a block holds whole images, an item is at most one block: many
+// small items keep the dynamic schedule's wait at the end of each call short.
 Plan forward_plan(const Conv2dShape& s) {
   const std::int64_t tiles_h = (s.in_height + 1) / 2, tiles_w = (s.in_width + 1) / 2;
   const std::int64_t tiles_per_image = tiles_h * tiles_w;
@@ -160,7 +146,7 @@ bool winograd_shape(const Conv2dShape& s) {
   return s.kernel_h == 3 && s.kernel_w == 3 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 1 &&
          s.pad_w == 1 && s.dilation_h == 1 && s.dilation_w == 1 && s.groups == 1 &&
          s.format == MemoryFormat::Contiguous && winograd_allowed.load(std::memory_order_relaxed) &&
-         !winograd_switched_off_by_environment() && cpu_has_avx512();
+         cpu_has_avx512();
 }
 
 }  // namespace

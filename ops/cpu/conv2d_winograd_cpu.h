@@ -15,7 +15,7 @@ namespace sublet::ops::cpu {
 
 // True when the shape suits the kernel (3x3, stride 1, padding 1, no dilation, one group, NCHW,
 // at least 32 input and 32 output channels: with 16, the transforms cost more than the GEMMs
-// save) and the CPU has AVX-512, unless SUBLET_CPU_NO_WINOGRAD=1 or set_winograd_allowed(false).
+// save) and the CPU has AVX-512, unless set_winograd_allowed(false).
 bool conv2d_winograd_applies(const Conv2dShape& shape);
 
 // output = conv(input, weight) + bias (bias may be nullptr); needs conv2d_winograd_applies(shape).

@@ -3,12 +3,12 @@
 // (ops/cuda/batch_norm_split_cuda.h). Three launches each way:
 //   1. partial reductions: each block reduces a slice of each of its channels' values and writes
 //      one partial per (slice, channel) to a workspace;
-//   2. a per-channel combine, one warp per channel, over the slices in a fixed order, which
+//   2. a per-channel combine, one block per channel, over the slices in a fixed order, which
 //      also writes the statistics, the running statistics and the parameter gradients, and the
 //      per-channel coefficients of step 3;
 //   3. an element-wise pass (normalise, + residual, ReLU / the input gradient).
 // Small channels-last tensors (up to 2,048 rows) train in one launch each way instead
-// (ops/cuda/batch_norm_small_channels_last.cuh); SUBLET_BN_NO_SMALL_KERNEL=1 keeps them here.
+// (ops/cuda/batch_norm_small_channels_last.cuh).
 // Why own kernels: cuDNN's legacy batch norm has no bfloat16 and no NHWC path without layout
 // transposes in its spatial mode, and the fused ReLU kernels (batch_norm_relu.cu) hold a channel
 // in one block, which neither scales to large channels nor reads NHWC rows coalesced.
@@ -35,7 +35,6 @@
 
 #include "core/errors.h"
 #include "memory/cuda_device_guard.h"
-#include "ops/env_switch.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/batch_norm_accumulators.cuh"
 #include "ops/cuda/batch_norm_combine.cuh"
@@ -312,14 +311,9 @@ void launch_normalize(const Layout& l, const Coefficients* k, const T* input, co
 
 // ---- host side --------------------------------------------------------------------------------
 
-bool small_kernel_turned_off() {
-  static const bool off = env_switch_set("SUBLET_BN_NO_SMALL_KERNEL");
-  return off;
-}
-
 // The one-launch kernels' conditions on the layout (the dtype's pack width V = 16 / element size).
 bool small_layout_fits(const Layout& l, std::int64_t pack_width) {
-  return !small_kernel_turned_off() && l.channels_last && l.channels % pack_width == 0 && l.rows >= 1 &&
+  return l.channels_last && l.channels % pack_width == 0 && l.rows >= 1 &&
          l.rows <= kSmallRowsPerThread * kSmallThreads && l.numel() < kIntDividerLimit;
 }
 

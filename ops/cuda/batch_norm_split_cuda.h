@@ -12,7 +12,7 @@ namespace sublet::ops::cuda {
 
 // Whether training on this shape runs in one launch each way (ops/cuda/batch_norm_small_channels_last.cuh:
 // channels-last, at most 2,048 rows, channels in whole 16-byte packs), given 16-byte-aligned
-// buffers and SUBLET_BN_NO_SMALL_KERNEL unset; else the three launches each way.
+// buffers; else the three launches each way.
 bool split_batch_norm_takes_one_launch(const BatchNormShape& shape, DType dtype);
 
 // Which (dtype, layout) pairs these kernels take: bfloat16/float16 in both layouts, float32

@@ -17,11 +17,9 @@
 //   NHWC kernels on the buffers as they are; bias terms again in ops/cuda/conv2d_bias.h.
 //   float32/float64 NCHW keep cuDNN's own bias calls (cudnnAddTensor, BackwardBias).
 // - Convolutions where one kernel tap meets the whole input (a 3x3 padding-1 convolution on a
-//   1x1 plane) are GEMMs on cuBLAS instead (ops/cuda/conv2d_single_tap.h);
-//   SUBLET_NO_SINGLE_TAP_GEMM=1 sends them to cuDNN as well (for comparisons).
+//   1x1 plane) are GEMMs on cuBLAS instead (ops/cuda/conv2d_single_tap.h).
 // - Channels-last convolutions of fewer than 8 input channels (an image's stem) run forward and
-//   weight gradient as im2col + a cuBLAS GEMM (ops/cuda/conv2d_im2col.h); SUBLET_NO_IM2COL_CONV=1
-//   sends them to cuDNN.
+//   weight gradient as im2col + a cuBLAS GEMM (ops/cuda/conv2d_im2col.h).
 #include "ops/cuda/conv2d_cuda.h"
 #include "ops/cuda/conv2d_bias.h"
 #include "ops/cuda/conv2d_graph.h"
@@ -40,7 +38,6 @@
 #include "ops/cuda/cudnn_descriptors.h"
 #include "memory/cuda_device_guard.h"
 #include "ops/conv_settings.h"
-#include "ops/env_switch.h"
 #include "ops/cuda/handles.h"
 
 namespace sublet::ops::cuda {
@@ -331,15 +328,9 @@ void with_algorithm(const Context& ctx, cudnnHandle_t handle, const ConvDescript
   }
 }
 
-bool single_tap(const Conv2dShape& s, DType dtype) {
-  static const bool off = env_switch_set("SUBLET_NO_SINGLE_TAP_GEMM");
-  return !off && conv2d_single_tap_applies(s, dtype);
-}
+bool single_tap(const Conv2dShape& s, DType dtype) { return conv2d_single_tap_applies(s, dtype); }
 
-bool im2col(const Conv2dShape& s, DType dtype) {
-  static const bool off = env_switch_set("SUBLET_NO_IM2COL_CONV");
-  return !off && conv2d_im2col_applies(s, dtype);
-}
+bool im2col(const Conv2dShape& s, DType dtype) { return conv2d_im2col_applies(s, dtype); }
 
 // The convolutions written as cuBLAS GEMMs (single tap, im2col): whether one took the pass.
 bool gemm_forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* input, const void* weight,

@@ -18,6 +18,7 @@
 
 #include "memory/cuda_check.h"
 #include "core/errors.h"
+#include "core/tuning.h"
 #include "ops/conv_settings.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/conv2d_layout.h"
@@ -238,13 +239,8 @@ std::vector<BackendDescriptor> engine_configs(const BackendDescriptor& graph, cu
   return configs;
 }
 
-// Which heuristics propose the engines, in order: cuDNN's mode A (instant), then its fallback
-// list. SUBLET_CUDNN_HEURISTICS=b puts mode B (slower to query, a different ranking) first.
-std::vector<cudnnBackendHeurMode_t> heuristic_modes() {
-  const char* choice = std::getenv("SUBLET_CUDNN_HEURISTICS");
-  if (choice != nullptr && std::string(choice) == "b") return {CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK};
-  return {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-}
+// Which heuristics propose the engines, in order: cuDNN's mode A (instant), then its fallback list.
+constexpr std::array<cudnnBackendHeurMode_t, 2> kHeuristicModes{CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
 
 // The plans cuDNN can build for the pass, heuristics' order; at most `limit`.
 std::vector<ExecutionPlan> candidate_plans(cudnnHandle_t handle, const Conv2dShape& s, DType dtype, ConvPass pass,
@@ -258,12 +254,12 @@ std::vector<ExecutionPlan> candidate_plans(cudnnHandle_t handle, const Conv2dSha
   if (graph.try_finalize() != CUDNN_STATUS_SUCCESS) return {};
 
   std::vector<ExecutionPlan> plans;
-  for (cudnnBackendHeurMode_t mode : heuristic_modes()) {
+  for (cudnnBackendHeurMode_t mode : kHeuristicModes) {
     for (BackendDescriptor& config : engine_configs(graph, mode)) {
       if (plans.size() >= limit) return plans;
       const BackendDescriptor engine = engine_of(config.get());
       if (const char* why = rejection(engine, dtype, settings)) {
-        if (std::getenv("SUBLET_LOG_CONV_PLANS") != nullptr) {
+        if (tuning().log_conv_plans) {
           std::fprintf(stderr, "conv2d: engine %lld refused: %s\n", static_cast<long long>(engine_index(engine)), why);
         }
         continue;
@@ -329,7 +325,7 @@ float time_plan(const Context& ctx, cudnnHandle_t handle, const ExecutionPlan& p
 // Plans for one shape, in the order to try them.
 using RankedPlans = std::vector<ExecutionPlan>;
 
-// SUBLET_LOG_CONV_PLANS=1: which engines a new shape considered, and (benchmarking) their times.
+// tuning().log_conv_plans (a diagnostic): which engines a new shape considered, and (benchmarking) their times.
 void log_plans(const Conv2dShape& s, DType dtype, ConvPass pass, const RankedPlans& plans,
                const std::vector<std::pair<float, std::size_t>>& timed) {
   static const char* const kPassNames[] = {"forward", "backward-data", "backward-filter"};
@@ -354,7 +350,7 @@ RankedPlans rank_plans(const Context& ctx, cudnnHandle_t handle, const Conv2dSha
                             : settings.benchmark_limit <= 0 ? std::numeric_limits<std::size_t>::max()
                                                             : static_cast<std::size_t>(settings.benchmark_limit);
   RankedPlans plans = candidate_plans(handle, s, dtype, pass, alignment, accumulate, limit);
-  const bool log = std::getenv("SUBLET_LOG_CONV_PLANS") != nullptr;
+  const bool log = tuning().log_conv_plans;
   if (!settings.benchmark || plans.size() < 2) {
     if (log) log_plans(s, dtype, pass, plans, {});
     return plans;

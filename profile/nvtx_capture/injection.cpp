@@ -3,11 +3,9 @@
 // NVTX_INJECTION64_PATH names at the program's first NVTX call and calls its
 // InitializeInjectionNvtx2 with an export-table getter; the library writes its own functions into
 // the core module's slots. Every range is kept in memory and written as JSON at exit to the file
-// SUBLET_NVTX_CAPTURE names ("%p" in it becomes the process id, for data-parallel workers):
-//
-//   export NVTX_INJECTION64_PATH=$PWD/build/libsublet_nvtx_capture.so SUBLET_NVTX_CAPTURE=ranges.json
-//   build/sublet bench step --model resnet20 --nvtx
-//   python3 profile/nvtx_capture/nvtx_sum.py ranges.json      # like `nsys stats --report nvtx_sum`
+// TuningOptions::nvtx_capture names (core/tuning.h; "%p" in it becomes the process id, for
+// data-parallel workers). docs/configuration.md shows a run; profile/nvtx_capture/nvtx_sum.py
+// sums the file as `nsys stats --report nvtx_sum` would.
 //
 // Only the core module's ranges are taken (RangeStartA/Ex, RangeEnd, RangePushA/Ex, RangePop; an
 // Ex range without an ASCII message is named "(unnamed)"): what sublet's --nvtx emits
@@ -25,6 +23,8 @@
 #include <string>
 #include <system_error>
 
+#include "core/switch_table.h"
+#include "core/tuning.h"
 #include "profile/nvtx_capture/range_log.h"
 
 namespace sublet::nvtx_capture {
@@ -92,9 +92,16 @@ void install(NvtxFunctionTable table, unsigned int size, NvtxCallbackIdCore id, 
 // NVTX offers no core table; says why on stderr, since the user asked for a capture.
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
   using namespace sublet::nvtx_capture;
-  const char* path = std::getenv("SUBLET_NVTX_CAPTURE");
-  if (path == nullptr || *path == '\0') {
-    std::fprintf(stderr, "sublet nvtx capture: set SUBLET_NVTX_CAPTURE to the JSON file to write; recording nothing\n");
+  std::string path;
+  try {
+    path = sublet::tuning().nvtx_capture;
+  } catch (const std::exception& e) {  // a bad switch in the environment; NVTX cannot take an exception
+    std::fprintf(stderr, "sublet nvtx capture: %s; recording nothing\n", e.what());
+    return 0;
+  }
+  if (path.empty()) {
+    std::fprintf(stderr, "sublet nvtx capture: set %s to the JSON file to write; recording nothing\n",
+                 std::string(sublet::kNvtxCaptureSwitch).c_str());
     return 0;
   }
   const auto* callbacks = static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));

@@ -2,10 +2,11 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <mutex>
 
 #include "core/errors.h"
+#include "core/switch_table.h"
+#include "core/tuning.h"
 
 namespace sublet::distributed {
 namespace {
@@ -17,16 +18,17 @@ void bind(void* handle, const std::string& path, const char* name, Fn& slot) {
     throw DistributedError("NCCL library " + path + " has no " + name + "; sublet needs NCCL 2.10 or newer");
 }
 
-NcclLibrary load() {
-  const char* override_path = std::getenv("SUBLET_NCCL_LIBRARY");
+}  // namespace
+
+NcclLibrary load_nccl(const std::string& path) {
   NcclLibrary lib;
-  lib.path = override_path && *override_path ? override_path : "libnccl.so.2";
+  lib.path = path;
   void* handle = dlopen(lib.path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = dlerror();
     throw DistributedError("data parallel needs NCCL, and " + lib.path + " did not load (" + (why ? why : "no reason given") +
                            "); install NCCL, put its lib directory on LD_LIBRARY_PATH (PyTorch's virtual environments "
-                           "carry one under site-packages/nvidia/nccl/lib), or set SUBLET_NCCL_LIBRARY to the file");
+                           "carry one under site-packages/nvidia/nccl/lib), or set " + std::string(kNcclLibrarySwitch) + " to the file");
   }
   bind(handle, lib.path, "ncclGetVersion", lib.get_version);
   bind(handle, lib.path, "ncclGetUniqueId", lib.get_unique_id);
@@ -45,12 +47,10 @@ NcclLibrary load() {
   return lib;  // the handle stays open for the life of the process
 }
 
-}  // namespace
-
 const NcclLibrary& nccl() {
   static std::once_flag once;
   static NcclLibrary library;
-  std::call_once(once, [] { library = load(); });  // a throw leaves the flag unset: the next call retries
+  std::call_once(once, [] { library = load_nccl(tuning().nccl_library); });  // a throw leaves the flag unset: the next call retries
   return library;
 }
 

@@ -2,7 +2,6 @@
 #include "ops/concurrent.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_kernels.h"
-#include "ops/env_switch.h"
 #include "runtime/amp/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
@@ -14,12 +13,6 @@ namespace sublet::nn::functional {
 using autograd::TensorList;
 
 namespace {
-
-// SUBLET_NO_CONV_GRADIENT_SUM=1: the input gradient always gets its own buffer (for comparisons).
-bool gradient_sum_turned_off() {
-  static const bool off = ops::env_switch_set("SUBLET_NO_CONV_GRADIENT_SUM");
-  return off;
-}
 
 ops::Conv2dShape conv_shape(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o) {
   ops::Conv2dShape s;
@@ -96,7 +89,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
           const bool need_filter = need_weight || need_bias;
           // The input's gradient collected so far (a residual block's shortcut): the pass adds to
           // it (autograd::gradient_sum_target), where the backend can.
-          const Tensor sum_into = need_input && !gradient_sum_turned_off() ? autograd::gradient_sum_target(0) : Tensor();
+          const Tensor sum_into = need_input ? autograd::gradient_sum_target(0) : Tensor();
           const auto input_pass = [&](const ops::Context& c) {
             if (!need_input) return;
             if (sum_into.defined() && sum_into.dtype() == grad_out.dtype() && sum_into.is_contiguous(s.format) &&

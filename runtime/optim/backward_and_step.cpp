@@ -15,7 +15,6 @@
 #include <unordered_map>
 
 #include "ops/concurrent.h"
-#include "ops/env_switch.h"
 #include "runtime/allocation_scope.h"
 #include "runtime/autograd/function.h"
 #include "runtime/autograd/grad_mode.h"
@@ -28,11 +27,6 @@ namespace sublet::optim {
 namespace {
 
 constexpr std::size_t kGroupsPerStep = 8;
-
-bool update_overlap_turned_off() {
-  static const bool off = ops::env_switch_set("SUBLET_NO_UPDATE_OVERLAP");
-  return off;
-}
 
 // Whether the update can read these gradients where they are. A gradient in another layout than
 // its parameter's is copied by the fused path on the capture's stream, and that copy would go
@@ -52,7 +46,7 @@ bool gradients_in_parameter_layout(const std::vector<Tensor>& params, const std:
 std::size_t Optimizer::backward_and_step(const std::function<void()>& backward) {
   const ops::Context ctx =
       params_.empty() ? ops::Context::for_device(Device::cpu()) : ops::Context::for_device(params_[0].device());
-  if (params_.empty() || update_overlap_turned_off() || autograd::leaf_gradient_hook_set() ||
+  if (params_.empty() || autograd::leaf_gradient_hook_set() ||
       !ops::detail::overlaps_streams(ctx)) {
     backward();
     step();

@@ -74,7 +74,7 @@ class Optimizer {
   // (autograd::LeafGradientHookGuard), and no later part of backward reads a parameter whose
   // gradient is in. Otherwise -- eager steps, where a fork costs host time a launch-bound step
   // does not have; the CPU; the per-parameter update; data parallel watching the gradients, whose
-  // all-reduce must come first; SUBLET_NO_UPDATE_OVERLAP=1 -- it is plain backward(); step().
+  // all-reduce must come first -- it is plain backward(); step().
   // Loss-scaled steps need every gradient's inf/NaN check before any update: call backward, then
   // step(SkipIfNonFinite). Returns how many parameters' updates were launched during backward.
   std::size_t backward_and_step(const std::function<void()>& backward);

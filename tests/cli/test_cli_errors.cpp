@@ -163,7 +163,7 @@ std::vector<Case> all_cases() {
 
   std::vector<Case> cases = {
       // The command line itself (CLI11, with sublet's wording for conversions and commands).
-      {"NoCommand", {}, {"sublet: expected a command (demo, bench, replay, plan, profile, train), got none"}},
+      {"NoCommand", {}, {"sublet: expected a command (demo, bench, replay, plan, profile, train, config), got none"}},
       {"UnknownCommand", {"bogus"}, {"sublet: expected a command (", "got 'bogus'"}},
       {"BenchWithoutItsCommand", {"bench"}, {"sublet bench: expected a command (alloc, step)"}},
       {"UnknownFlag", {"train", "--no-such-flag"}, {"The following argument was not expected: --no-such-flag"}},

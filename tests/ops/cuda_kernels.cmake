@@ -8,11 +8,6 @@ if(SUBLET_HAVE_CUDA)
           test_cuda_half_batch_norm test_cuda_channels_last_batch_norm test_cuda_half_pooling)
     sublet_add_test(${cuda_test} LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/${cuda_test}.cpp LIBS ops)
   endforeach()
-  # The channels-last batch norm again with the small tensors on the three-launch kernels too
-  # (SUBLET_BN_NO_SMALL_KERNEL, ops/cuda/batch_norm_split.cu).
-  gtest_discover_tests(test_cuda_channels_last_batch_norm TEST_PREFIX "three_launch."
-    PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" ENVIRONMENT "SUBLET_BN_NO_SMALL_KERNEL=1"
-    DISCOVERY_TIMEOUT 60)
   # 16-bit matmul/conv2d and channels-last conv2d against the float32 CPU kernels.
   foreach(cuda_test test_cuda_half_matmul test_cuda_half_conv2d test_cuda_conv2d_channels_last test_cuda_conv2d_im2col
           test_cuda_batch_norm_count)

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "core/tuning.h"
 #include "memory/registry.h"
 #include "nn_test_support.h"
 #include "ops/cpu/conv2d_avx2_cpu.h"
@@ -199,12 +200,13 @@ std::vector<NamedShape> tile_kernel_configurations() {
 }
 
 // Makes cpu_has_avx512() false for a scope (the AVX2 kernels then run on an AVX-512 CPU too).
+// (TuningOptions::cpu_avx512, as SUBLET_CPU_NO_AVX512=1 sets it.)
 class Avx512Allowed {
  public:
-  explicit Avx512Allowed(bool allowed) { cpu::set_cpu_avx512_allowed(allowed); }
-  ~Avx512Allowed() { cpu::set_cpu_avx512_allowed(true); }
-  Avx512Allowed(const Avx512Allowed&) = delete;
-  Avx512Allowed& operator=(const Avx512Allowed&) = delete;
+  explicit Avx512Allowed(bool allowed) : scope_([allowed](TuningOptions& o) { o.cpu_avx512 = allowed; }) {}
+
+ private:
+  ScopedTuning scope_;
 };
 
 // float32 forward against the naive loop and both gradients against float64, on random data.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "conv2d_float32_support.h"
+#include "core/tuning.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
 #include "ops/cpu/conv2d_stride2_cpu.h"
 
@@ -69,9 +70,10 @@ TEST(Conv2dStride2, WeightAndBiasGradientsMatchFloat64) {
 TEST(Conv2dStride2, AppliesOnlyToItsShapesAndWithAvx512) {
   const Conv2dShape s = shapes()[0].shape;
   EXPECT_EQ(cpu::conv2d_stride2_applies(s), cpu::cpu_has_avx512());
-  cpu::set_cpu_avx512_allowed(false);
-  EXPECT_FALSE(cpu::conv2d_stride2_applies(s)) << "the im2col path must run with AVX-512 off";
-  cpu::set_cpu_avx512_allowed(true);
+  {
+    const ScopedTuning no_avx512([](TuningOptions& o) { o.cpu_avx512 = false; });
+    EXPECT_FALSE(cpu::conv2d_stride2_applies(s)) << "the im2col path must run with AVX-512 off";
+  }
   Conv2dShape stride1 = s;
   stride1.stride_h = stride1.stride_w = 1;
   Conv2dShape pointwise = s;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "conv2d_float32_support.h"
+#include "core/tuning.h"
 #include "ops/cpu/conv2d_avx512_tiles.h"
 #include "ops/cpu/conv2d_winograd_cpu.h"
 
@@ -151,10 +152,11 @@ TEST(Conv2dWinograd, AppliesOnlyToItsShapesAndWithAvx512) {
     EXPECT_FALSE(cpu::conv2d_winograd_applies(s));
     EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(s));
   }
-  cpu::set_cpu_avx512_allowed(false);
-  EXPECT_FALSE(cpu::conv2d_winograd_applies(s)) << "the AVX2 build's kernels must run with AVX-512 off";
-  EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(s));
-  cpu::set_cpu_avx512_allowed(true);
+  {
+    const ScopedTuning no_avx512([](TuningOptions& o) { o.cpu_avx512 = false; });
+    EXPECT_FALSE(cpu::conv2d_winograd_applies(s)) << "the AVX2 build's kernels must run with AVX-512 off";
+    EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_applies(s));
+  }
   Conv2dShape strided = s;
   strided.stride_h = strided.stride_w = 2;
   Conv2dShape grouped = s;

@@ -134,8 +134,7 @@ TEST(CudaChannelsLastBatchNorm, RepeatedRunsGiveIdenticalBits) {
 // (ops/cuda/batch_norm_small_channels_last.cuh): ResNet-18's last three stages at batch 128
 // ([128, 128, 4, 4] is exactly 2,048 rows), a short block of rows ([5, 16, 3, 3]), and one row
 // more than the limit ([129, 8, 4, 4]: the split kernels), each plain and with residual + ReLU,
-// with inputs offset by 1000, and run twice for identical bits. ctest also runs this binary with
-// SUBLET_BN_NO_SMALL_KERNEL=1, which sends every shape to the split kernels.
+// with inputs offset by 1000, and run twice for identical bits.
 TEST(CudaChannelsLastBatchNorm, SmallTensorsInOneLaunchMatchTheCpu) {
   SUBLET_SKIP_WITHOUT_GPU("channels-last batch norm of small tensors (one launch each way) against the CPU");
   const std::vector<BatchNormShape> shapes{{128, 128, 4, 4}, {128, 256, 2, 2}, {128, 512, 1, 1}, {5, 16, 3, 3},
@@ -144,7 +143,7 @@ TEST(CudaChannelsLastBatchNorm, SmallTensorsInOneLaunchMatchTheCpu) {
     shape.format = MemoryFormat::ChannelsLast;
     const bool small = shape.batch * shape.spatial() <= 2048;
     for (DType dtype : {DType::Float32, DType::BFloat16}) {
-      EXPECT_EQ(cuda::split_batch_norm_takes_one_launch(shape, dtype), small && std::getenv("SUBLET_BN_NO_SMALL_KERNEL") == nullptr)
+      EXPECT_EQ(cuda::split_batch_norm_takes_one_launch(shape, dtype), small)
           << dtype_name(dtype) << " [" << shape.batch << "," << shape.channels << "," << shape.height << "]";
     }
     BatchNormCase k;

@@ -5,6 +5,7 @@
 // atol 1e-13 per term.
 #include <gtest/gtest.h>
 
+#include "core/tuning.h"
 #include "cuda_test_support.h"
 #include "ops/conv2d.h"
 #include "ops/conv_settings.h"
@@ -104,4 +105,28 @@ TEST(CudaConv2d, BenchmarkedAlgorithmsMatchCpuAndTf32StaysClose) {
   conv2d_forward(gpu_context(), s, DType::Float32, d_input.get(), d_weight.get(), nullptr, d_output.get());
   expect_close(d_output.download(), cpu_output, 1e-2, 1e-3 * 9 * 16, "float, TF32 allowed");
   set_conv_algorithm_settings(saved);
+}
+
+// The diagnostic TuningOptions::log_conv_plans (SUBLET_LOG_CONV_PLANS=1): a shape seen for the
+// first time logs the engines it considered to stderr when on, and nothing when off (two shapes
+// no other test here uses, since the choice is cached per shape).
+TEST(CudaConv2d, PlanLogFollowsTheSwitch) {
+  SUBLET_SKIP_WITHOUT_GPU("the cuDNN engine log of a new convolution shape");
+  for (const bool log : {false, true}) {
+    SCOPED_TRACE(log ? "log on" : "log off");
+    const ScopedTuning scope([log](TuningOptions& o) { o.log_conv_plans = log; });
+    Conv2dShape s = shape_with(1, 1, 1, 1);
+    s.batch = 3, s.in_channels = 5, s.in_height = 11 + (log ? 2 : 0), s.in_width = 7, s.out_channels = 7;
+    const auto input = random_values<float>(s.input_numel(), 81);
+    const auto weight = random_values<float>(s.weight_numel(), 82);
+    std::vector<float> cpu_output(s.output_numel());
+    conv2d_forward(Context::for_device(Device::cpu()), s, DType::Float32, input.data(), weight.data(), nullptr,
+                   cpu_output.data());
+    DeviceBuffer<float> d_input(input), d_weight(weight), d_output(s.output_numel());
+    ::testing::internal::CaptureStderr();
+    conv2d_forward(gpu_context(), s, DType::Float32, d_input.get(), d_weight.get(), nullptr, d_output.get());
+    const std::string logged = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(logged.find("conv2d forward") != std::string::npos, log) << "stderr: " << logged;
+    expect_close(d_output.download(), cpu_output, 1e-4, 1e-6 * 5 * 3 * 2, "float, logged or not");
+  }
 }

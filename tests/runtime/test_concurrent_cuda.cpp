@@ -8,11 +8,14 @@
 //  - runtime/side_work.h's run_beside, captured: the side work stays pending past the call (its
 //    kept tensor is not handed to the next request even after the caller drops it), a second
 //    call settles the first one's, settle_side_work() the rest, and the replay sees every side
-//    write; eager, nothing is left pending.
+//    write; eager, nothing is left pending;
+//  - with the diagnostic TuningOptions::stream_overlap off (SUBLET_NO_STREAM_OVERLAP=1), a
+//    captured run_concurrently and run_beside keep everything on the capture's stream, in order.
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "core/tuning.h"
 #include "memory/current_stream.h"
 #include "ops/concurrent.h"
 #include "runtime/cuda/cuda_graph.h"
@@ -91,6 +94,56 @@ TEST(RunConcurrently, EagerWorkRunsMainThenSideOnTheCallersStream) {
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
   EXPECT_EQ(streams, (std::vector<StreamHandle>{ctx.stream, ctx.stream}));
   EXPECT_EQ(held, (std::vector<bool>{false, false}));
+}
+
+TEST(RunConcurrently, CapturedWorkStaysOnTheCaptureStreamWithOverlapOff) {
+  SUBLET_SKIP_WITHOUT_GPU("a captured ops::run_concurrently and run_beside with TuningOptions::stream_overlap off");
+  const Device gpu = Device::cuda(0);
+  const auto options = TensorOptions().device(gpu);
+  Tensor side_out = zeros({1 << 16}, options), main_out = zeros({1 << 16}, options), after = zeros({1 << 16}, options);
+  CudaGraph graph(gpu);
+  std::vector<int> order;
+  std::vector<StreamHandle> streams;
+  bool overlapped = true;
+  const ScopedTuning serial([](TuningOptions& o) { o.stream_overlap = false; });
+  graph.capture([&] {
+    const ops::Context ctx = ops::Context::for_device(gpu);
+    overlapped = ops::detail::overlaps_streams(ctx);
+    ops::run_concurrently(
+        ctx,
+        [&](const ops::Context& c) {
+          order.push_back(1);
+          streams.push_back(c.stream);
+          main_out.fill_(2.0);
+        },
+        [&](const ops::Context& c) {
+          order.push_back(2);
+          streams.push_back(c.stream);
+          side_out.fill_(1.0);
+        });
+    detail::run_beside(
+        ctx,
+        [&](const ops::Context& c) {
+          order.push_back(3);
+          streams.push_back(c.stream);
+        },
+        [&](const ops::Context& c) {
+          order.push_back(4);
+          streams.push_back(c.stream);
+        },
+        {});
+    EXPECT_FALSE(detail::side_work_pending()) << "nothing may stay pending with overlap off";
+    after.copy_(side_out);
+  });
+  ASSERT_TRUE(graph.captured());
+  EXPECT_FALSE(overlapped);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(streams, (std::vector<StreamHandle>(4, graph.stream())));
+  EXPECT_EQ(graph.root_count(), 1u) << "one stream: the graph is a chain";
+  graph.replay();
+  graph.synchronize();
+  expect_all(after, 1.0f);
+  expect_all(main_out, 2.0f);
 }
 
 TEST(RunBeside, CapturedSideWorkIsJoinedOneCallLaterAndKeepsItsTensors) {

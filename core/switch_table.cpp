@@ -1,0 +1,123 @@
+#include "core/switch_table.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <vector>
+
+namespace sublet {
+namespace {
+
+using enum SwitchType;
+using enum SwitchScope;
+
+constexpr std::array kSwitches{
+    // Read once into TuningOptions (core/tuning.h).
+    SwitchSpec{kLogConvPlansSwitch, Flag, Runtime, "0",
+               "diagnostic: print each new convolution shape's cuDNN engines, refusals and times to stderr"},
+    SwitchSpec{kNoStreamOverlapSwitch, Flag, Runtime, "0",
+               "diagnostic: run all work of a captured step on its one stream (no side streams beside backward)"},
+    SwitchSpec{kCpuNoAvx512Switch, Flag, Runtime, "0",
+               "run the CPU convolutions and GEMMs on their AVX2 kernels even where the CPU has AVX-512"},
+    SwitchSpec{kNcclLibrarySwitch, Path, Runtime, "libnccl.so.2",
+               "the NCCL library data parallel loads (found on the library path when unset)"},
+    SwitchSpec{kNvtxCaptureSwitch, Path, Runtime, "",
+               "the JSON file libsublet_nvtx_capture.so writes NVTX ranges to (%p: the process id)"},
+    // Their own readers.
+    SwitchSpec{"SUBLET_ALLOC_CONF", Text, Allocator, "",
+               "allocator configuration, PyTorch's PYTORCH_CUDA_ALLOC_CONF keys; wins over that variable"},
+    SwitchSpec{"SUBLET_STORE_TOKEN", Secret, Launcher, "",
+               "the secret every data-parallel worker presents to the rendezvous store (16-256 characters)"},
+    SwitchSpec{"SUBLET_REQUIRE_GPU", Flag, Tests, "0",
+               "GPU tests fail instead of skipping when no CUDA device is usable"},
+    SwitchSpec{"SUBLET_MNIST_DIR", Path, Tests, "",
+               "where the MNIST reader's tests find the dataset (default: data/mnist in the source tree)"},
+    SwitchSpec{"SUBLET_TORCH_DLPACK_PLUGIN", Path, Tests, "",
+               "the PyTorch DLPack plugin test_dlpack_torch loads instead of the one built at configure time"},
+    SwitchSpec{"SUBLET_BENCH_CLOCK", Text, Bench, "",
+               "conv_cpu_bench: cpu times process CPU time instead of wall time"},
+    SwitchSpec{"SUBLET_BENCH_LAYERS", Text, Bench, "",
+               "conv_cpu_bench: only the layers whose names contain this text"},
+    SwitchSpec{"SUBLET_TORCH_ALLOCATOR_LIBRARY", Path, Bench, "",
+               "the libsublet_torch_allocator.so the Python package sublet_torch loads"},
+    SwitchSpec{"SUBLET_BUILD_DIR", Path, Scripts, "build", "scripts/build.sh: the build folder"},
+    SwitchSpec{"SUBLET_SETUP_TORCH", Flag, Scripts, "0", "scripts/setup.sh: also install Debian's python3-torch"},
+    SwitchSpec{"SUBLET_SETUP_SANITIZERS", Flag, Scripts, "0",
+               "scripts/setup.sh: also install clang 14 for the sanitizer builds"},
+    SwitchSpec{"SUBLET_TORCH_BUILD_DIR", Path, Scripts, "build-torch-allocator", "scripts/build_torch_allocator.sh: the build folder"},
+    SwitchSpec{"SUBLET_TORCH_CPU_ONLY", Flag, Scripts, "0",
+               "scripts/build_torch_allocator.sh: build without CUDA"},
+    // Opt-outs of optimisations that are now always on.
+    SwitchSpec{"SUBLET_NO_UPDATE_OVERLAP", Flag, Retired, "", "no longer read"},
+    SwitchSpec{"SUBLET_NO_DEFERRED_JOIN", Flag, Retired, "", "no longer read"},
+    SwitchSpec{"SUBLET_NO_CONV_GRADIENT_SUM", Flag, Retired, "", "no longer read"},
+    SwitchSpec{"SUBLET_NO_IM2COL_CONV", Flag, Retired, "", "no longer read"},
+    SwitchSpec{"SUBLET_NO_SINGLE_TAP_GEMM", Flag, Retired, "", "no longer read"},
+    SwitchSpec{"SUBLET_BN_NO_SMALL_KERNEL", Flag, Retired, "", "no longer read"},
+    SwitchSpec{"SUBLET_CPU_NO_WINOGRAD", Flag, Retired, "", "no longer read"},
+    SwitchSpec{"SUBLET_CUDNN_HEURISTICS", Text, Retired, "", "no longer read"},
+};
+
+// Levenshtein distance, two rows.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> previous(b.size() + 1), current(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) previous[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    current[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t substitute = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, substitute});
+    }
+    std::swap(previous, current);
+  }
+  return previous[b.size()];
+}
+
+}  // namespace
+
+std::span<const SwitchSpec> switch_table() { return kSwitches; }
+
+const SwitchSpec* find_switch(std::string_view name) {
+  for (const SwitchSpec& spec : kSwitches)
+    if (spec.name == name) return &spec;
+  return nullptr;
+}
+
+std::string_view nearest_switch(std::string_view name) {
+  std::string_view best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  for (const SwitchSpec& spec : kSwitches) {
+    if (spec.scope == Retired) continue;
+    const std::size_t d = edit_distance(name, spec.name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = spec.name;
+    }
+  }
+  return best;
+}
+
+std::string_view switch_type_name(SwitchType type) {
+  switch (type) {
+    case Flag: return "flag";
+    case Path: return "path";
+    case Text: return "text";
+    case Secret: return "secret";
+  }
+  return "?";
+}
+
+std::string_view switch_scope_name(SwitchScope scope) {
+  switch (scope) {
+    case Runtime: return "runtime";
+    case Allocator: return "allocator";
+    case Launcher: return "launcher";
+    case Tests: return "tests";
+    case Bench: return "bench";
+    case Scripts: return "scripts";
+    case Retired: return "retired";
+  }
+  return "?";
+}
+
+}  // namespace sublet

@@ -1,0 +1,80 @@
+#include "core/tuning.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "core/errors.h"
+#include "core/switch_table.h"
+
+namespace sublet {
+namespace {
+
+// The environment's options, read once; and the innermost override, when one is in force.
+std::once_flag environment_read;
+std::optional<TuningOptions> from_process;
+std::atomic<const TuningOptions*> current{nullptr};
+
+bool read_flag(const EnvironmentLookup& lookup, std::string_view name, bool default_value) {
+  const std::optional<std::string> value = lookup(std::string(name));
+  if (!value) return default_value;
+  if (*value == "1") return true;
+  if (value->empty() || *value == "0") return false;
+  throw ValueError(std::string(name) + ": expected 1 (on), 0 or empty (off), got '" + *value + "'");
+}
+
+std::string read_path(const EnvironmentLookup& lookup, std::string_view name, std::string default_value) {
+  const std::optional<std::string> value = lookup(std::string(name));
+  return value && !value->empty() ? *value : default_value;
+}
+
+}  // namespace
+
+EnvironmentLookup process_environment() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+  };
+}
+
+TuningOptions TuningOptions::from_environment(const EnvironmentLookup& lookup) {
+  TuningOptions o;
+  o.log_conv_plans = read_flag(lookup, kLogConvPlansSwitch, o.log_conv_plans);
+  o.stream_overlap = !read_flag(lookup, kNoStreamOverlapSwitch, !o.stream_overlap);
+  o.cpu_avx512 = !read_flag(lookup, kCpuNoAvx512Switch, !o.cpu_avx512);
+  o.nccl_library = read_path(lookup, kNcclLibrarySwitch, o.nccl_library);
+  o.nvtx_capture = read_path(lookup, kNvtxCaptureSwitch, o.nvtx_capture);
+  return o;
+}
+
+std::optional<std::string> TuningOptions::value_text(std::string_view name) const {
+  const auto flag = [](bool on) { return std::string(on ? "1" : "0"); };
+  if (name == kLogConvPlansSwitch) return flag(log_conv_plans);
+  if (name == kNoStreamOverlapSwitch) return flag(!stream_overlap);
+  if (name == kCpuNoAvx512Switch) return flag(!cpu_avx512);
+  if (name == kNcclLibrarySwitch) return nccl_library;
+  if (name == kNvtxCaptureSwitch) return nvtx_capture;
+  return std::nullopt;
+}
+
+const TuningOptions& tuning() {
+  if (const TuningOptions* scoped = current.load(std::memory_order_acquire)) return *scoped;
+  std::call_once(environment_read, [] { from_process = TuningOptions::from_environment(process_environment()); });
+  return *from_process;
+}
+
+ScopedTuning::ScopedTuning(TuningOptions options)
+    : options_(std::move(options)), previous_(current.load(std::memory_order_acquire)) {
+  current.store(&options_, std::memory_order_release);
+}
+
+ScopedTuning::ScopedTuning(const std::function<void(TuningOptions&)>& change)
+    : ScopedTuning([&] {
+        TuningOptions options = tuning();
+        change(options);
+        return options;
+      }()) {}
+
+ScopedTuning::~ScopedTuning() { current.store(previous_, std::memory_order_release); }
+
+}  // namespace sublet

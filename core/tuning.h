@@ -1,0 +1,54 @@
+#pragma once
+// The runtime switches (core/switch_table.h, scope Runtime), read from the environment once into
+// one TuningOptions that every reader consults through tuning(). Tests change a switch for a
+// scope with ScopedTuning instead of setenv, which the first read would already have frozen:
+//
+//   ScopedTuning scope([](TuningOptions& o) { o.stream_overlap = false; });
+//   // tuning() returns the options in force before, so changed, until the scope ends
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace sublet {
+
+// Looks an environment variable up: nullopt when it is not set.
+using EnvironmentLookup = std::function<std::optional<std::string>(const std::string& name)>;
+EnvironmentLookup process_environment();
+
+struct TuningOptions {
+  bool log_conv_plans = false;              // SUBLET_LOG_CONV_PLANS=1
+  bool stream_overlap = true;               // SUBLET_NO_STREAM_OVERLAP=1 turns it off
+  bool cpu_avx512 = true;                   // SUBLET_CPU_NO_AVX512=1 turns it off
+  std::string nccl_library = "libnccl.so.2";  // SUBLET_NCCL_LIBRARY
+  std::string nvtx_capture;                 // SUBLET_NVTX_CAPTURE; empty: nowhere to write
+
+  // Reads the runtime switches through `lookup`. Throws ValueError naming the variable, what it
+  // may be and what it is, for a flag that is neither "1", "0" nor empty.
+  static TuningOptions from_environment(const EnvironmentLookup& lookup);
+
+  // A switch's value as its environment variable would spell it ("1"/"0" for flags); nullopt
+  // for a name that is not a runtime switch.
+  std::optional<std::string> value_text(std::string_view name) const;
+};
+
+// The options in force: the innermost ScopedTuning's, else the process environment's, read on
+// the first call (which throws ValueError for a bad value, as from_environment).
+const TuningOptions& tuning();
+
+// Replaces the options tuning() returns until destruction. Scopes nest; end them in reverse
+// order, on the thread that started them, while no other thread reads tuning().
+class ScopedTuning {
+ public:
+  explicit ScopedTuning(TuningOptions options);
+  // The options in force now, changed by `change`.
+  explicit ScopedTuning(const std::function<void(TuningOptions&)>& change);
+  ~ScopedTuning();
+  ScopedTuning(const ScopedTuning&) = delete;
+  ScopedTuning& operator=(const ScopedTuning&) = delete;
+
+ private:
+  TuningOptions options_;
+  const TuningOptions* previous_;
+};
+
+}  // namespace sublet
