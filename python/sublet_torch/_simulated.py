@@ -20,7 +20,7 @@ def parse(text, origin=ENV_SIMULATE):
                          % (origin, text))
     count, capacity = int(match.group(1)), int(match.group(2)) * _UNITS[unit]
     if count < 1 or capacity < 1:
-        raise ValueError("%s=%r: the count and the size must be positive" % (origin, text))
+        raise ValueError("%s=%r: expected COUNTxSIZE with a positive count and size" % (origin, text))
     return count, capacity
 
 
