@@ -82,6 +82,10 @@ def build(output=None, source=None, cxx=None, verbose=False):
     torch = torch_paths()
     cuda = cuda_include()
     folder = os.path.dirname(output)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        pass  # said just below
     if not os.access(folder, os.W_OK):
         raise RuntimeError("cannot write to %s; pass --output to build the hooks elsewhere and "
                            "sublet_torch.use(torch_hooks=PATH)" % folder)

@@ -44,8 +44,9 @@ def main():
         package = os.path.realpath(os.path.dirname(sublet_torch.__file__))
         check(os.path.dirname(path) == package, "the library is the one inside the installed package (%s)" % package)
         check(not os.environ.get(sublet_torch.ENV_LIBRARY), "%s is not set" % sublet_torch.ENV_LIBRARY)
-    if args.version:
+    if args.version is not None:
         from importlib import metadata
+        check(args.version != "", "--version names a version")
         check(sublet_torch.__version__ == args.version, "package version %s == %s" % (sublet_torch.__version__, args.version))
         check(sublet_torch.library_version() == args.version,
               "library version %s == %s" % (sublet_torch.library_version(), args.version))

@@ -250,6 +250,40 @@ class SubletTorchTest(unittest.TestCase):
         finally:
             sublet_torch_module._simulated_devices = saved
 
+    def test_torch_hooks_are_chosen_only_for_the_pytorch_they_were_built_for(self):
+        from sublet_torch import _hooks, build_hooks
+        self.assertIsNone(_hooks.choose(False, "2.11.0"))
+        self.assertEqual(_hooks.choose("/x/hooks.so", "2.11.0"), "/x/hooks.so")
+        saved = build_hooks.default_output
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, build_hooks.HOOKS_NAME)
+            build_hooks.default_output = lambda: path
+            try:
+                with self.assertWarns(UserWarning) as caught:
+                    self.assertIsNone(_hooks.choose(None, "2.11.0"))
+                self.assertIn("python -m sublet_torch.build_hooks", str(caught.warning))
+                open(path, "wb").close()
+                with open(build_hooks.info_path(path), "w") as f:
+                    f.write('{"torch": "2.10.0"}')
+                with self.assertWarns(UserWarning) as caught:
+                    self.assertIsNone(_hooks.choose(None, "2.11.0"))
+                self.assertIn("built for torch 2.10.0", str(caught.warning))
+                self.assertEqual(_hooks.choose(None, "2.10.0"), path)
+            finally:
+                build_hooks.default_output = saved
+
+    def test_building_the_hooks_says_what_is_missing(self):
+        from sublet_torch import build_hooks
+        try:
+            build_hooks.torch_paths()
+        except build_hooks.HooksUnavailable as e:
+            self.assertTrue(any(word in str(e) for word in ("torch", "PyTorch")), str(e))
+        else:
+            self.skipTest("this PyTorch can build the hooks")
+        with self.assertRaises(build_hooks.HooksUnavailable) as caught:
+            build_hooks.build(os.path.join(tempfile.gettempdir(), "never.so"), cxx="/nonexistent/c++")
+        self.assertIn("/nonexistent/c++", str(caught.exception))
+
     def test_missing_library_is_named(self):
         with self.assertRaises(FileNotFoundError) as caught:
             sublet_torch.find_library("/nonexistent/libsublet_torch_allocator.so")
