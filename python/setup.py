@@ -21,6 +21,7 @@ import sys
 from setuptools import Command, setup
 from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
+from setuptools.dist import Distribution
 
 try:
     from wheel.bdist_wheel import bdist_wheel
@@ -134,19 +135,22 @@ class Sdist(sdist):
                 shutil.copy2(source, target)
 
 
+class PlatformDistribution(Distribution):
+    """Carries a compiled library: installed into platlib, and its wheel is platform-specific."""
+
+    def has_ext_modules(self):
+        return True
+
+
 commands = {"build_sublet_library": BuildLibrary, "build_py": BuildPy, "sdist": Sdist}
 
 if bdist_wheel is not None:
     class BdistWheel(bdist_wheel):
         """The library is loaded with ctypes: any Python 3, but only this platform."""
 
-        def finalize_options(self):
-            super().finalize_options()
-            self.root_is_pure = False
-
         def get_tag(self):
             return ("py3", "none", super().get_tag()[2])
 
     commands["bdist_wheel"] = BdistWheel
 
-setup(version=VERSION, cmdclass=commands)
+setup(version=VERSION, cmdclass=commands, distclass=PlatformDistribution)

@@ -3,8 +3,6 @@ import ctypes
 import os
 import warnings
 
-from . import build_hooks
-
 ENV_HOOKS = "SUBLET_TORCH_HOOKS"
 
 
@@ -12,6 +10,7 @@ def choose(torch_hooks, torch_version):
     """The hooks library to install, or None for PyTorch's plain pluggable allocator.
     torch_hooks: a path, False (never), or None: $SUBLET_TORCH_HOOKS, else the hooks built into
     this package when they were built for this PyTorch (a warning says what is missing otherwise)."""
+    from . import build_hooks  # imported here: `python -m sublet_torch.build_hooks` runs it as __main__
     if torch_hooks is False:
         return None
     if torch_hooks:

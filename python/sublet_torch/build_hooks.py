@@ -54,6 +54,20 @@ def cuda_include():
     raise HooksUnavailable("no CUDA toolkit headers (cuda_runtime_api.h) in $CUDA_HOME, next to nvcc or in /usr/local/cuda")
 
 
+def toolkit_version(include):
+    """"13.0" from the toolkit's cuda_runtime_api.h (CUDART_VERSION 13000); None when unreadable."""
+    try:
+        with open(os.path.join(include, "cuda_runtime_api.h"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 3 and parts[:2] == ["#define", "CUDART_VERSION"] and parts[2].isdigit():
+                    number = int(parts[2])
+                    return "%d.%d" % (number // 1000, number % 1000 // 10)
+    except OSError:
+        pass
+    return None
+
+
 def torch_paths():
     """What the compile needs from this Python's torch; HooksUnavailable when it cannot serve."""
     try:
@@ -81,6 +95,11 @@ def build(output=None, source=None, cxx=None, verbose=False):
         raise HooksUnavailable("no C++ compiler '%s' (set CXX)" % cxx)
     torch = torch_paths()
     cuda = cuda_include()
+    toolkit = toolkit_version(cuda)
+    if toolkit and toolkit.split(".")[0] != torch["cuda"].split(".")[0]:
+        # The hooks link the toolkit's libcudart: a second CUDA runtime beside PyTorch's.
+        print("sublet_torch.build_hooks: warning: the CUDA toolkit in %s is %s, torch %s uses CUDA %s; a toolkit of "
+              "PyTorch's CUDA major version is safer (set CUDA_HOME)" % (cuda, toolkit, torch["version"], torch["cuda"]))
     folder = os.path.dirname(output)
     try:
         os.makedirs(folder, exist_ok=True)
@@ -105,7 +124,7 @@ def build(output=None, source=None, cxx=None, verbose=False):
     if result.returncode != 0:
         raise RuntimeError("compiling %s against torch %s failed:\n%s" % (source, torch["version"], result.stdout))
     with open(info_path(output), "w", encoding="utf-8") as f:
-        json.dump({"torch": torch["version"], "torch_cuda": torch["cuda"]}, f)
+        json.dump({"torch": torch["version"], "torch_cuda": torch["cuda"], "toolkit": toolkit}, f)
     return output
 
 
