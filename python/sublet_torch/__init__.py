@@ -19,8 +19,8 @@ PYTORCH_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF), or from use(conf=...); this p
 those variables itself.
 """
 import collections
-import ctypes
 import os
+import sys
 import pickle
 
 from . import _errors, _frames, _hooks, _library, _simulated
@@ -138,7 +138,6 @@ def _lib():
 def _device(device):
     """A device index from None (the current device), an int, "cuda:N" or a torch.device."""
     if device is None or device == "cuda":
-        import sys
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
             return torch.cuda.current_device()
@@ -250,11 +249,14 @@ def live_allocations(device=None):
 
 def caching_allocator_alloc(size, device=None, stream=None):
     """torch.cuda.caching_allocator_alloc for sublet's allocator: `size` bytes on `device` for
-    `stream` (a torch.cuda.Stream, a raw cudaStream_t as an int, or None: the default stream), as an
+    `stream` (a torch.cuda.Stream, a raw cudaStream_t as an int, or None: PyTorch's current stream
+    once use() has installed the allocator, else the default stream), as an
     int address. Free it with caching_allocator_delete. Raises torch.OutOfMemoryError (RuntimeError
     without PyTorch) when the device has no room, with sublet's out-of-memory report."""
     lib = _lib()
     index = _device(device)
+    if stream is None and installed():  # PyTorch's current stream, as torch.cuda.caching_allocator_alloc takes
+        stream = sys.modules["torch"].cuda.current_stream(index)
     handle = getattr(stream, "cuda_stream", stream)
     ptr = lib.sublet_torch_try_malloc(int(size), index, handle)
     if not ptr:
