@@ -45,9 +45,10 @@ struct Core {
 Core core;
 
 std::string core_error() {
-  char buffer[1024] = {0};
-  core.last_error(buffer, sizeof buffer);
-  return buffer;
+  // Out-of-memory reports can be long: ask for the size first.
+  std::string text(core.last_error(nullptr, 0), '\0');
+  core.last_error(&text[0], text.size() + 1);
+  return text;
 }
 
 void check(int status, const char* what) {
@@ -85,7 +86,9 @@ void* allocate(size_t size, int device, cudaStream_t stream) {
   void* ptr = core.try_malloc(static_cast<ssize_t>(size), device, stream);
   if (ptr != nullptr) return ptr;
   const std::string message = core_error();
-  if (core.last_error_is_out_of_memory()) TORCH_CHECK_WITH(OutOfMemoryError, false, message);
+  if (core.last_error_is_out_of_memory()) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, message);
+  }
   TORCH_CHECK(false, message);
   return nullptr;  // not reached: TORCH_CHECK(false, ...) throws
 }
