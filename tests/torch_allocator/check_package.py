@@ -35,7 +35,7 @@ def main():
     check(os.environ.get("SUBLET_TORCH_SIMULATE"), "SUBLET_TORCH_SIMULATE is set (e.g. 1x1GiB)")
 
     import sublet_torch
-    from sublet_torch import _errors, _library
+    from sublet_torch import _library
 
     path = sublet_torch.use()  # no arguments: the package's library, the environment's settings
     print("check_package: sublet_torch %s from %s, library %s (CUDA backend built: %s)"
@@ -81,13 +81,17 @@ def main():
         sublet_torch.caching_allocator_alloc(capacity)
         check(False, "an allocation larger than the device raises")
     except Exception as e:  # the type is the check
-        expected = _errors.out_of_memory_error()
-        check(type(e) is expected, "out of memory raises %s.%s (got %s)" % (expected.__module__, expected.__name__,
-                                                                            type(e).__name__))
-        check("out of memory" in str(e), "its message is sublet's out-of-memory report")
-    torch = sys.modules.get("torch")
-    if torch is not None and hasattr(torch, "OutOfMemoryError"):
-        check(expected is torch.OutOfMemoryError, "with PyTorch %s it is torch.OutOfMemoryError" % torch.__version__)
+        error = e
+    # PyTorch's class where this Python has PyTorch (torch.OutOfMemoryError, or the same class under
+    # torch.cuda in older versions), RuntimeError without it.
+    try:
+        import torch
+        expected = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+    except ImportError:
+        expected = RuntimeError
+    check(type(error) is expected, "out of memory raises %s.%s (got %s.%s)" % (
+        expected.__module__, expected.__name__, type(error).__module__, type(error).__name__))
+    check("out of memory" in str(error), "its message is sublet's out-of-memory report")
     check(sublet_torch.memory_stats()["num_ooms"] == before["num_ooms"] + 1, "num_ooms counted it")
 
     sublet_torch.caching_allocator_delete(ptr)
