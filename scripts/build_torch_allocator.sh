@@ -11,11 +11,14 @@
 # from it). Then:
 #   PYTHONPATH=python python3 -c "import sublet_torch; sublet_torch.use(library='OUT.so')"
 #
+# The Python package (pip install --no-build-isolation ./python) builds the same library into itself.
+#
 # Optional, on the machine whose PyTorch will load it (needs PyTorch >= 2.1 with its headers, a C++
 # compiler and the CUDA toolkit's headers; never part of the CMake build):
 #   scripts/build_torch_allocator.sh --torch-hooks HOOKS.so
 # compiles torch_allocator/torch_hooks.cpp against the torch of the python3 on PATH into
-# libsublet_torch_hooks.so; sublet_torch.use(torch_hooks=HOOKS.so) then installs a subclass of
+# libsublet_torch_hooks.so (python -m sublet_torch.build_hooks does it for an installed package);
+# sublet_torch.use(torch_hooks=HOOKS.so) then installs a subclass of
 # PyTorch's CUDAPluggableAllocator that answers cacheInfo (cuDNN's benchmark needs it),
 # getDeviceStats and the peak resets (torch.cuda.memory_* work), record_stream, empty_cache and
 # set_per_process_memory_fraction.
@@ -26,47 +29,13 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 
 die() { echo "build_torch_allocator: $*" >&2; exit 1; }
 
+# The hooks are built by the Python package's own builder (python/sublet_torch/build_hooks.py),
+# which pip install also runs when PyTorch's headers are there.
 build_torch_hooks() {
-  local output="$1" python="${PYTHON:-python3}" cxx="${CXX:-c++}"
+  local output="$1" python="${PYTHON:-python3}"
   command -v "$python" >/dev/null || die "no $python on PATH (set PYTHON to the interpreter whose torch will load the hooks)"
-  command -v "$cxx" >/dev/null || die "no C++ compiler '$cxx' (set CXX)"
-  local cuda_include=""
-  for home in "${CUDA_HOME:-}" "$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /none/bin/nvcc)")")" /usr/local/cuda; do
-    if [ -n "$home" ] && [ -f "$home/include/cuda_runtime_api.h" ]; then cuda_include="$home/include"; break; fi
-  done
-  [ -n "$cuda_include" ] || die "no CUDA toolkit headers (cuda_runtime_api.h) in \$CUDA_HOME, next to nvcc or in /usr/local/cuda"
-  local query
-  query=$("$python" - <<'PY'
-import os, sys
-try:
-    import torch
-except Exception as e:
-    print("ERROR=cannot import torch with %s: %s" % (sys.executable, e)); sys.exit(0)
-root = os.path.dirname(torch.__file__)
-print("VERSION=" + torch.__version__)
-print("CUDA=" + (torch.version.cuda or ""))
-print("ABI=" + str(int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))))
-print("INCLUDES=" + os.pathsep.join([os.path.join(root, "include"), os.path.join(root, "include", "torch", "csrc", "api", "include")]))
-print("LIB=" + os.path.join(root, "lib"))
-PY
-) || die "$python failed while asking torch for its paths"
-  value() { sed -n "s/^$1=//p" <<<"$query" | head -1; }
-  [ -z "$(value ERROR)" ] || die "$(value ERROR)"
-  [ -n "$(value CUDA)" ] || die "torch $(value VERSION) has no CUDA"
-  local lib; lib=$(value LIB)
-  [ -f "$(value INCLUDES | cut -d: -f1)/torch/csrc/cuda/CUDAPluggableAllocator.h" ] || die "torch $(value VERSION) has no torch/csrc/cuda/CUDAPluggableAllocator.h (PyTorch >= 2.1 with its headers needed)"
-  local includes=() d
-  IFS=: read -r -a dirs <<<"$(value INCLUDES)"
-  for d in "${dirs[@]}" "$cuda_include"; do includes+=(-isystem "$d"); done
-  echo "build_torch_allocator: torch hooks against torch $(value VERSION) (CUDA $(value CUDA)) of $(command -v "$python")"
-  mkdir -p "$(dirname "$output")"
-  # -z defs: a symbol none of these libraries has fails here, not at dlopen. PyTorch's headers
-  # inline CUDA runtime calls (cudaMemGetInfo in getMemoryInfo): -lcudart from the toolkit, whose
-  # soname (libcudart.so.13 for CUDA 13) is the one torch has loaded already.
-  "$cxx" -std=c++17 -O2 -fPIC -shared -fvisibility=hidden -D_GLIBCXX_USE_CXX11_ABI="$(value ABI)" "${includes[@]}" \
-    "$repo/torch_allocator/torch_hooks.cpp" -o "$output" -L"$lib" -Wl,-rpath,"$lib" -Wl,-z,defs \
-    -ltorch_cuda -lc10_cuda -lc10 -ltorch_cpu -L"$(dirname "$cuda_include")/lib64" -lcudart -ldl || die "compiling torch_allocator/torch_hooks.cpp failed (see above)"
-  echo "build_torch_allocator: wrote $output; use it with sublet_torch.use(library=..., torch_hooks='$output')"
+  PYTHONPATH="$repo/python${PYTHONPATH:+:$PYTHONPATH}" "$python" -m sublet_torch.build_hooks --output "$output" \
+    --source "$repo/torch_allocator/torch_hooks.cpp" || die "building the torch hooks failed (see above)"
 }
 
 if [ "${1:-}" = "--torch-hooks" ]; then

@@ -8,6 +8,8 @@ packages=(
   libeigen3-dev libgtest-dev libboost-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
   python3
+  # The Python package (python/): pip install --no-build-isolation ./python in a venv.
+  python3-venv python3-pip python3-setuptools python3-wheel
 )
 # SUBLET_SETUP_TORCH=1 (CI sets it): also Debian's PyTorch 1.13 (CPU), the other side of the
 # DLPack real-client check (test_dlpack_torch; it skips without torch).

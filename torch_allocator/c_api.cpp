@@ -5,9 +5,11 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "core/errors.h"
+#include "memory/annotation.h"
 #include "memory/registry.h"
 #include "torch_allocator/device_table.h"
 #include "torch_allocator/snapshot_pickle.h"
@@ -18,9 +20,11 @@ namespace {
 using sublet::torch_allocator::DeviceTable;
 
 thread_local std::string last_error;
+thread_local bool last_error_out_of_memory = false;
 
 int fail(const char* function, const std::exception& e) {
   last_error = std::string(function) + ": " + e.what();
+  last_error_out_of_memory = dynamic_cast<const sublet::OutOfMemoryError*>(&e) != nullptr;
   return -1;
 }
 
@@ -33,6 +37,7 @@ int guarded(const char* function, F&& f) {
     return fail(function, e);
   } catch (...) {
     last_error = std::string(function) + ": unknown exception";
+    last_error_out_of_memory = false;
     return -1;
   }
 }
@@ -171,6 +176,29 @@ size_t sublet_torch_config(int device, char* out, size_t capacity) {
 }
 
 size_t sublet_torch_last_error(char* out, size_t capacity) { return copy_out(last_error, out, capacity); }
+
+int sublet_torch_last_error_is_out_of_memory(void) { return last_error_out_of_memory ? 1 : 0; }
+
+int sublet_torch_set_config(const char* conf) {
+  return guarded("sublet_torch_set_config", [&] {
+    DeviceTable::instance().set_config_text(conf ? std::optional<std::string>(conf) : std::nullopt);
+  });
+}
+
+void sublet_torch_set_frames_callback(sublet_torch_frames_fn callback) {
+  DeviceTable::instance().set_frames_callback(callback);
+}
+
+uint32_t sublet_torch_intern_frames(const char* frames) {
+  uint32_t id = 0;
+  guarded("sublet_torch_intern_frames", [&] {
+    if (frames == nullptr) throw sublet::ValueError("frames must not be null");
+    id = sublet::memory::intern_annotation(frames);
+  });
+  return id;
+}
+
+const char* sublet_torch_version(void) { return SUBLET_TORCH_VERSION; }
 
 int sublet_torch_live_allocations(int device, int64_t* count, int64_t* requested_bytes, int64_t* block_bytes) {
   return guarded("sublet_torch_live_allocations", [&] {

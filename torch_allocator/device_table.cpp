@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "memory/annotation.h"
 #include "memory/registry.h"
 #include "memory/simulated_backend.h"
 
@@ -26,7 +27,29 @@ const DeviceTable::Slot& DeviceTable::slot(int device) const {
 
 memory::AllocatorConfig DeviceTable::config_for(int device) const {
   if (const memory::CachingAllocator* a = existing(device)) return a->config();
-  return memory::AllocatorConfig::from_environment(memory::default_config(Device::cuda(device)));
+  const memory::AllocatorConfig defaults = memory::default_config(Device::cuda(device));
+  std::lock_guard lock(config_mutex_);
+  if (config_text_) return memory::AllocatorConfig::parse(*config_text_, defaults, "conf");
+  return memory::AllocatorConfig::from_environment(defaults);
+}
+
+void DeviceTable::set_config_text(std::optional<std::string> text) {
+  std::lock_guard create_lock(create_mutex_);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    const memory::CachingAllocator* a = existing(d);
+    if (!a) continue;
+    const memory::AllocatorConfig defaults = memory::default_config(Device::cuda(d));
+    const std::string wanted = (text ? memory::AllocatorConfig::parse(*text, defaults, "conf")
+                                     : memory::AllocatorConfig::from_environment(defaults)).to_string();
+    if (wanted != a->config().to_string())
+      throw Error("sublet_torch: device " + std::to_string(d) + "'s allocator already exists with '" +
+                  a->config().to_string() + "'; '" + wanted +
+                  "' would not apply. Set the configuration before the first allocation");
+  }
+  // Checked now, so that a typo fails here rather than at the first allocation.
+  if (text) (void)memory::AllocatorConfig::parse(*text, memory::default_config(Device::cuda(0)), "conf");
+  std::lock_guard lock(config_mutex_);
+  config_text_ = std::move(text);
 }
 
 std::unique_ptr<memory::CachingAllocator> DeviceTable::make(int device) const {
@@ -67,6 +90,10 @@ std::vector<int> DeviceTable::devices() const {
 }
 
 void* DeviceTable::allocate(std::size_t bytes, int device, StreamHandle stream) {
+  std::optional<memory::AnnotationScope> frames;
+  if (FramesCallback callback = frames_callback_.load(std::memory_order_acquire)) {
+    if (const std::uint32_t id = callback(); id != 0) frames.emplace(id);
+  }
   memory::CachingAllocator& a = allocator(device);
   memory::Block* block = a.allocate(bytes, stream);
   Slot& s = slot(device);

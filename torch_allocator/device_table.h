@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -45,6 +46,15 @@ class DeviceTable {
   std::vector<int> devices() const;
   // The settings a device's allocator has, or would get if created now.
   memory::AllocatorConfig config_for(int device) const;
+  // Settings (SUBLET_ALLOC_CONF syntax) for the allocators created from now on, instead of the
+  // environment's; nullopt: the environment's again. ConfigError for bad text; Error once an
+  // allocator exists with other settings (they apply only from the first allocation on).
+  void set_config_text(std::optional<std::string> text);
+
+  // Called before each allocation, outside every lock, while set: returns the annotation id
+  // (memory::intern_annotation) of the caller's stack, which the block and its history events carry.
+  using FramesCallback = std::uint32_t (*)();
+  void set_frames_callback(FramesCallback callback) { frames_callback_.store(callback, std::memory_order_release); }
 
   LiveAllocations live(int device) const;
 
@@ -74,6 +84,9 @@ class DeviceTable {
   int simulated_count_ = 0;
   std::size_t simulated_capacity_ = 0;
   std::optional<std::size_t> history_entries_;  // set while recording
+  mutable std::mutex config_mutex_;
+  std::optional<std::string> config_text_;  // guarded by config_mutex_
+  std::atomic<FramesCallback> frames_callback_{nullptr};
 };
 
 }  // namespace sublet::torch_allocator

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/atomic_write.h"
+#include "memory/annotation.h"
 #include "memory/history.h"
 #include "profile/memory_viz_layout.h"
 #include "profile/pickle_writer.h"
@@ -17,9 +18,48 @@ using profile::PickleValue;
 
 using profile::memory_viz_stream_id;
 
+// The frames of the stack interned as `annotation` (sublet_torch_intern_frames: one
+// "filename<TAB>line<TAB>name" line per frame, innermost first), as PyTorch's snapshot lists them.
+// Text in another form shows as one frame named by it.
+PickleValue frames(std::uint32_t annotation) {
+  PickleValue::List list;
+  if (annotation == 0) return list;
+  const std::string text = memory::annotation_name(annotation);
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.empty()) continue;
+    const std::size_t tab1 = line.find('\t');
+    const std::size_t tab2 = tab1 == std::string::npos ? std::string::npos : line.find('\t', tab1 + 1);
+    std::int64_t number = 0;
+    bool parsed = tab2 != std::string::npos && tab2 > tab1 + 1;
+    for (std::size_t i = tab1 + 1; parsed && i < tab2; ++i) {
+      if (line[i] < '0' || line[i] > '9' || number > (std::int64_t{1} << 40)) parsed = false;
+      else number = number * 10 + (line[i] - '0');
+    }
+    if (parsed) {
+      list.push_back(PickleValue::Dict{{"filename", line.substr(0, tab1)}, {"line", number}, {"name", line.substr(tab2 + 1)}});
+    } else {
+      list.push_back(PickleValue::Dict{{"filename", ""}, {"line", std::int64_t{0}}, {"name", line}});
+    }
+  }
+  return list;
+}
+
 PickleValue segment(const memory::SegmentInfo& s, int device) {
-  // sublet_torch has no scopes to show: every block's frames are empty.
-  return profile::memory_viz_segment(s, device, [](const memory::BlockInfo&) { return PickleValue(PickleValue::List{}); });
+  return profile::memory_viz_segment(s, device, [](const memory::BlockInfo& b) {
+    return b.state == memory::BlockInfo::State::Inactive ? PickleValue(PickleValue::List{}) : frames(b.annotation);
+  });
+}
+
+// Events that happen inside an allocation (and so in its caller's stack); frees and unmaps happen
+// later, elsewhere, and carry no frames.
+bool in_allocation(memory::AllocatorEventKind kind) {
+  using Kind = memory::AllocatorEventKind;
+  return kind == Kind::Alloc || kind == Kind::SegmentAlloc || kind == Kind::SegmentMap || kind == Kind::Oom;
 }
 
 PickleValue trace(const std::vector<memory::HistoryEvent>& events, std::size_t capacity_bytes) {
@@ -61,7 +101,7 @@ PickleValue trace(const std::vector<memory::HistoryEvent>& events, std::size_t c
     entry.emplace_back("size", static_cast<std::uint64_t>(size));
     entry.emplace_back("stream", memory_viz_stream_id(e.stream));
     entry.emplace_back("time_us", static_cast<std::int64_t>(e.time_ns / 1000));
-    entry.emplace_back("frames", PickleValue::List{});
+    entry.emplace_back("frames", in_allocation(e.kind) ? frames(e.annotation) : PickleValue(PickleValue::List{}));
     list.push_back(std::move(entry));
   }
   return list;

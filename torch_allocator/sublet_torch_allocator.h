@@ -4,13 +4,15 @@
 // pluggable allocator (statistics, summary, snapshot, peak reset, empty_cache, record_stream,
 // memory fraction). python/sublet_torch/ loads it with ctypes; PyTorch calls the first two.
 //
-// One caching allocator per device, created at its first allocation with SUBLET_ALLOC_CONF (or,
-// when unset, PYTORCH_CUDA_ALLOC_CONF) on top of sublet's CUDA defaults (expandable segments on).
+// One caching allocator per device, created at its first allocation with the environment's
+// settings (memory/config.h: SUBLET_ALLOC_CONF, else PyTorch's variables) or sublet_torch_set_config's,
+// on top of sublet's CUDA defaults (expandable segments on).
 // Per-stream pools as in sublet. All functions are thread-safe.
 //
 // Errors: sublet_torch_malloc throws a C++ exception (std::exception; sublet::OutOfMemoryError
 // with sublet's out-of-memory report) because PyTorch calls it from C++ and turns it into a Python
-// RuntimeError; a null pointer instead would be used as memory. Every other function catches
+// RuntimeError; a null pointer instead would be used as memory. (The torch hooks call
+// sublet_torch_try_malloc instead and throw PyTorch's own c10::OutOfMemoryError.) Every other function catches
 // everything: those returning int return 0 on success and -1 on failure, and the message is kept
 // for sublet_torch_last_error (per thread). sublet_torch_free never throws (PyTorch calls it from
 // destructors): a failure is printed to stderr and kept for sublet_torch_last_error.
@@ -62,6 +64,13 @@ SUBLET_TORCH_API size_t sublet_torch_memory_summary(int device, char* out, size_
 // The device's allocator settings as SUBLET_ALLOC_CONF text and the backend's name ("cuda", "simulated").
 SUBLET_TORCH_API size_t sublet_torch_config(int device, char* out, size_t capacity);
 SUBLET_TORCH_API size_t sublet_torch_last_error(char* out, size_t capacity);
+// 1 when this thread's last failure was an out-of-memory error (sublet_torch_try_malloc), else 0.
+SUBLET_TORCH_API int sublet_torch_last_error_is_out_of_memory(void);
+
+// Settings (SUBLET_ALLOC_CONF syntax, PyTorch's keys) for allocators created from now on, in place
+// of the environment's (SUBLET_ALLOC_CONF, else PYTORCH_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF);
+// NULL: the environment's again. Fails (-1) on bad text, or once an allocator exists with other settings.
+SUBLET_TORCH_API int sublet_torch_set_config(const char* conf);
 
 // What this library tracks (for consistency checks against the statistics): live pointers of
 // the device and the sum of their requested sizes and of their blocks' (rounded) sizes.
@@ -74,6 +83,14 @@ SUBLET_TORCH_API int sublet_torch_device_count(void);
 // starts recording every device's events, keeping the newest max_entries per device (0: 1,000,000);
 // enabled == 0 stops and drops what was recorded.
 SUBLET_TORCH_API int sublet_torch_record_history(int enabled, size_t max_entries);
+// Stacks for the history: while a callback is set, it is called at every allocation before any of
+// the library's locks is taken, and returns the id sublet_torch_intern_frames gave the caller's
+// stack (0: none). Blocks and their alloc/segment/oom events carry it; snapshots show it as frames.
+// NULL stops it. The text is one frame per line, innermost first: "filename\tline\tname".
+typedef uint32_t (*sublet_torch_frames_fn)(void);
+SUBLET_TORCH_API void sublet_torch_set_frames_callback(sublet_torch_frames_fn callback);
+// The id of `frames` (the same text gives the same id; 0 on failure, see sublet_torch_last_error).
+SUBLET_TORCH_API uint32_t sublet_torch_intern_frames(const char* frames);
 // Writes a pickle in the layout of torch.cuda.memory._snapshot() (pytorch.org/memory_viz and
 // torch.cuda._memory_viz read it): segments of every device and, when recording, the traces.
 SUBLET_TORCH_API int sublet_torch_dump_snapshot(const char* path);
@@ -83,6 +100,8 @@ SUBLET_TORCH_API int sublet_torch_dump_snapshot(const char* path);
 SUBLET_TORCH_API int sublet_torch_use_simulated_devices(int count, size_t capacity_bytes);
 // Returns 1 when the library was built with the CUDA backend, 0 otherwise.
 SUBLET_TORCH_API int sublet_torch_cuda_built(void);
+// sublet's version (CMake's project version), e.g. "0.1.0".
+SUBLET_TORCH_API const char* sublet_torch_version(void);
 
 #ifdef __cplusplus
 }

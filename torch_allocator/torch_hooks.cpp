@@ -1,5 +1,5 @@
-// Optional, built only against PyTorch's headers (scripts/build_torch_allocator.sh --torch-hooks,
-// on the machine whose PyTorch will load it; never by CMake): libsublet_torch_hooks.so makes
+// Optional, built only against PyTorch's headers (python -m sublet_torch.build_hooks, or the Python
+// package's build when PyTorch's headers are there; never by CMake): libsublet_torch_hooks.so makes
 // sublet's allocator PyTorch's through a subclass of PyTorch's CUDAPluggableAllocator that answers
 // what the plain pluggable allocator refuses:
 //   cacheInfo (cuDNN's benchmark asks it for the largest free block: with the plain pluggable
@@ -7,7 +7,8 @@
 //   resetAccumulatedStats (so torch.cuda.memory_allocated(), memory_stats(), memory_summary(),
 //   max_memory_*() and reset_peak_memory_stats() work as with PyTorch's own allocator),
 // and wires PyTorch's hooks: record_stream (tensor.record_stream), reset (torch.cuda.empty_cache)
-// and memory_fraction (torch.cuda.set_per_process_memory_fraction).
+// and memory_fraction (torch.cuda.set_per_process_memory_fraction). An allocation that runs out of
+// memory throws c10::OutOfMemoryError, which Python sees as torch.OutOfMemoryError.
 // It calls libsublet_torch_allocator.so through its C interface, found in the process by its
 // path (python/sublet_torch loads that first): one allocator table serves both.
 #include <dlfcn.h>
@@ -21,13 +22,15 @@
 #include <utility>
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/util/Exception.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 
 namespace {
 
 // The functions of sublet_torch_allocator.h this file uses.
 struct Core {
-  void* (*malloc)(ssize_t, int, cudaStream_t) = nullptr;
+  void* (*try_malloc)(ssize_t, int, cudaStream_t) = nullptr;
+  int (*last_error_is_out_of_memory)() = nullptr;
   void (*free)(void*, ssize_t, int, cudaStream_t) = nullptr;
   int (*record_stream)(void*, cudaStream_t) = nullptr;
   int (*empty_cache)(int) = nullptr;
@@ -42,9 +45,10 @@ struct Core {
 Core core;
 
 std::string core_error() {
-  char buffer[1024] = {0};
-  core.last_error(buffer, sizeof buffer);
-  return buffer;
+  // Out-of-memory reports can be long: ask for the size first.
+  std::string text(core.last_error(nullptr, 0), '\0');
+  core.last_error(&text[0], text.size() + 1);
+  return text;
 }
 
 void check(int status, const char* what) {
@@ -76,9 +80,22 @@ void fill_array(ArrayT& a, int device, const std::string& family) {
   fill(a[2], device, family + ".large_pool");
 }
 
+// The core's allocation with PyTorch's exceptions: c10::OutOfMemoryError (torch.OutOfMemoryError in
+// Python) when the device is full, c10::Error (RuntimeError) for anything else.
+void* allocate(size_t size, int device, cudaStream_t stream) {
+  void* ptr = core.try_malloc(static_cast<ssize_t>(size), device, stream);
+  if (ptr != nullptr) return ptr;
+  const std::string message = core_error();
+  if (core.last_error_is_out_of_memory()) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, message);
+  }
+  TORCH_CHECK(false, message);
+  return nullptr;  // not reached: TORCH_CHECK(false, ...) throws
+}
+
 class SubletAllocator : public Base {
  public:
-  SubletAllocator() : Base(core.malloc, core.free) {
+  SubletAllocator() : Base(allocate, core.free) {
     set_record_stream_fn([](void* ptr, cudaStream_t stream) { check(core.record_stream(ptr, stream), "record_stream"); });
     set_reset_fn([] { check(core.empty_cache(-1), "empty_cache"); });
     set_memory_fraction_fn(
@@ -136,7 +153,8 @@ __attribute__((visibility("default"))) int sublet_torch_hooks_install(const char
     if (library == nullptr)
       throw std::runtime_error(std::string("sublet_torch hooks: ") + core_library + " is not loaded in this process (" +
                                dlerror() + "); load it first (sublet_torch.load)");
-    load(library, core.malloc, "sublet_torch_malloc");
+    load(library, core.try_malloc, "sublet_torch_try_malloc");
+    load(library, core.last_error_is_out_of_memory, "sublet_torch_last_error_is_out_of_memory");
     load(library, core.free, "sublet_torch_free");
     load(library, core.record_stream, "sublet_torch_record_stream");
     load(library, core.empty_cache, "sublet_torch_empty_cache");

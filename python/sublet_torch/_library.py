@@ -1,11 +1,14 @@
 """Finding and loading libsublet_torch_allocator.so with ctypes (no PyTorch needed).
 
-The library is the one scripts/build_torch_allocator.sh builds. It is looked for in this order:
-the `library` argument, $SUBLET_TORCH_ALLOCATOR_LIBRARY, libsublet_torch_allocator.so beside this
-package, and the build folders of the sublet checkout this package sits in.
+The package's build puts the library beside this file. It is looked for in this order: the
+`library` argument, $SUBLET_TORCH_ALLOCATOR_LIBRARY, libsublet_torch_allocator.so beside this
+package, and the build folders of the sublet checkout this package sits in (run from a checkout
+with PYTHONPATH=python). A library whose version differs from the package's is refused.
 """
 import ctypes
 import os
+
+from ._cmake_version import package_version
 
 LIBRARY_NAME = "libsublet_torch_allocator.so"
 ENV_LIBRARY = "SUBLET_TORCH_ALLOCATOR_LIBRARY"
@@ -35,8 +38,9 @@ def find(library=None):
         if os.path.isfile(path):
             return os.path.realpath(path)
     raise FileNotFoundError(
-        "sublet_torch: no %s found (looked at: %s). Build it with scripts/build_torch_allocator.sh OUT.so "
-        "and pass library=OUT.so or set %s=OUT.so" % (LIBRARY_NAME, ", ".join(candidates), ENV_LIBRARY))
+        "sublet_torch: no %s found (looked at: %s). Install the package (pip install --no-build-isolation "
+        "./python in the sublet checkout), or build the library with scripts/build_torch_allocator.sh OUT.so and "
+        "pass library=OUT.so or set %s=OUT.so" % (LIBRARY_NAME, ", ".join(candidates), ENV_LIBRARY))
 
 
 def _declare(lib):
@@ -57,6 +61,11 @@ def _declare(lib):
         "sublet_torch_memory_summary": (size_t, [c.c_int, c.c_char_p, size_t]),
         "sublet_torch_config": (size_t, [c.c_int, c.c_char_p, size_t]),
         "sublet_torch_last_error": (size_t, [c.c_char_p, size_t]),
+        "sublet_torch_last_error_is_out_of_memory": (c.c_int, []),
+        "sublet_torch_set_config": (c.c_int, [c.c_char_p]),
+        "sublet_torch_set_frames_callback": (None, [c.c_void_p]),
+        "sublet_torch_intern_frames": (c.c_uint32, [c.c_char_p]),
+        "sublet_torch_version": (c.c_char_p, []),
         "sublet_torch_live_allocations": (c.c_int, [c.c_int, c.POINTER(i64), c.POINTER(i64), c.POINTER(i64)]),
         "sublet_torch_device_count": (c.c_int, []),
         "sublet_torch_record_history": (c.c_int, [c.c_int, size_t]),
@@ -86,6 +95,10 @@ def load(library=None):
     _path = path
     lib = ctypes.CDLL(path)
     _declare(lib)
+    expected, found = package_version(), lib.sublet_torch_version().decode()
+    if expected is not None and found != expected:
+        raise OSError("sublet_torch: %s is sublet %s, this package is %s; use the library built with it"
+                      % (path, found, expected))
     _lib = lib
     return lib
 

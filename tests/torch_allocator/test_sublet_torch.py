@@ -14,7 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import sublet_torch  # noqa: E402
-from sublet_torch import _library  # noqa: E402
+from sublet_torch import _errors, _library, _simulated  # noqa: E402
 
 MiB = 1 << 20
 CAPACITY = 1024 * MiB
@@ -23,9 +23,10 @@ CAPACITY = 1024 * MiB
 def setUpModule():
     if not os.environ.get(sublet_torch.ENV_LIBRARY):
         raise unittest.SkipTest("%s is not set (ctest sets it to the built library)" % sublet_torch.ENV_LIBRARY)
-    os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    for variable in ("SUBLET_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", sublet_torch.ENV_SIMULATE):
+        os.environ.pop(variable, None)
     sublet_torch.load(conf="expandable_segments:True,roundup_power2_divisions:4")
-    sublet_torch._use_simulated_devices(1, CAPACITY)
+    sublet_torch.use_simulated_devices(1, CAPACITY)
 
 
 def lib():
@@ -79,6 +80,74 @@ class SubletTorchTest(unittest.TestCase):
         self.assertEqual(backend, "simulated")
         with self.assertRaises(RuntimeError):
             sublet_torch.load(conf="expandable_segments:False")  # too late: allocators exist
+        with self.assertRaises(RuntimeError) as caught:
+            sublet_torch.load(conf="expandable_segmentz:True")
+        self.assertIn("expandable_segmentz", str(caught.exception))
+        # The library holds the settings: the package writes no environment variable.
+        self.assertNotIn("SUBLET_ALLOC_CONF", os.environ)
+
+    def test_version_is_cmakes(self):
+        expected = os.environ.get("SUBLET_PROJECT_VERSION")
+        if not expected:
+            self.skipTest("SUBLET_PROJECT_VERSION is not set (ctest sets it to CMake's PROJECT_VERSION)")
+        self.assertEqual(sublet_torch.__version__, expected)
+        self.assertEqual(sublet_torch.library_version(), expected)
+
+    def test_caching_allocator_alloc_and_its_out_of_memory_error(self):
+        before = sublet_torch.memory_stats()
+        ptr = sublet_torch.caching_allocator_alloc(5 * MiB + 3)
+        self.assertEqual(sublet_torch.memory_stats()["requested_bytes.all.current"] - before["requested_bytes.all.current"],
+                         5 * MiB + 3)
+        with self.assertRaises(_errors.out_of_memory_error()) as caught:
+            sublet_torch.caching_allocator_alloc(2 * CAPACITY)
+        self.assertIn("out of memory", str(caught.exception))
+        self.assertTrue(issubclass(type(caught.exception), RuntimeError))  # as PyTorch's own is
+        self.assertEqual(sublet_torch.memory_stats()["num_ooms"], before["num_ooms"] + 1)
+        sublet_torch.caching_allocator_delete(ptr)
+        self.assertEqual(sublet_torch.memory_allocated(), before["allocated_bytes.all.current"])
+        with self.assertRaises(ValueError):
+            sublet_torch.caching_allocator_delete(ptr)  # twice
+
+    def test_out_of_memory_error_is_pytorchs_where_it_has_one(self):
+        try:
+            import torch
+        except ImportError:
+            self.assertIs(_errors.out_of_memory_error(), RuntimeError)
+            return
+        expected = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", RuntimeError)
+        self.assertIs(_errors.out_of_memory_error(), expected)
+
+    def test_snapshot_frames_are_the_python_stack_of_the_allocation(self):
+        sublet_torch.record_memory_history(True)  # stacks="python"
+
+        def allocate_here():
+            return sublet_torch.caching_allocator_alloc(3 * MiB), sys._getframe().f_lineno
+
+        ptr, line = allocate_here()
+        sublet_torch.record_memory_history(True, stacks=None)
+        plain = sublet_torch.caching_allocator_alloc(3 * MiB)
+        snap = sublet_torch.snapshot()
+        sublet_torch.record_memory_history(False)
+        blocks = {b["address"]: b for s in snap["segments"] for b in s["blocks"]}
+        frames = blocks[ptr]["frames"]
+        self.assertEqual(frames[0]["name"], "caching_allocator_alloc")  # innermost first, as PyTorch's
+        self.assertEqual((frames[1]["filename"], frames[1]["line"], frames[1]["name"]),
+                         (os.path.abspath(__file__), line, "allocate_here"))
+        self.assertEqual(frames[2]["name"], "test_snapshot_frames_are_the_python_stack_of_the_allocation")
+        self.assertEqual(blocks[plain]["frames"], [])
+        sublet_torch.caching_allocator_delete(ptr)
+        sublet_torch.caching_allocator_delete(plain)
+        with self.assertRaises(ValueError):
+            sublet_torch.record_memory_history(True, stacks="cpp")
+
+    def test_simulate_variable_is_parsed_or_refused_clearly(self):
+        self.assertEqual(_simulated.parse("2x512MiB"), (2, 512 * MiB))
+        self.assertEqual(_simulated.parse("1x8GiB"), (1, 8 << 30))
+        self.assertEqual(_simulated.parse("1x4096"), (1, 4096))
+        for bad in ("8GiB", "0x1GiB", "1x8GB", "x", ""):
+            with self.assertRaises(ValueError) as caught:
+                _simulated.parse(bad)
+            self.assertIn("COUNTxSIZE", str(caught.exception))
 
     def test_summary_peak_reset_and_empty_cache(self):
         ptr = malloc(64 * MiB)
@@ -160,20 +229,65 @@ class SubletTorchTest(unittest.TestCase):
         self.assertIn("step", out.getvalue())
         free(kept)
 
-    def test_use_without_torch_says_so(self):
+    def test_use_without_a_pluggable_allocator_says_why(self):
+        # Here the devices are simulated by use_simulated_devices, not by the environment: use()
+        # goes on to PyTorch.
+        sublet_torch_module = sys.modules["sublet_torch"]
+        saved, sublet_torch_module._simulated_devices = sublet_torch_module._simulated_devices, None
         try:
-            import torch  # noqa: F401
-        except ImportError:
-            with self.assertRaises(ImportError) as caught:
+            try:
+                import torch
+            except ImportError:
+                with self.assertRaises(ImportError) as caught:
+                    sublet_torch.use()
+                self.assertIn("needs PyTorch", str(caught.exception))
+                return
+            if hasattr(torch.cuda.memory, "CUDAPluggableAllocator") and torch.cuda.is_available():
+                self.skipTest("PyTorch %s can take the allocator here: use() would install it" % torch.__version__)
+            with self.assertRaises(RuntimeError) as caught:
                 sublet_torch.use()
-            self.assertIn("needs PyTorch", str(caught.exception))
+            self.assertIn(sublet_torch.ENV_SIMULATE, str(caught.exception))  # and says how to go on without a GPU
+        finally:
+            sublet_torch_module._simulated_devices = saved
+
+    def test_torch_hooks_are_chosen_only_for_the_pytorch_they_were_built_for(self):
+        from sublet_torch import _hooks, build_hooks
+        self.assertIsNone(_hooks.choose(False, "2.11.0"))
+        self.assertEqual(_hooks.choose("/x/hooks.so", "2.11.0"), "/x/hooks.so")
+        saved = build_hooks.default_output
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, build_hooks.HOOKS_NAME)
+            build_hooks.default_output = lambda: path
+            try:
+                with self.assertWarns(UserWarning) as caught:
+                    self.assertIsNone(_hooks.choose(None, "2.11.0"))
+                self.assertIn("python -m sublet_torch.build_hooks", str(caught.warning))
+                open(path, "wb").close()
+                with open(build_hooks.info_path(path), "w") as f:
+                    f.write('{"torch": "2.10.0"}')
+                with self.assertWarns(UserWarning) as caught:
+                    self.assertIsNone(_hooks.choose(None, "2.11.0"))
+                self.assertIn("built for torch 2.10.0", str(caught.warning))
+                self.assertEqual(_hooks.choose(None, "2.10.0"), path)
+            finally:
+                build_hooks.default_output = saved
+
+    def test_building_the_hooks_says_what_is_missing(self):
+        from sublet_torch import build_hooks
+        try:
+            build_hooks.torch_paths()
+        except build_hooks.HooksUnavailable as e:
+            self.assertTrue(any(word in str(e) for word in ("torch", "PyTorch")), str(e))
         else:
-            self.skipTest("PyTorch is installed here: use() would try to install the allocator")
+            self.skipTest("this PyTorch can build the hooks")
+        with self.assertRaises(build_hooks.HooksUnavailable) as caught:
+            build_hooks.build(os.path.join(tempfile.gettempdir(), "never.so"), cxx="/nonexistent/c++")
+        self.assertIn("/nonexistent/c++", str(caught.exception))
 
     def test_missing_library_is_named(self):
         with self.assertRaises(FileNotFoundError) as caught:
             sublet_torch.find_library("/nonexistent/libsublet_torch_allocator.so")
-        self.assertIn("build_torch_allocator.sh", str(caught.exception))
+        self.assertIn("pip install", str(caught.exception))
 
 
 if __name__ == "__main__":

@@ -161,6 +161,10 @@ TEST_F(TorchAllocatorCApi, OutOfMemoryIsAnExceptionOrANullPointer) {
   const std::int64_t ooms = stat(0, "num_ooms");
   EXPECT_EQ(sublet_torch_try_malloc(2 * kCapacity, 0, nullptr), nullptr);
   EXPECT_NE(last_error().find("out of memory"), std::string::npos) << last_error();
+  // The torch hooks turn exactly these into torch.OutOfMemoryError.
+  EXPECT_EQ(sublet_torch_last_error_is_out_of_memory(), 1);
+  EXPECT_EQ(sublet_torch_record_stream(reinterpret_cast<void*>(0x1234), nullptr), -1);
+  EXPECT_EQ(sublet_torch_last_error_is_out_of_memory(), 0) << last_error();
   // PyTorch calls sublet_torch_malloc from C++: the exception becomes a Python RuntimeError.
   EXPECT_THROW(sublet_torch_malloc(2 * kCapacity, 0, nullptr), std::exception);
   EXPECT_EQ(stat(0, "num_ooms"), ooms + 2);
@@ -296,6 +300,84 @@ TEST_F(TorchAllocatorCApi, SnapshotRoundTripsThroughThePytorchSnapshotReader) {
   sublet_torch_free(d, 700, 0, nullptr);
   ASSERT_EQ(sublet_torch_record_history(0, 0), 0);
   std::filesystem::remove(path);
+}
+
+TEST_F(TorchAllocatorCApi, ConfigFromCodeIsCheckedAndRefusedOnceItCouldNotApply) {
+  // Device 0's allocator exists with sublet's defaults (the environment has no settings here).
+  EXPECT_EQ(sublet_torch_set_config("expandable_segments:False"), -1);
+  EXPECT_NE(last_error().find("before the first allocation"), std::string::npos) << last_error();
+  EXPECT_EQ(sublet_torch_set_config("expandable_segments:True"), 0) << last_error();  // what it has: accepted
+  EXPECT_EQ(sublet_torch_set_config("expandable_segmentz:True"), -1);
+  EXPECT_NE(last_error().find("expandable_segmentz"), std::string::npos) << last_error();
+  EXPECT_EQ(sublet_torch_set_config(nullptr), 0) << last_error();
+}
+
+TEST_F(TorchAllocatorCApi, VersionIsTheProjectVersion) {
+  EXPECT_STREQ(sublet_torch_version(), SUBLET_PROJECT_VERSION);  // CMake's PROJECT_VERSION (CMakeLists.txt)
+}
+
+// A stand-in for the Python package's callback: counts its calls and names one fixed stack.
+int frames_calls = 0;
+std::uint32_t two_frames() {
+  ++frames_calls;
+  return sublet_torch_intern_frames("train.py\t12\tstep\nmain.py\t3\t<module>");
+}
+
+TEST_F(TorchAllocatorCApi, FramesCallbackGivesBlocksAndAllocEventsTheirStack) {
+  ASSERT_EQ(sublet_torch_record_history(1, 0), 0);
+  frames_calls = 0;
+  sublet_torch_set_frames_callback(two_frames);
+  void* with_stack = sublet_torch_malloc(4096, 0, nullptr);
+  void* freed = sublet_torch_malloc(8192, 0, nullptr);
+  sublet_torch_set_frames_callback(nullptr);
+  void* without_stack = sublet_torch_malloc(4096, 0, nullptr);
+  sublet_torch_free(freed, 8192, 0, nullptr);
+  EXPECT_EQ(frames_calls, 2);
+
+  const auto path = std::filesystem::temp_directory_path() / ("sublet_torch_frames_" + std::to_string(getpid()) + ".pickle");
+  ASSERT_EQ(sublet_torch_dump_snapshot(path.c_str()), 0) << last_error();
+  sublet_torch_free(with_stack, 4096, 0, nullptr);
+  sublet_torch_free(without_stack, 4096, 0, nullptr);
+  ASSERT_EQ(sublet_torch_record_history(0, 0), 0);
+  const auto document = sublet::memory::pickle::parse(sublet::memory::pickle::read_file_maybe_gzip(path.string()), path.string());
+  std::filesystem::remove(path);
+  const auto root = document.root();
+
+  // "frames" as PyTorch writes them: [{"filename", "line", "name"}, ...], innermost first.
+  auto describe = [](const auto& frames) {
+    std::string text;
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      const auto f = frames.at(i);
+      text += std::string(f.find("filename")->as_string()) + ":" + std::to_string(f.find("line")->as_int()) + ":" +
+              std::string(f.find("name")->as_string()) + ";";
+    }
+    return text;
+  };
+  const std::string expected = "train.py:12:step;main.py:3:<module>;";
+  std::map<std::uint64_t, std::string> block_frames;
+  const auto segments = *root.find("segments");
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    if (segments.at(i).find("device")->as_int() != 0) continue;  // simulated devices may share addresses
+    const auto blocks = *segments.at(i).find("blocks");
+    for (std::size_t j = 0; j < blocks.size(); ++j)
+      block_frames[blocks.at(j).find("address")->as_uint64()] = describe(*blocks.at(j).find("frames"));
+  }
+  EXPECT_EQ(block_frames[reinterpret_cast<std::uintptr_t>(with_stack)], expected);
+  EXPECT_EQ(block_frames[reinterpret_cast<std::uintptr_t>(without_stack)], "");
+
+  std::map<std::string, std::string> event_frames;  // "action@address" -> frames
+  const auto trace = root.find("device_traces")->at(0);
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const auto e = trace.at(i);
+    if (!e.find("addr").has_value()) continue;
+    event_frames[std::string(e.find("action")->as_string()) + "@" + std::to_string(e.find("addr")->as_uint64())] =
+        describe(*e.find("frames"));
+  }
+  const std::string freed_at = std::to_string(reinterpret_cast<std::uintptr_t>(freed));
+  EXPECT_EQ(event_frames["alloc@" + std::to_string(reinterpret_cast<std::uintptr_t>(with_stack))], expected);
+  EXPECT_EQ(event_frames["alloc@" + freed_at], expected);
+  EXPECT_EQ(event_frames["free_completed@" + freed_at], "");  // frees happen elsewhere: no alloc stack
+  EXPECT_EQ(event_frames["alloc@" + std::to_string(reinterpret_cast<std::uintptr_t>(without_stack))], "");
 }
 
 TEST_F(TorchAllocatorCApi, DumpToAnUnwritablePathFails) {
