@@ -8,6 +8,7 @@ packages=(
   libeigen3-dev libgtest-dev libboost-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
   python3
+  libgloo-dev
 )
 # SUBLET_SETUP_TORCH=1 (CI sets it): also Debian's PyTorch 1.13 (CPU), the other side of the
 # DLPack real-client check (test_dlpack_torch; it skips without torch).
