@@ -44,6 +44,18 @@ int collectives(ProcessGroup& group) {
   const int w = group.world_size();
   const std::size_t n = 1000;
   {
+    // Larger than Gloo's 1 MiB segments and not a multiple of the world size.
+    const std::size_t big = 300'001;
+    std::vector<float> v(big), want(big);
+    for (std::size_t i = 0; i < big; ++i) {
+      v[i] = static_cast<float>((r + 1) * (i % 1000));
+      want[i] = static_cast<float>(w * (w + 1) / 2 * (i % 1000));
+    }
+    group.all_reduce_async(v.data(), big, DType::Float32, ReduceOp::Sum, nullptr);
+    group.join_pending(nullptr);
+    expect_equal("large float32 sum", v, want);
+  }
+  {
     std::vector<float> v(n), want(n);
     for (std::size_t i = 0; i < n; ++i) {
       v[i] = static_cast<float>((r + 1) * (i + 1)) * 0.5f;
