@@ -20,7 +20,15 @@ Device worker_device(const TrainOptions& options, const distributed::LaunchEnv& 
   if (d == "cpu" || (d == "auto" && !memory::cuda_available())) return Device::cpu();
   if (!memory::cuda_built())
     throw DeviceError("--device " + d + ": this sublet was built without CUDA; use --device cpu (Gloo between processes)");
-  const Device device = Device::cuda(env.local_rank);
+  // One GPU per rank; Gloo may also share GPUs between a node's ranks (two processes on one
+  // GPU), NCCL refuses that.
+  const int gpus = memory::cuda_device_count();
+  const bool shares = gpus > 0 && env.local_rank >= gpus;
+  if (shares && distributed::parse_backend(options.backend, Device::cuda(0)) == distributed::Backend::Nccl)
+    throw DeviceError(fmt::format("LOCAL_RANK {} needs a GPU of its own with NCCL, and this node has {}; start at most {} "
+                                  "worker{} per node, or share GPUs with --backend gloo",
+                                  env.local_rank, gpus, gpus, gpus == 1 ? "" : "s"));
+  const Device device = Device::cuda(shares ? env.local_rank % gpus : env.local_rank);
   if (d != "auto" && d != "cuda" && d != device.str())
     throw DeviceError(fmt::format("--device {}: a data-parallel worker uses the GPU of its LOCAL_RANK, {} here; drop "
                                   "--device or pass cuda",

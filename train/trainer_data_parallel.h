@@ -36,7 +36,8 @@ class TrainerParallel {
   virtual std::string describe() const = 0;
 };
 
-// A worker's device: the CPU for --device cpu (or auto without a GPU), else cuda:LOCAL_RANK.
+// A worker's device: the CPU for --device cpu (or auto without a GPU), else cuda:LOCAL_RANK (with
+// --backend gloo and fewer GPUs than ranks on the node, cuda:(LOCAL_RANK mod GPUs): shared).
 // DeviceError for another CUDA device than LOCAL_RANK's, or CUDA in a build without it.
 Device worker_device(const TrainOptions& options, const distributed::LaunchEnv& env);
 

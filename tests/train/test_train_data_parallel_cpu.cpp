@@ -16,7 +16,7 @@
 #include <filesystem>
 
 #include "tests/distributed/process_support.h"
-#include "train/checkpoint.h"
+#include "tests/train/checkpoint_difference.h"
 
 namespace sublet {
 namespace {
@@ -59,38 +59,12 @@ std::pair<std::optional<int>, std::string> run(const std::vector<std::string>& a
   return {status, testing::read_text(child.log)};
 }
 
-std::vector<std::pair<std::string, Tensor>> parameters_of(const fs::path& checkpoint) {
-  return train::load_checkpoint(checkpoint).model_state;
-}
-
-// max |a - b| over every float tensor of the model, relative to the largest |b| of the model
-// (NaN-safe: a NaN anywhere is reported); the tensor with the largest difference is printed when
-// the result is above `report_above`. Relative to the model, not to each tensor: batch norm's
-// biases start at zero and their gradients are sums of many signed terms, so their own scale
-// after ten steps is rounding-sized and a per-tensor ratio would measure float32 cancellation.
+// The difference of checkpoint_difference.h, printing where it is largest when above `report_above`.
 double max_relative_difference(const fs::path& a, const fs::path& b, double report_above = 1e-5) {
-  const auto x = parameters_of(a);
-  const auto y = parameters_of(b);
-  if (x.size() != y.size()) return INFINITY;
-  double scale = 0, error = 0;
-  std::string where;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (x[i].second.dtype() != DType::Float32) continue;  // num_batches_tracked counts steps
-    const auto u = x[i].second.to_vector<double>();
-    const auto v = y[i].second.to_vector<double>();
-    if (u.size() != v.size()) return INFINITY;
-    for (std::size_t k = 0; k < v.size(); ++k) {
-      scale = std::fmax(scale, std::fabs(v[k]));
-      const double e = std::fabs(u[k] - v[k]);
-      if (!(e <= error)) {
-        error = e;
-        where = x[i].first;
-      }
-    }
-  }
-  const double relative = error / (scale > 0 ? scale : 1.0);
-  if (!(relative <= report_above)) std::printf("largest difference %g (relative %g) in %s\n", error, relative, where.c_str());
-  return relative;
+  const auto d = testing::checkpoint_difference(a, b);
+  if (!(d.relative <= report_above))
+    std::printf("largest difference %g (relative %g) in %s\n", d.largest, d.relative, d.where.c_str());
+  return d.relative;
 }
 
 const fs::path& single_process_reference() {
