@@ -51,7 +51,7 @@ class GlooCudaStaging {
   };
   Device device_;
   StreamHandle stream_ = nullptr;
-  void* ordered_ = nullptr;  // cudaEvent_t for stream-to-stream waits
+  [[maybe_unused]] void* ordered_ = nullptr;  // cudaEvent_t for stream-to-stream waits (CUDA builds)
   std::vector<Buffer> free_;
   std::vector<Buffer> all_;
   std::vector<void*> free_events_;
