@@ -4,15 +4,17 @@
 #   scripts/gpu_data_parallel_checks.sh PACK OUT [TORCHRUN]
 # Runs one process as the reference, `--backend gloo --device cuda --nproc-per-node 2` (two
 # processes sharing the GPU through pinned host memory), the same under torchrun (its agent
-# store on MASTER_PORT), and torchrun with NCCL at one rank per GPU; writes every log, metrics
-# file and checkpoint under OUT and packs them into OUT/data_parallel.tar.gz. Compare the
+# store on MASTER_PORT), and torchrun with NCCL at one rank per GPU; packs every log, metrics
+# file and checkpoint into OUT/data_parallel.tar.gz (one file: the device tool brings few back),
+# folder dp/ inside. Compare the
 # checkpoints with build/tests/train/checkpoint_difference afterwards (the metrics' num_sync_all_streams
 # is num_sync_all_streams summed over ranks: 0 expected).
 set -uo pipefail
 pack="$(cd "$1" && pwd)"
-out="$2"
+final="$2"
 torchrun="${3:-/opt/torch/.venv/bin/torchrun}"
-mkdir -p "$out/dp"
+out="$(mktemp -d)"
+mkdir -p "$out/dp" "$final"
 sublet="$pack/sublet"
 common=(train --model resnet20 --data synthetic --synthetic-shape 3x8x8 --limit-train 120 --limit-test 6 --epochs 1
         --lr 0.02 --device cuda --dist-timeout 60)
@@ -37,4 +39,5 @@ for t in test_data_parallel_gpu test_trainer_data_parallel_gpu; do
   [ -x "$pack/tests/$t" ] && run "$t" "$pack/tests/$t"
 done
 grep -H '"num_sync_all_streams"' "$out"/dp/*.json > "$out/dp/num_sync_all_streams.txt" 2>&1 || true
-tar czf "$out/data_parallel.tar.gz" -C "$out" dp && echo "packed $out/data_parallel.tar.gz"
+tar czf "$final/data_parallel.tar.gz" -C "$out" dp && echo "packed $final/data_parallel.tar.gz"
+cat "$out"/dp/*.log | grep -E "^==|exit status|error|final test accuracy|relative" | head -60
