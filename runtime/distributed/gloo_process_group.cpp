@@ -133,10 +133,14 @@ GlooProcessGroup::~GlooProcessGroup() {
     lane_.detach();
     (void)comm_.release();
     (void)staging_.release();
-    return;
+  } else {
+    lane_.join();
+    for (auto& t : pending_) staging_->discard(t);
+    comm_.reset();  // closes the connections: a peer blocked on this rank fails now
   }
-  lane_.join();
-  for (auto& t : pending_) staging_->discard(t);
+  // After a failure the rank serving the store keeps it until the others have asked it who
+  // failed (they would find it gone and blame rank 0 otherwise).
+  if (aborted_ && watch_ && store_ && store_->server()) watch_->linger_for_peers();
 }
 
 void GlooProcessGroup::lane_loop() {
@@ -227,6 +231,7 @@ void GlooProcessGroup::wait_lane(const char* what) {
 void GlooProcessGroup::fail(const std::string& what, const std::string& error) {
   abort(error);
   const std::string blame = watch_ ? watch_->diagnose() : std::string("no peer watch");
+  if (watch_) watch_->report_diagnosed();
   throw DistributedError("data parallel (gloo): " + blame + "; rank " + std::to_string(env_.rank) + " of " +
                          std::to_string(env_.world_size) + " saw its " + what + " fail: " + error);
 }

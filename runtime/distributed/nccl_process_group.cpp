@@ -71,7 +71,9 @@ NcclProcessGroup::NcclProcessGroup(const LaunchEnv& env, Device device, ProcessG
 }
 
 NcclProcessGroup::~NcclProcessGroup() {
-  // Never throws: a destructor may run while an error unwinds.
+  // Never throws: a destructor may run while an error unwinds. After a failure the rank serving
+  // the store keeps it until the others have asked it who failed.
+  if (aborted_ && watch_ && store_ && store_->server()) watch_->linger_for_peers();
   if (ordered_) cudaEventDestroy(as_event(ordered_));
   if (comm_) {
     memory::CudaDeviceGuard guard(device_);
@@ -155,7 +157,9 @@ void NcclProcessGroup::synchronize(StreamHandle stream) {
   cudaEventDestroy(done);
   if (!failure.empty()) {
     abort(failure);
-    throw DistributedError("data parallel (nccl): " + watch_->diagnose() + "; rank " + std::to_string(env_.rank) +
+    const std::string blame = watch_->diagnose();
+    watch_->report_diagnosed();
+    throw DistributedError("data parallel (nccl): " + blame + "; rank " + std::to_string(env_.rank) +
                            " of " + std::to_string(env_.world_size) + " saw: " + failure +
                            "; the communicator was aborted");
   }

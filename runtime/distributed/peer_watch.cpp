@@ -9,6 +9,7 @@ namespace sublet::distributed {
 namespace {
 
 std::string heartbeat_key(int rank) { return "sublet/heartbeat/" + std::to_string(rank); }
+constexpr const char* kDiagnosedKey = "sublet/failure/diagnosed";
 
 }  // namespace
 
@@ -60,6 +61,23 @@ std::vector<int> PeerWatch::silent_ranks(std::chrono::milliseconds window) {
   return silent;
 }
 
+void PeerWatch::report_diagnosed() {
+  try {
+    ask_->add(kDiagnosedKey, 1);
+  } catch (const Error&) {
+  }
+}
+
+void PeerWatch::linger_for_peers() {
+  const auto deadline = std::chrono::steady_clock::now() + interval_ * 4 + std::chrono::seconds(1);
+  const std::int64_t expected = world_size_ - blamed_;
+  try {
+    while (ask_->add(kDiagnosedKey, 0) < expected && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } catch (const Error&) {
+  }
+}
+
 std::string PeerWatch::diagnose() {
   const auto window = interval_ * 4;
   std::vector<int> silent;
@@ -70,6 +88,7 @@ std::string PeerWatch::diagnose() {
       return std::string("rank 0 is unreachable (it serves the rendezvous store, which does not answer: ") + e.what() + ")";
     return std::string("the rendezvous store does not answer (") + e.what() + ")";
   }
+  blamed_ = static_cast<int>(silent.size());
   if (silent.empty()) return "every rank still sends heartbeats (none can be blamed; a slow or diverging rank?)";
   std::string ranks;
   for (std::size_t i = 0; i < silent.size(); ++i) ranks += (i ? ", " : "") + std::to_string(silent[i]);

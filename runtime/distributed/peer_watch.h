@@ -33,6 +33,15 @@ class PeerWatch {
   // rendezvous store: ...)", or "every rank still sends heartbeats" when none can be blamed.
   std::string diagnose();
 
+  // After diagnose(): tells the others this rank is done with the store.
+  void report_diagnosed();
+  // On the rank that serves the store, before it goes: waits (at most a diagnosis and a second)
+  // until the ranks that diagnose() did not blame have reported, so that they can still ask the
+  // store; without this they would find it gone and blame rank 0.
+  void linger_for_peers();
+  // The number of ranks the last diagnose() blamed.
+  int blamed() const { return blamed_; }
+
   // The ranks whose heartbeat stood still over `window` (this rank excluded). DistributedError
   // when the store does not answer.
   std::vector<int> silent_ranks(std::chrono::milliseconds window);
@@ -49,6 +58,7 @@ class PeerWatch {
   int world_size_;
   std::chrono::milliseconds interval_;
   bool store_on_rank0_;
+  int blamed_ = 0;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
