@@ -235,7 +235,7 @@ void add_bench_step_command(CLI::App& app) {
   step->callback([flags, memory_plan, launch] {
     flags->memory_plan_given = memory_plan->count() > 0;
     if (launch->launching()) {
-      const int code = launch_workers(*launch, flags->device, "bench step");
+      const int code = launch_workers(*launch, flags->device, "bench step", /*cpu_workers=*/false);
       if (code != 0) throw ExitWith{code};
       return;
     }

@@ -12,6 +12,7 @@
 #include "runtime/distributed/launch_env.h"
 #ifdef SUBLET_HAVE_CUDA
 #include "runtime/distributed/data_parallel.h"
+#include "runtime/distributed/nccl_process_group.h"
 #endif
 
 namespace sublet::cli {
@@ -46,7 +47,7 @@ std::optional<DataParallelStepReport> run_data_parallel_step(bench::StepBenchOpt
     report.single_gpu_img_per_s = report.single.img_per_s;
     memory::replace_allocator(options.device, memory::make_allocator(options.device, options.allocator));
   }
-  distributed::ProcessGroup group(env, options.device);
+  distributed::NcclProcessGroup group(env, options.device, {});
   options.parallel = [&group, bucket_cap_mb](nn::Module& model) {
     return std::make_unique<StepDataParallel>(group, model, bucket_cap_mb);
   };

@@ -3,10 +3,12 @@
 //              [--limit-train N] [--limit-test N] [--seed S] [--checkpoint PATH] [--resume PATH]
 //              [--metrics-json PATH] [--cuda-graph] [--no-oom-retry]
 //              [--nproc-per-node N [--nnodes M --node-rank R --master-addr HOST --master-port PORT]]
-//              [--bucket-cap-mb MB] [--sync-batch-norm] [--nvtx] [--precision fp32|bf16|fp16] [--channels-last]
+//              [--bucket-cap-mb MB] [--sync-batch-norm] [--backend auto|nccl|gloo] [--dist-timeout S]
+//              [--nvtx] [--precision fp32|bf16|fp16] [--channels-last]
 // Data parallel: with --nproc-per-node this process is the launcher (as torchrun): it starts N
 // workers running the same command without the launcher flags, with torchrun's variables set;
 // a process started with those variables (by this launcher, torchrun or SLURM) is a worker.
+// --batch-size is per rank then (global batch = batch size x world size), as with torchrun + DDP.
 // A thin layer over train::Trainer (train/trainer.h): flags to TrainOptions, a progress printer,
 // and every problem reported as one line by main() through the sublet::Error family.
 #include <unistd.h>
@@ -94,7 +96,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--data-dir", options->data_dir, "dataset folder (default data/mnist, /usr/share/datasets/fashion-mnist, data/cifar-10-batches-bin)");
   cmd->add_option("--device", options->device, "auto (CUDA when present), cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--epochs", options->epochs, "epochs to train (in total, counting resumed ones)")->capture_default_str();
-  cmd->add_option("--batch-size", options->batch_size, "images per step")->capture_default_str();
+  cmd->add_option("--batch-size", options->batch_size,
+                  "images per step; data parallel: per rank (the global batch is this times the world size, as "
+                  "torchrun + DDP)")
+      ->capture_default_str();
   cmd->add_option("--lr", options->lr, "learning rate (default: 0.1 for sgd, 0.001 for adam/adamw)");
   cmd->add_option("--optimizer", options->optimizer, "sgd (momentum 0.9), adam or adamw")->capture_default_str();
   cmd->add_option("--schedule", options->schedule, "none, step (x0.1 every third of the run) or cosine")
@@ -133,7 +138,16 @@ void add_train_command(CLI::App& app) {
   add_precision_flags(*cmd, options->precision, options->channels_last);
   cmd->add_flag("--sync-batch-norm", options->sync_batch_norm,
                 "data parallel: batch norm statistics over all ranks' batches (default: each rank's own)");
-  cmd->add_option("--bucket-cap-mb", options->bucket_cap_mb, "data parallel: gradient bucket size of the all-reduce")
+  cmd->add_option("--bucket-cap-mb", options->bucket_cap_mb,
+                  "data parallel: gradient bucket size of the all-reduce in MiB (fractions allowed, from 1 KiB)")
+      ->capture_default_str();
+  cmd->add_option("--backend", options->backend,
+                  "data parallel: auto (NCCL on GPUs, Gloo on the CPU), nccl, or gloo (CPU, or GPUs through pinned "
+                  "host memory)")
+      ->capture_default_str();
+  cmd->add_option("--dist-timeout", options->dist_timeout_s,
+                  "data parallel: seconds any wait for the other ranks may take (joining, store, collectives) before "
+                  "the run stops naming the rank that did not answer")
       ->capture_default_str();
   cmd->callback([options, synthetic_shape, memory_plan, launch, nvtx] {
     if (memory_plan->count() > 0 && !options->cuda_graph)
@@ -142,7 +156,7 @@ void add_train_command(CLI::App& app) {
       parse_synthetic_shape(*synthetic_shape, *options);
       options->data_parallel = true;  // what the workers will be: checks their options once, here
       train::validate(*options);
-      const int code = launch_workers(*launch, options->device, "train");
+      const int code = launch_workers(*launch, options->device, "train", /*cpu_workers=*/true);
       if (code != 0) throw ExitWith{code};
       return;
     }

@@ -15,11 +15,8 @@ include(CMakePackageConfigHelpers)
 set(SUBLET_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/sublet")
 set(SUBLET_INSTALL_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}/sublet")
 # In dependency order, floor by floor.
-set(SUBLET_INSTALLED_LIBRARIES core memory ops runtime distributed models training profiling)
-if(SUBLET_HAVE_CUDA)
-  # data parallel's NCCL half (runtime/distributed/data_parallel.h), linked by training.
-  list(INSERT SUBLET_INSTALLED_LIBRARIES 5 data_parallel)
-endif()
+# data_parallel: the process groups and DataParallel (runtime/distributed/data_parallel.h).
+set(SUBLET_INSTALLED_LIBRARIES core memory ops runtime distributed data_parallel models training profiling)
 
 # The library targets keep their short names inside the build; installed side by side in
 # P/lib they get a prefix (libsublet_memory.a, not libmemory.a), exported as sublet::memory.
@@ -45,6 +42,10 @@ install(TARGETS ${SUBLET_INSTALLED_LIBRARIES} sublet_package
 # the installed binary's RPATH, as the build tree's binary has them.
 set_target_properties(sublet PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS sublet RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The Gloo shim beside the binary, where the loader looks first (gloo_library.h).
+if(TARGET sublet_gloo)
+  install(TARGETS sublet_gloo LIBRARY DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 
 # Every header of the installed floors, folder layout kept. The CUDA-only headers go too (in a
 # CPU build nothing includes them); sources and CMake lists do not.

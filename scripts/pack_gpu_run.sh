@@ -10,13 +10,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build}"
 out="${2:-.gpu}"
-grep -qxF "/$out/" .git/info/exclude 2>/dev/null || echo "/$out/" >> .git/info/exclude
+exclude="$(git rev-parse --git-path info/exclude)"  # a worktree's .git is a file
+mkdir -p "$(dirname "$exclude")"
+grep -qxF "/$out/" "$exclude" 2>/dev/null || echo "/$out/" >> "$exclude"
 rm -rf "$out"
 mkdir -p "$out/tests"
 strip -o "$out/sublet" "$build/sublet"
 # The NVTX capture library (profile/nvtx_capture) where the build made it: scripts/nvtx_ranges.sh.
 if [ -f "$build/libsublet_nvtx_capture.so" ]; then
   strip --strip-unneeded -o "$out/libsublet_nvtx_capture.so" "$build/libsublet_nvtx_capture.so"
+fi
+# The Gloo shim and the libraries it loads (`--backend gloo`; the GPU machine has no libgloo): next
+# to the binary, where sublet looks for the shim and the shim's run path ($ORIGIN) finds the rest.
+if [ -f "$build/libsublet_gloo.so" ]; then
+  strip --strip-unneeded -o "$out/libsublet_gloo.so" "$build/libsublet_gloo.so"
+  ldd "$build/libsublet_gloo.so" | awk '/(libgloo|libhiredis|libibverbs|libnl-3|libnl-route-3)\./ {print $3}' |
+    while read -r lib; do cp -L "$lib" "$out/"; done
 fi
 shift 2 || true
 for name in "${@:-test_cuda_allocator}"; do

@@ -8,6 +8,7 @@ packages=(
   libeigen3-dev libgtest-dev libboost-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
   python3
+  libgloo-dev
   # The Python package (python/): pip install --no-build-isolation ./python in a venv.
   python3-venv python3-pip python3-setuptools python3-wheel
 )

@@ -74,9 +74,15 @@ void validate(const TrainOptions& options) {
     throw ValueError("--epochs must be <= " + std::to_string(kMaxEpochs) + ", got " + std::to_string(options.epochs));
   }
   check_at_least("--batch-size", options.batch_size, 1);
-  check_at_least("--bucket-cap-mb", options.bucket_cap_mb, 1);
-  if (options.bucket_cap_mb > 4096)
-    throw ValueError("--bucket-cap-mb must be <= 4096, got " + std::to_string(options.bucket_cap_mb));
+  // 1 KiB up to 4 GiB; a fraction of a MiB is allowed (as DDP's bucket_cap_mb).
+  if (!(options.bucket_cap_mb >= 1.0 / 1024.0 && options.bucket_cap_mb <= 4096))
+    throw ValueError(fmt::format("--bucket-cap-mb must be in [0.0009765625 (1 KiB), 4096], got {:g}", options.bucket_cap_mb));
+  check_member("--backend", options.backend, {"auto", "nccl", "gloo"});
+  if (options.backend == "nccl" && options.device == "cpu")
+    throw ValueError("--backend nccl connects GPUs, and --device cpu asks for the CPU; use --backend gloo (the CPU's "
+                     "default)");
+  if (!(options.dist_timeout_s >= 0.1 && options.dist_timeout_s <= 86400))
+    throw ValueError(fmt::format("--dist-timeout must be in [0.1, 86400] seconds, got {:g}", options.dist_timeout_s));
   if (options.data_parallel && options.cuda_graph)
     throw ValueError("--cuda-graph is not supported with data parallel yet (the all-reduce hooks run on the host "
                      "during backward); train without --cuda-graph or on one GPU");

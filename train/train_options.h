@@ -45,7 +45,11 @@ struct TrainOptions {
   // rank from torchrun's variables; batch_size is then per rank (global batch = batch_size x
   // world size), as with PyTorch's DDP.
   bool data_parallel = false;
-  std::int64_t bucket_cap_mb = 25;      // gradient bucket size of the all-reduce
+  double bucket_cap_mb = 25;            // gradient bucket size of the all-reduce (MiB, fractions allowed)
+  std::string backend = "auto";         // auto (NCCL on CUDA, Gloo on the CPU) | nccl | gloo
+  // Bounds every wait of the group: joining, store operations, collectives (as PyTorch's
+  // init_process_group timeout; its default for NCCL is 10 min, sublet's is shorter).
+  double dist_timeout_s = 60.0;
   bool sync_batch_norm = false;         // batch statistics over all ranks (runtime/nn/sync_batch_norm.h)
   // Mixed precision (runtime/amp/step_recipe.h): fp32 | bf16 | fp16 (autocast, float32 master
   // weights; fp16 with loss scaling). channels_last: model and batches in NHWC memory format.

@@ -1,7 +1,7 @@
 #pragma once
 // What the Trainer needs of data parallel (runtime/distributed/data_parallel.h), behind one
-// interface so that the Trainer compiles the same with and without CUDA: a CPU-only build
-// refuses data parallel when asked, in make_trainer_parallel.
+// interface: the process group of --backend (Gloo on the CPU, NCCL or Gloo on CUDA devices),
+// DataParallel's buckets and the shard sampler.
 //
 // The Trainer's side (train/trainer.cpp): the loader reads this rank's shard (sampler()); each
 // backward runs between prepare_backward() and finish_backward(); epoch totals are summed over
@@ -27,7 +27,7 @@ class TrainerParallel {
   virtual const distributed::ShardSampler& sampler() const = 0;
   virtual void prepare_backward() = 0;
   virtual void finish_backward() = 0;
-  // The host waits for the current stream's work, watching for NCCL errors and the timeout.
+  // The host waits for the current stream's work, watching for failures and the timeout.
   virtual void synchronize() = 0;
   // In place: each value becomes its sum over all ranks.
   virtual void sum_over_ranks(std::span<double> values) = 0;
@@ -36,11 +36,12 @@ class TrainerParallel {
   virtual std::string describe() const = 0;
 };
 
-// A worker's device: cuda:LOCAL_RANK. DeviceError when the options ask for the CPU (data parallel
-// needs CUDA devices) or another CUDA device than LOCAL_RANK's.
+// A worker's device: the CPU for --device cpu (or auto without a GPU), else cuda:LOCAL_RANK (with
+// --backend gloo and fewer GPUs than ranks on the node, cuda:(LOCAL_RANK mod GPUs): shared).
+// DeviceError for another CUDA device than LOCAL_RANK's, or CUDA in a build without it.
 Device worker_device(const TrainOptions& options, const distributed::LaunchEnv& env);
 
-// Joins the group and wraps `model` (already on `device`). DeviceError in a build without CUDA.
+// Joins the group and wraps `model` (already on `device`). DistributedError when joining fails.
 std::unique_ptr<TrainerParallel> make_trainer_parallel(const distributed::LaunchEnv& env, Device device,
                                                        nn::Module& model, std::int64_t dataset_size,
                                                        const TrainOptions& options);

@@ -1,10 +1,6 @@
 #include "runtime/distributed/data_parallel.h"
 
-#include <cuda_runtime_api.h>
-
 #include "core/errors.h"
-#include "memory/cuda_check.h"
-#include "memory/cuda_device_guard.h"
 #include "memory/current_stream.h"
 #include "runtime/allocation_scope.h"
 #include "runtime/autograd/grad_mode.h"
@@ -12,15 +8,6 @@
 
 namespace sublet::distributed {
 namespace {
-
-cudaEvent_t as_event(void* e) { return static_cast<cudaEvent_t>(e); }
-cudaStream_t as_stream(StreamHandle s) { return static_cast<cudaStream_t>(s); }
-
-void* new_event() {
-  cudaEvent_t event = nullptr;
-  SUBLET_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  return event;
-}
 
 std::vector<GradientSpec> gradient_specs(const std::vector<Tensor>& parameters) {
   std::vector<GradientSpec> specs;
@@ -48,7 +35,6 @@ DataParallel::DataParallel(ProcessGroup& group, std::vector<Tensor> parameters, 
   // Every rank starts from rank 0's values (its initialisation, or its checkpoint).
   broadcast_from_rank0(parameters_, buffers);
 
-  memory::CudaDeviceGuard guard(device);
   AllocationCategoryGuard category(memory::BlockCategory::Communication);
   gradient_views_.resize(parameters_.size());
   for (const GradientBucket& bucket : plan_.buckets) {
@@ -60,22 +46,24 @@ DataParallel::DataParallel(ProcessGroup& group, std::vector<Tensor> parameters, 
           flat.narrow(0, static_cast<std::int64_t>(bucket.offsets[k] / element), p.numel()).view(p.sizes());
     }
     buckets_.push_back(std::move(flat));
-    ready_events_.push_back(new_event());
   }
-  comm_done_ = new_event();
 }
 
 DataParallel::~DataParallel() {
   watching_.reset();
-  // Destroying an event whose work is pending is allowed: CUDA releases it once it completes.
-  for (void* e : ready_events_) cudaEventDestroy(as_event(e));
-  if (comm_done_) cudaEventDestroy(as_event(comm_done_));
-  // The buckets were recorded on the communication stream: their bytes go back to the compute
+  // On the CPU a bucket may still be in an all-reduce after a failed backward: the group is
+  // waited for before the buckets go (never throwing; an aborted group fails fast). On CUDA the
+  // buckets were recorded on the communication stream: their bytes go back to the compute
   // stream behind a device-side wait for the last all-reduce.
+  if (!group_.comm_stream() && !group_.aborted()) {
+    try {
+      group_.join_pending(nullptr);
+    } catch (...) {
+    }
+  }
 }
 
 void DataParallel::broadcast_from_rank0(const std::vector<Tensor>& parameters, const std::vector<Tensor>& buffers) {
-  memory::CudaDeviceGuard guard(group_.device());
   const StreamHandle stream = memory::current_stream(group_.device());
   for (const std::vector<Tensor>* list : {&parameters, &buffers})
     for (const Tensor& t : *list) {
@@ -117,13 +105,10 @@ void DataParallel::on_leaf_gradient(const TensorImpl& leaf) {
 }
 
 void DataParallel::launch(std::size_t bucket) {
-  memory::CudaDeviceGuard guard(group_.device());
-  const StreamHandle comm = group_.comm_stream();
-  SUBLET_CUDA_CHECK(cudaEventRecord(as_event(ready_events_[bucket]), as_stream(compute_stream_)));
-  SUBLET_CUDA_CHECK(cudaStreamWaitEvent(as_stream(comm), as_event(ready_events_[bucket]), 0));
   Tensor& flat = buckets_[bucket];
-  group_.all_reduce(flat.data_ptr(), static_cast<std::size_t>(flat.numel()), flat.dtype(), ReduceOp::Average, comm);
-  flat.storage().record_stream(comm);
+  group_.all_reduce_async(flat.data_ptr(), static_cast<std::size_t>(flat.numel()), flat.dtype(), ReduceOp::Average,
+                          compute_stream_);
+  if (const StreamHandle comm = group_.comm_stream()) flat.storage().record_stream(comm);
 }
 
 void DataParallel::finish_backward() {
@@ -131,9 +116,7 @@ void DataParallel::finish_backward() {
   watching_.reset();
   for (std::size_t i : readiness_.unready_parameters())
     for (std::size_t bucket : readiness_.mark_ready(i)) launch(bucket);
-  memory::CudaDeviceGuard guard(group_.device());
-  SUBLET_CUDA_CHECK(cudaEventRecord(as_event(comm_done_), as_stream(group_.comm_stream())));
-  SUBLET_CUDA_CHECK(cudaStreamWaitEvent(as_stream(compute_stream_), as_event(comm_done_), 0));
+  group_.join_pending(compute_stream_);
 }
 
 }  // namespace sublet::distributed

@@ -12,17 +12,18 @@
 //   view into it (no copy), so backward accumulates straight into the buffer the all-reduce
 //   reads, and the optimizer reads the averaged result in place.
 // - Overlap: backward reports each leaf gradient (autograd::LeafGradientHookGuard); when a
-//   bucket's last gradient is in, an event on the compute stream is recorded and the bucket's
-//   ncclAllReduce (average) is enqueued on the group's communication stream behind it, so it
-//   runs while backward goes on. Buckets launch in plan order on every rank (NCCL needs the
-//   same order everywhere).
-// - Memory: the buckets are recorded on the communication stream (record_stream) at each
-//   launch; freed while an all-reduce may still read them, their bytes go back to the compute
-//   stream behind a device-side wait (stream-ordered reuse), never behind a host wait.
+//   bucket's last gradient is in, the group starts its all-reduce (average) behind the work
+//   enqueued so far (ProcessGroup::all_reduce_async: NCCL on the communication stream, Gloo on
+//   its communication thread), so it runs while backward goes on. Buckets launch in plan order
+//   on every rank (collectives must come in the same order everywhere).
+// - Memory: on CUDA the buckets are recorded on the communication stream (record_stream) at
+//   each launch; freed while an all-reduce may still read them, their bytes go back to the
+//   compute stream behind a device-side wait (stream-ordered reuse), never behind a host wait.
+//   On the CPU finish_backward (and the destructor) wait for the all-reduces on the host.
 // - Parameters that take no part in the loss get no gradient from backward; their bucket slices
 //   stay zero and are all-reduced with the rest in finish_backward (PyTorch's DDP would raise
 //   unless find_unused_parameters=True; averaging zeros is what that option does).
-// CUDA builds only.
+// The same code runs on the CPU (Gloo) and on CUDA devices (NCCL, or Gloo through pinned memory).
 #include <cstddef>
 #include <memory>
 #include <unordered_map>
@@ -75,8 +76,6 @@ class DataParallel {
   std::vector<Tensor> buckets_;         // flat, one per plan bucket, dtype of the bucket
   std::vector<Tensor> gradient_views_;  // per parameter: its slice of its bucket, shaped as it
   std::unordered_map<const TensorImpl*, std::size_t> index_of_;
-  std::vector<void*> ready_events_;     // per bucket (cudaEvent_t): the compute stream's "gradients in"
-  void* comm_done_ = nullptr;           // cudaEvent_t: the communication stream's "all launched done"
   StreamHandle compute_stream_ = nullptr;
   std::size_t launched_in_backward_ = 0;
   std::unique_ptr<autograd::LeafGradientHookGuard> watching_;

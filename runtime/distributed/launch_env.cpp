@@ -81,9 +81,24 @@ LaunchEnv launch_env_from(const EnvLookup& lookup) {
   }
   if (env.master_addr.empty()) throw ValueError("data-parallel worker: MASTER_ADDR is set but empty");
 
+  if (auto use_agent = lookup("TORCHELASTIC_USE_AGENT_STORE")) {
+    if (*use_agent != "True" && *use_agent != "False")
+      throw ValueError("data-parallel worker: TORCHELASTIC_USE_AGENT_STORE must be True or False, got '" + *use_agent + "'");
+    env.agent_store = *use_agent == "True";
+  }
+  if (auto restarts = lookup("TORCHELASTIC_RESTART_COUNT"))
+    env.restart_count = static_cast<int>(parse_integer("TORCHELASTIC_RESTART_COUNT", *restarts, 0, 1'000'000));
+  const auto run_id = lookup("TORCHELASTIC_RUN_ID");
+  env.torchelastic = run_id.has_value();
+  if (auto ifname = lookup("GLOO_SOCKET_IFNAME")) env.gloo_socket_ifname = *ifname;
+
   if (auto token = lookup(kStoreTokenVariable)) {
     check_token(*token, kStoreTokenVariable);
     env.store_token = *token;
+  } else if (env.torchelastic) {
+    // Every worker of the job computes the same value; see launch_env.h for what it protects.
+    env.store_token = "torchelastic/" + *run_id + "/" + std::to_string(env.master_port);
+    check_token(env.store_token, "the store token made from TORCHELASTIC_RUN_ID");
   } else if (env.world_size > 1) {
     throw ValueError(std::string("data-parallel worker: ") + kStoreTokenVariable + " is not set; with WORLD_SIZE=" +
                      std::to_string(env.world_size) +
@@ -144,6 +159,20 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const Launch
       {"MASTER_PORT", std::to_string(env.master_port)},
       {kStoreTokenVariable, env.store_token},
   };
+}
+
+std::string launcher_store_token(const LauncherConfig& config, const EnvLookup& lookup) {
+  if (auto token = lookup(kStoreTokenVariable)) {
+    check_token(*token, kStoreTokenVariable);
+    return *token;
+  }
+  if (config.nnodes > 1) {
+    throw ValueError(std::string("launcher: --nnodes ") + std::to_string(config.nnodes) + " needs " + kStoreTokenVariable +
+                     ", the same on every node (each node's launcher would otherwise make its own, and rank 0's store "
+                     "would turn the other nodes' workers away): export " + kStoreTokenVariable +
+                     "=$(openssl rand -hex 16) once and give every node that value");
+  }
+  return generate_store_token();
 }
 
 std::string generate_store_token() {

@@ -29,6 +29,13 @@ struct LaunchEnv {
   std::string master_addr;   // MASTER_ADDR: where rank 0 serves the store
   std::uint16_t master_port = 0;  // MASTER_PORT
   std::string store_token;   // SUBLET_STORE_TOKEN; see launch_env_from
+  // torchrun: TORCHELASTIC_USE_AGENT_STORE=True means its agent serves PyTorch's TCPStore on
+  // MASTER_PORT (no rank binds it; tcp_store.h); keys then go under the attempt's prefix
+  // (TORCHELASTIC_RESTART_COUNT). torchelastic: TORCHELASTIC_RUN_ID is set (started by torchrun).
+  bool agent_store = false;
+  int restart_count = 0;
+  bool torchelastic = false;
+  std::string gloo_socket_ifname;  // GLOO_SOCKET_IFNAME: the interface Gloo's transport uses
   bool operator==(const LaunchEnv&) const = default;
 };
 
@@ -40,7 +47,11 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 // LOCAL_RANK >= LOCAL_WORLD_SIZE, LOCAL_WORLD_SIZE > WORLD_SIZE, MASTER_PORT outside 1..65535).
 // SUBLET_STORE_TOKEN must be set (16..256 printable characters) when WORLD_SIZE > 1: another
 // launcher's workers share no secret otherwise. With WORLD_SIZE == 1 it may be missing; the
-// store then needs no second client and the caller may use generate_store_token().
+// store then needs no second client and the caller may use generate_store_token(). Under
+// torchrun no token is needed: with its agent store sublet serves none, and without it the
+// workers agree on one made from TORCHELASTIC_RUN_ID and MASTER_PORT, which keeps other jobs'
+// workers out but is no secret (PyTorch's own TCPStore has none either); set
+// SUBLET_STORE_TOKEN where the network is not trusted.
 LaunchEnv launch_env_from(const EnvLookup& lookup);
 // launch_env_from over the process environment (getenv).
 LaunchEnv launch_env_from_process();
@@ -55,6 +66,8 @@ struct LauncherConfig {
   std::string master_addr = "127.0.0.1";  // torchrun's default for a single node
   std::uint16_t master_port = 29500;      // torchrun's default
   std::string store_token;                // the same for every worker of the job
+  // Set in every worker's environment besides the rank variables (OMP_NUM_THREADS on the CPU).
+  std::vector<std::pair<std::string, std::string>> extra_environment;
 };
 
 // The LaunchEnv of local worker `local_rank` (0..nproc_per_node-1) on node `node_rank`: ranks
@@ -64,6 +77,12 @@ LaunchEnv worker_launch_env(const LauncherConfig& config, int local_rank);
 // The variables to set in that worker's environment: those launch_env_from reads, plus
 // GROUP_RANK (the node's rank) as torchrun sets it; in a fixed order.
 std::vector<std::pair<std::string, std::string>> worker_environment(const LaunchEnv& env, int node_rank);
+
+// The token a launcher gives its workers: the operator's SUBLET_STORE_TOKEN when set (checked as
+// launch_env_from does), kept so that every node's launcher hands out the same one; else, on a
+// single node, a new random one. ValueError when --nnodes > 1 and none is set: each node would
+// make its own and rank 0's store would turn the other nodes away.
+std::string launcher_store_token(const LauncherConfig& config, const EnvLookup& lookup);
 
 // 32 hex characters (128 bits) from the operating system's random source (/dev/urandom).
 // Throws IoError when that source cannot be read: a predictable token would be worse.

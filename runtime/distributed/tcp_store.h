@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "runtime/distributed/launch_env.h"
+#include "runtime/distributed/store.h"
 
 namespace sublet::distributed {
 
@@ -80,27 +81,29 @@ struct StoreClientOptions {
 // One connection to the store. Not thread-safe: one thread per client (requests strictly
 // alternate with answers on the connection). After a transport failure or a timeout without an
 // answer the client is unusable and every later call throws that first error again.
-class StoreClient {
+class StoreClient final : public Store {
  public:
   // Connects (retrying until connect_timeout) and presents the token. Throws DistributedError:
   // the host does not resolve, nothing accepted the connection in time, or the store refused
   // the token.
   explicit StoreClient(StoreClientOptions options);
-  ~StoreClient();
+  ~StoreClient() override;
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
 
   // Values are bytes (std::string as a byte container); keys are printable ASCII. A key or
   // value over the limits of store_protocol.h throws ValueError before anything is sent.
-  void set(const std::string& key, std::string_view value);
+  void set(const std::string& key, std::string_view value) override;
   // Blocks until the key exists; DistributedError naming the key and the wait on timeout.
   std::string get(const std::string& key);
-  std::string get(const std::string& key, std::chrono::milliseconds timeout);
+  std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   // Blocks until every key exists; DistributedError naming the missing keys on timeout.
   void wait(const std::vector<std::string>& keys);
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   // Adds delta to the counter at key (a missing key counts from 0) and returns the new value.
-  std::int64_t add(const std::string& key, std::int64_t delta);
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  std::vector<std::string> wait_for_keys(const std::vector<std::string>& keys,
+                                         std::chrono::milliseconds timeout) override;
 
   // Rendezvous: every rank announces itself, then waits for all. On timeout the error names
   // the ranks that never announced themselves.
@@ -112,6 +115,7 @@ class StoreClient {
   void barrier(int world_size, std::chrono::milliseconds timeout);
 
   std::string endpoint() const;
+  std::string describe() const override;
 
  private:
   struct Impl;
@@ -124,9 +128,12 @@ struct TcpStoreOptions {
   StoreLogger log = log_to_stderr;
 };
 
-// The store as a data-parallel worker sees it: rank 0 serves it on MASTER_ADDR:MASTER_PORT and
-// every rank (rank 0 included) holds a client. An empty store token is allowed only for
-// WORLD_SIZE 1 (launch_env_from enforces this); a random one is then made here.
+// The store as a data-parallel worker sees it. Usually rank 0 serves sublet's store on
+// MASTER_ADDR:MASTER_PORT and every rank (rank 0 included) holds a client. Under torchrun with
+// TORCHELASTIC_USE_AGENT_STORE=True the agent already serves PyTorch's TCPStore there: no rank
+// serves, and every rank is a TorchStoreClient of the agent's store (torch_store_client.h).
+// An empty store token is allowed only for WORLD_SIZE 1 (launch_env_from enforces this); a
+// random one is then made here.
 class TcpStore {
  public:
   explicit TcpStore(const LaunchEnv& env, TcpStoreOptions options = {});
@@ -135,15 +142,20 @@ class TcpStore {
   // announce_rank + wait_for_ranks with the options' timeout.
   void rendezvous();
   void barrier();
-  StoreClient& client() { return *client_; }
-  // The server on rank 0, null elsewhere.
+  Store& store() { return *store_; }
+  // sublet's own store's client; DistributedError under torchrun's agent store.
+  StoreClient& client();
+  // Another connection to the same store with its own timeout, for a thread of its own.
+  std::unique_ptr<Store> connect_another(std::chrono::milliseconds timeout) const;
+  // The server on rank 0, null elsewhere (and under torchrun's agent store).
   const StoreServer* server() const { return server_.get(); }
 
  private:
   LaunchEnv env_;
   TcpStoreOptions options_;
   std::unique_ptr<StoreServer> server_;
-  std::unique_ptr<StoreClient> client_;
+  std::unique_ptr<Store> store_;
+  std::int64_t barriers_entered_ = 0;
 };
 
 }  // namespace sublet::distributed

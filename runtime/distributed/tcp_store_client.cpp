@@ -11,8 +11,10 @@
 
 #include "core/errors.h"
 #include "runtime/distributed/store_protocol.h"
+#include "runtime/distributed/store_rendezvous.h"
 #include "runtime/distributed/store_socket.h"
 #include "runtime/distributed/tcp_store.h"
+#include "runtime/distributed/torch_store_client.h"
 
 namespace sublet::distributed {
 
@@ -38,8 +40,6 @@ std::string list_some(const std::vector<std::string>& items, std::size_t shown =
   if (items.size() > shown) text += " and " + std::to_string(items.size() - shown) + " more";
   return text;
 }
-
-std::string rank_key(int rank) { return "sublet/rank/" + std::to_string(rank); }
 
 }  // namespace
 
@@ -236,39 +236,37 @@ std::int64_t StoreClient::add(const std::string& key, std::int64_t delta) {
   impl_->fail("store: " + impl_->where + " answered an Add with " + proto::opcode_name(answer.op));
 }
 
-void StoreClient::announce_rank(int rank) { set(rank_key(rank), "joined"); }
+void StoreClient::announce_rank(int rank) { distributed::announce_rank(*this, rank); }
 
 void StoreClient::wait_for_ranks(int world_size, std::chrono::milliseconds timeout) {
-  if (world_size < 1) throw ValueError("store: wait_for_ranks needs world_size >= 1, got " + std::to_string(world_size));
-  std::vector<std::string> keys;
-  for (int r = 0; r < world_size; ++r) keys.push_back(rank_key(r));
-  const auto missing = impl_->wait_missing(keys, timeout);
-  if (missing.empty()) return;
-  std::vector<std::string> ranks;
-  for (const auto& key : missing) ranks.push_back(key.substr(rank_key(0).size() - 1));
-  throw DistributedError("rendezvous: " + std::to_string(missing.size()) + " of " + std::to_string(world_size) +
-                         " ranks did not join within " + detail::describe_duration(timeout) + ": rank" +
-                         (ranks.size() > 1 ? "s " : " ") + list_some(ranks, 20) + " (" + impl_->where +
-                         "); did those workers start, and can they reach MASTER_ADDR:MASTER_PORT?");
+  distributed::wait_for_ranks(*this, world_size, timeout);
 }
 
 void StoreClient::barrier(int world_size, std::chrono::milliseconds timeout) {
-  if (world_size < 1) throw ValueError("store: barrier needs world_size >= 1, got " + std::to_string(world_size));
   // Every rank enters barriers in the same order, so the n-th barrier has the same keys on all.
-  const std::string prefix = "sublet/barrier/" + std::to_string(impl_->barriers_entered++);
-  const std::int64_t arrived = add(prefix + "/arrived", 1);
-  if (arrived > world_size) {
-    throw DistributedError("store: " + std::to_string(arrived) + " ranks entered barrier " + prefix + " of a world of " +
-                           std::to_string(world_size) + " (ranks disagree on WORLD_SIZE or on the barriers they call)");
-  }
-  if (arrived == world_size) set(prefix + "/done", "");
-  if (impl_->wait_missing({prefix + "/done"}, timeout).empty()) return;
-  const std::int64_t count = add(prefix + "/arrived", 0);
-  throw DistributedError("store: barrier " + prefix + " timed out after " + detail::describe_duration(timeout) + ": " +
-                         std::to_string(count) + " of " + std::to_string(world_size) + " ranks arrived");
+  store_barrier(*this, world_size, impl_->barriers_entered++, timeout);
 }
 
+std::vector<std::string> StoreClient::wait_for_keys(const std::vector<std::string>& keys,
+                                                    std::chrono::milliseconds timeout) {
+  return impl_->wait_missing(keys, timeout);
+}
+
+std::string StoreClient::describe() const { return impl_->where; }
+
+namespace {
+
+std::string agent_store_prefix(const LaunchEnv& env) {
+  return "/worker/attempt_" + std::to_string(env.restart_count) + "/";
+}
+
+}  // namespace
+
 TcpStore::TcpStore(const LaunchEnv& env, TcpStoreOptions options) : env_(env), options_(std::move(options)) {
+  if (env_.agent_store) {
+    store_ = connect_another(options_.timeout);
+    return;
+  }
   if (env_.store_token.empty()) {
     if (env_.world_size > 1) {
       throw ValueError(std::string("store: WORLD_SIZE ") + std::to_string(env_.world_size) + " needs " +
@@ -283,20 +281,37 @@ TcpStore::TcpStore(const LaunchEnv& env, TcpStoreOptions options) : env_(env), o
                                                                .max_store_bytes = options_.max_store_bytes,
                                                                .log = options_.log});
   }
-  client_ = std::make_unique<StoreClient>(StoreClientOptions{.host = env_.master_addr,
-                                                             .port = server_ ? server_->port() : env_.master_port,
-                                                             .token = env_.store_token,
-                                                             .connect_timeout = options_.timeout,
-                                                             .timeout = options_.timeout});
+  store_ = connect_another(options_.timeout);
 }
 
 TcpStore::~TcpStore() = default;
 
-void TcpStore::rendezvous() {
-  client_->announce_rank(env_.rank);
-  client_->wait_for_ranks(env_.world_size, options_.timeout);
+std::unique_ptr<Store> TcpStore::connect_another(std::chrono::milliseconds timeout) const {
+  if (env_.agent_store) {
+    return std::make_unique<TorchStoreClient>(TorchStoreClientOptions{.host = env_.master_addr,
+                                                                      .port = env_.master_port,
+                                                                      .key_prefix = agent_store_prefix(env_),
+                                                                      .connect_timeout = options_.timeout,
+                                                                      .timeout = timeout});
+  }
+  return std::make_unique<StoreClient>(StoreClientOptions{.host = env_.master_addr,
+                                                          .port = server_ ? server_->port() : env_.master_port,
+                                                          .token = env_.store_token,
+                                                          .connect_timeout = options_.timeout,
+                                                          .timeout = timeout});
 }
 
-void TcpStore::barrier() { client_->barrier(env_.world_size, options_.timeout); }
+StoreClient& TcpStore::client() {
+  auto* client = dynamic_cast<StoreClient*>(store_.get());
+  if (!client) throw DistributedError("store: this worker uses torchrun's agent store, not sublet's own");
+  return *client;
+}
+
+void TcpStore::rendezvous() {
+  announce_rank(*store_, env_.rank);
+  wait_for_ranks(*store_, env_.world_size, options_.timeout);
+}
+
+void TcpStore::barrier() { store_barrier(*store_, env_.world_size, barriers_entered_++, options_.timeout); }
 
 }  // namespace sublet::distributed

@@ -42,7 +42,10 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 }
 
 void stop_all(const std::map<pid_t, int>& running, std::chrono::milliseconds grace) {
-  for (const auto& [pid, rank] : running) kill(pid, SIGTERM);
+  for (const auto& [pid, rank] : running) {
+    kill(pid, SIGTERM);
+    kill(pid, SIGCONT);  // a stopped worker (SIGSTOP) acts on SIGTERM only once continued
+  }
   const auto deadline = std::chrono::steady_clock::now() + grace;
   std::map<pid_t, int> left = running;
   while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
@@ -72,7 +75,9 @@ LaunchResult run_workers(const LauncherConfig& config, const std::vector<std::st
   std::map<pid_t, int> running;  // pid -> local rank
   for (int local_rank = 0; local_rank < config.nproc_per_node; ++local_rank) {
     const LaunchEnv env = worker_launch_env(config, local_rank);
-    std::vector<std::string> env_strings = worker_env_strings(worker_environment(env, config.node_rank));
+    auto variables = config.extra_environment;
+    for (auto& variable : worker_environment(env, config.node_rank)) variables.push_back(std::move(variable));
+    std::vector<std::string> env_strings = worker_env_strings(variables);
     std::vector<std::string> args = argv;
     std::vector<char*> c_env = c_strings(env_strings);
     std::vector<char*> c_args = c_strings(args);

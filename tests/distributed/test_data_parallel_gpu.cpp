@@ -12,6 +12,7 @@
 #ifdef SUBLET_HAVE_CUDA
 #include "memory/registry.h"
 #include "runtime/distributed/data_parallel.h"
+#include "runtime/distributed/nccl_process_group.h"
 #include "runtime/optim/sgd.h"
 #endif
 
@@ -78,7 +79,7 @@ TEST(DataParallelGpu, WorldSizeOneTrainsBitForBitAsThePlainStep) {
   SUBLET_SKIP_WITHOUT_GPU("data parallel at world size 1 (NCCL on one GPU)");
 #ifdef SUBLET_HAVE_CUDA
   const TrainingRun plain = train(nullptr, 0);
-  ProcessGroup group(single_rank(), Device::cuda(0));
+  distributed::NcclProcessGroup group(single_rank(), Device::cuda(0), {});
   memory::allocator_for(Device::cuda(0)).reset_accumulated_memory_stats();
   const TrainingRun parallel = train(&group, 256 * 1024);  // ResNet-20's 1.1 MB of gradients: several buckets
   EXPECT_GE(parallel.buckets, 3u);
@@ -95,7 +96,7 @@ TEST(DataParallelGpu, WorldSizeOneTrainsBitForBitAsThePlainStep) {
 TEST(DataParallelGpu, DefaultBucketsMatchThePlainStepToo) {
   SUBLET_SKIP_WITHOUT_GPU("data parallel at world size 1 (NCCL on one GPU)");
 #ifdef SUBLET_HAVE_CUDA
-  ProcessGroup group(single_rank(), Device::cuda(0));
+  distributed::NcclProcessGroup group(single_rank(), Device::cuda(0), {});
   const TrainingRun run = train(&group, 25 * 1024 * 1024);
   EXPECT_GE(run.buckets, 1u);
   const TrainingRun plain = train(nullptr, 0);
@@ -112,7 +113,7 @@ TEST(DataParallelGpu, GradientsMayOutliveTheGroup) {
   const Device gpu = Device::cuda(0);
   auto model = testing::resnet20_on(gpu, 7);
   {
-    ProcessGroup group(single_rank(), gpu);
+    distributed::NcclProcessGroup group(single_rank(), gpu, {});
     DataParallel dp(group, model->parameters(), model->buffers());
     const auto batch = testing::random_batches(1, {8, 3, 32, 32}, 10, 3).front();
     Tensor loss = nn::functional::cross_entropy((*model)(batch.first.to(gpu)), batch.second.to(gpu));

@@ -114,6 +114,45 @@ TEST(LaunchEnv, TokenIsRequiredForSeveralRanksOnly) {
   EXPECT_NE(error_for(env).find("printable ASCII without spaces"), std::string::npos);
 }
 
+TEST(LaunchEnv, TorchrunsVariablesNeedNoToken) {
+  auto env = valid_env();
+  env.erase("SUBLET_STORE_TOKEN");
+  env["TORCHELASTIC_RUN_ID"] = "job-7";
+  env["TORCHELASTIC_RESTART_COUNT"] = "2";
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  const LaunchEnv agent = launch_env_from(lookup_in(env));
+  EXPECT_TRUE(agent.agent_store);
+  EXPECT_TRUE(agent.torchelastic);
+  EXPECT_EQ(agent.restart_count, 2);
+  // Without the agent store rank 0 serves sublet's store: every worker derives the same token.
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  const LaunchEnv own = launch_env_from(lookup_in(env));
+  EXPECT_FALSE(own.agent_store);
+  EXPECT_EQ(own.store_token, "torchelastic/job-7/29500");
+  // An operator's token wins over the derived one.
+  env["SUBLET_STORE_TOKEN"] = kToken;
+  EXPECT_EQ(launch_env_from(lookup_in(env)).store_token, kToken);
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "yes";
+  EXPECT_NE(error_for(env).find("TORCHELASTIC_USE_AGENT_STORE must be True or False, got 'yes'"), std::string::npos);
+}
+
+TEST(LaunchEnv, ALauncherKeepsTheOperatorsTokenAndNeedsOneForSeveralNodes) {
+  LauncherConfig config;
+  EXPECT_EQ(launcher_store_token(config, lookup_in({{"SUBLET_STORE_TOKEN", kToken}})), kToken);
+  EXPECT_EQ(launcher_store_token(config, lookup_in({})).size(), 32u);  // a new random one
+  config.nnodes = 2;
+  EXPECT_EQ(launcher_store_token(config, lookup_in({{"SUBLET_STORE_TOKEN", kToken}})), kToken);
+  try {
+    launcher_store_token(config, lookup_in({}));
+    FAIL() << "expected ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("--nnodes 2 needs SUBLET_STORE_TOKEN, the same on every node"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(launcher_store_token(config, lookup_in({{"SUBLET_STORE_TOKEN", "short"}})), ValueError);
+}
+
 TEST(LaunchEnv, ReadsTheProcessEnvironment) {
   const auto variables = valid_env();
   for (const auto& [name, value] : variables) setenv(name.c_str(), value.c_str(), 1);

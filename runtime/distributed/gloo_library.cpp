@@ -1,0 +1,65 @@
+#include "runtime/distributed/gloo_library.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+
+#include "core/errors.h"
+
+namespace sublet::distributed {
+namespace {
+
+constexpr const char* kShimFile = "libsublet_gloo.so";
+
+GlooLibrary load() {
+  std::string tried;
+  for (const std::string& path : gloo_shim_candidates()) {
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* why = dlerror();
+      tried += "\n  " + path + ": " + (why ? why : "did not load");
+      continue;
+    }
+    const auto version = reinterpret_cast<gloo_shim::AbiVersionFunction>(dlsym(handle, gloo_shim::kAbiVersionSymbol));
+    const auto connect = reinterpret_cast<gloo_shim::ConnectFunction>(dlsym(handle, gloo_shim::kConnectSymbol));
+    if (!version || !connect || version() != gloo_shim::kAbiVersion) {
+      tried += "\n  " + path + ": not a shim of this sublet build (interface version " +
+               (version ? std::to_string(version()) : std::string("missing")) + ", expected " +
+               std::to_string(gloo_shim::kAbiVersion) + ")";
+      dlclose(handle);
+      continue;
+    }
+    return {.path = path, .connect = connect};  // the handle stays open for the life of the process
+  }
+  throw DistributedError("--backend gloo needs sublet's Gloo shim (" + std::string(kShimFile) +
+                         ") and Debian's libgloo0 (libgloo.so.0 with libhiredis, libibverbs and libnl), and none "
+                         "loaded:" + tried +
+                         "\ninstall libgloo-dev (scripts/setup.sh), copy the shim and those libraries next to the "
+                         "sublet binary, or set SUBLET_GLOO_LIBRARY to the shim; or use --backend nccl on GPUs");
+}
+
+}  // namespace
+
+std::vector<std::string> gloo_shim_candidates() {
+  if (const char* override_path = std::getenv("SUBLET_GLOO_LIBRARY"); override_path && *override_path)
+    return {override_path};
+  std::vector<std::string> candidates;
+  std::error_code error;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) candidates.push_back((exe.parent_path() / kShimFile).string());
+#ifdef SUBLET_GLOO_SHIM_BUILD_PATH
+  candidates.push_back(SUBLET_GLOO_SHIM_BUILD_PATH);
+#endif
+  return candidates;
+}
+
+const GlooLibrary& gloo() {
+  static std::once_flag once;
+  static GlooLibrary library;
+  std::call_once(once, [] { library = load(); });  // a throw leaves the flag unset: the next call retries
+  return library;
+}
+
+}  // namespace sublet::distributed
