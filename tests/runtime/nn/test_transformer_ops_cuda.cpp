@@ -89,8 +89,8 @@ TEST(TransformerOpsCuda, CrossEntropyOverGpt2VocabularyMatchesCpuWithoutAFloat32
     expect_parity([&](const std::vector<Tensor>& in) { return F::cross_entropy(in[0], in[1], options); },
                   {logits, targets}, smoothing == 0 ? "cross_entropy" : "cross_entropy smoothing");
   }
-  // bfloat16 logits: forward and backward hold the logits, their bfloat16 gradient and per-row
-  // scalars; a float32 copy of the logits would add twice the logits' bytes.
+  // bfloat16 logits: forward and backward add the logits' bfloat16 gradient and per-row scalars;
+  // a float32 copy of the logits would add twice the logits' bytes more.
   Tensor low = logits.to(DType::BFloat16).to(Device::cuda(0));
   low.requires_grad_(true);
   const Tensor targets_gpu = targets.to(Device::cuda(0));
@@ -101,7 +101,7 @@ TEST(TransformerOpsCuda, CrossEntropyOverGpt2VocabularyMatchesCpuWithoutAFloat32
   loss.backward();
   EXPECT_EQ(low.grad().dtype(), DType::BFloat16);
   const std::size_t peak = max_memory_allocated(Device::cuda(0)) - before;
-  EXPECT_LE(peak, low.nbytes() + (std::size_t{1} << 20)) << "logits " << low.nbytes() << " bytes";
+  EXPECT_LE(peak, low.nbytes() + low.nbytes() / 2) << "logits " << low.nbytes() << " bytes";
 }
 
 TEST(TransformerOpsCuda, BatchedMatmulAndLinearMatchCpu) {
@@ -120,6 +120,8 @@ TEST(TransformerOpsCuda, ClipGradNormOnTheDeviceMatchesCpu) {
   for (const Shape& s : {Shape{64, 33}, Shape{1000}, Shape{7}}) {
     const Tensor g = random64(s, 21 + static_cast<std::uint64_t>(s[0])).to(DType::Float32);
     Tensor p = zeros(s).to(Device::cuda(0)), q = zeros(s);
+    p.requires_grad_(true);
+    q.requires_grad_(true);
     p.set_grad(g.to(Device::cuda(0)));
     q.set_grad(g.clone());
     gpu.push_back(p);
