@@ -114,7 +114,8 @@ TEST(KernelTable, EveryOpTableHasCpuFloat32AndFloat64Kernels) {
         "copy", "fill", "unary", "binary", "ternary", "reduce_sum", "reduce_extremum", "matmul", "conv2d_forward",
         "conv2d_backward_input", "conv2d_backward_weight", "batch_norm_forward_training", "batch_norm_forward_eval",
         "batch_norm_backward_training", "batch_norm_backward_eval", "max_pool2d_forward", "max_pool2d_backward",
-        "avg_pool2d_forward", "avg_pool2d_backward", "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_backward"};
+        "avg_pool2d_forward", "avg_pool2d_backward", "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_backward",
+        "gelu_forward", "gelu_backward"};
     const bool half_op = cpu_half_ops.count(entry.name) == 1;
     for (DType half : {DType::BFloat16, DType::Float16})
       EXPECT_EQ(entry.table->has(DeviceType::CPU, half), half_op) << entry.name << " " << dtype_name(half);
@@ -170,7 +171,12 @@ TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
   const std::set<std::string> half_ops = {"copy", "fill", "unary", "binary", "ternary", "dropout",
                                           "reduce_sum", "reduce_extremum", "scatter_add", "gather",
                                           "matmul", "conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight",
-                                          "conv2d_backward_input_accumulate"};
+                                          "conv2d_backward_input_accumulate",
+                                          // the transformer ops (float32 math for 16-bit data)
+                                          "log_softmax_forward", "log_softmax_backward", "softmax_forward",
+                                          "softmax_backward", "cross_entropy_forward", "cross_entropy_backward",
+                                          "embedding_forward", "embedding_backward", "layer_norm_forward",
+                                          "layer_norm_backward", "gelu_forward", "gelu_backward"};
   // Batch norm (+ReLU, float32 parameters) and pooling: 16-bit NCHW (ops/cuda/batch_norm_split.cu,
   // ops/cuda/pooling.cu).
   const std::set<std::string> norm_pool_ops = {

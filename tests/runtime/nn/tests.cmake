@@ -7,3 +7,10 @@ sublet_add_test(test_batch_norm_dtypes LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DI
 if(SUBLET_HAVE_CUDA)
   sublet_add_test(test_batch_norm_half_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_norm_half_cuda.cpp LIBS runtime)
 endif()
+# The transformer ops (embedding, layer norm, GELU, softmax, the sequence cross-entropy, gradient clipping).
+foreach(unit embedding layer_norm gelu softmax cross_entropy clip_grad)
+  sublet_add_test(test_${unit} LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_${unit}.cpp LIBS runtime)
+endforeach()
+if(SUBLET_HAVE_CUDA)
+  sublet_add_test(test_transformer_ops_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_transformer_ops_cuda.cpp LIBS runtime)
+endif()
