@@ -14,7 +14,7 @@ packages=(
 )
 # SUBLET_SETUP_TORCH=1 (CI sets it): also Debian's PyTorch 1.13 (CPU), the other side of the
 # DLPack real-client check (test_dlpack_torch; it skips without torch).
-[ "${SUBLET_SETUP_TORCH:-}" = 1 ] && packages+=(python3-torch)
+[ "${SUBLET_SETUP_TORCH:-}" = 1 ] && packages+=(python3-torch libtorch-dev)  # libtorch-dev: the ATen headers the plugin compiles against
 # SUBLET_SETUP_SANITIZERS=1 (CI sets it): also what scripts/clang_sanitized_build.sh would install
 # later (clang-14, its OpenMP runtime), so that CI runs one apt-get update and one install.
 [ "${SUBLET_SETUP_SANITIZERS:-}" = 1 ] && packages+=(clang-14 libomp-14-dev)
