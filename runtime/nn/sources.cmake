@@ -10,6 +10,7 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/functional_layer_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functional_activation.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functional_linear.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/functional_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sync_batch_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/parameter_format.cpp
 )
