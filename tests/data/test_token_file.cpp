@@ -97,6 +97,13 @@ TEST(TokenFile, LlmcHeaderClaimsMoreTokensThanTheFileHolds) {
   write_raw(dir / "a.bin", llmc_bytes(kLlmcTokenMagic, 1, 10, {1, 2, 3}));
   expect_mentions(io_error_of([&] { TokenFile file(dir / "a.bin"); }),
                   {"a.bin", "truncated", "claims 10 tokens", "20 bytes", "holds 6"});
+  // One token short, and one byte short, are as truncated as half the file.
+  write_raw(dir / "b.bin", llmc_bytes(kLlmcTokenMagic, 1, 4, {1, 2, 3}));
+  expect_mentions(io_error_of([&] { TokenFile file(dir / "b.bin"); }), {"b.bin", "truncated", "holds 6"});
+  std::vector<std::uint8_t> odd = llmc_bytes(kLlmcTokenMagic, 1, 3, {1, 2, 3});
+  odd.pop_back();
+  write_raw(dir / "c.bin", odd);
+  expect_mentions(io_error_of([&] { TokenFile file(dir / "c.bin"); }), {"c.bin", "truncated", "holds 5"});
 }
 
 TEST(TokenFile, LlmcTrailingData) {
