@@ -11,6 +11,9 @@ packages=(
   libgloo-dev
   # The Python package (python/): pip install --no-build-isolation ./python in a venv.
   python3-venv python3-pip python3-setuptools python3-wheel
+  # The default text corpus of `sublet train --data text` (docs/gpt-data.md): Python 3.11's
+  # documentation sources, plain reStructuredText under /usr/share/doc/python3.11/html/_sources.
+  python3.11-doc
 )
 # SUBLET_SETUP_TORCH=1 (CI sets it): also Debian's PyTorch 1.13 (CPU), the other side of the
 # DLPack real-client check (test_dlpack_torch; it skips without torch).
