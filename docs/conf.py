@@ -31,3 +31,4 @@ breathe_domain_by_extension = {"h": "cpp"}
 html_theme = "furo"
 html_title = f"sublet {release}"
 html_static_path = []
+highlight_language = "none"  # unlabelled blocks are program output, not Python
