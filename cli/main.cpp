@@ -4,7 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -17,6 +21,7 @@
 #include "cli/flag_checks.h"
 #include "memory/config.h"
 #include "core/errors.h"
+#include "core/printable.h"
 
 namespace {
 
@@ -41,6 +46,21 @@ int runnable_tasks() {
 // ~190 parallel regions woke the other thread from a futex: ~350 context switches a step), and
 // most gaps between regions are shorter than this.
 constexpr const char* kIdleMachineSpinCount = "30000";
+
+// "loopA/x: Too many levels of symbolic links" from "filesystem error: status: Too many ... [loopA/x]".
+std::string describe_filesystem_error(const std::filesystem::filesystem_error& e) {
+  std::string paths;
+  if (!e.path1().empty()) paths += e.path1().string();
+  if (!e.path2().empty()) paths += (paths.empty() ? "" : ", ") + e.path2().string();
+  return sublet::printable(paths.empty() ? e.code().message() : paths + ": " + e.code().message());
+}
+
+bool flush_standard_output() {
+  std::cout.flush();
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout.good();
+  if (failed) std::cerr << "error: could not write the output to standard output (" << std::strerror(errno) << ")\n";
+  return !failed;
+}
 
 }  // namespace
 
@@ -69,13 +89,16 @@ int main(int argc, char** argv) {
   CLI::App app{"sublet: a small C++ deep-learning runtime with a PyTorch-style caching allocator"};
   app.require_subcommand(1);
   app.failure_message(sublet::cli::failure_message);
-  // Every command refuses a bad SUBLET_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF) before it starts
-  // work, including those that create their allocators late (profile) or not from the
-  // environment at all (bench alloc); and says once when PyTorch's variable is not used.
+  // Every command refuses a bad SUBLET_ALLOC_CONF (or PyTorch's PYTORCH_ALLOC_CONF or
+  // PYTORCH_CUDA_ALLOC_CONF) before it starts work, including those that create their allocators
+  // late (profile) or not from the environment at all (bench alloc); and says once when the
+  // settings come from a PyTorch variable or one of them is not used.
   app.parse_complete_callback([] {
     sublet::memory::AllocatorConfig::from_environment();
     const sublet::memory::ConfigOrigin origin = sublet::memory::config_origin_from_environment();
-    if (origin.ignored_pytorch) std::cerr << "note: allocator configuration " << origin.describe() << "\n";
+    // Said when the settings come from one of PyTorch's variables, or a variable was ignored.
+    if (origin.ignored_pytorch || (!origin.variable.empty() && origin.variable != sublet::memory::kSubletAllocConf))
+      std::cerr << "note: allocator configuration " << origin.describe() << "\n";
   });
   sublet::cli::add_demo_command(app);
   sublet::cli::add_bench_alloc_command(app);
@@ -84,22 +107,30 @@ int main(int argc, char** argv) {
   sublet::cli::add_plan_command(app);
   sublet::cli::add_profile_command(app);
   sublet::cli::add_train_command(app);
+  int code = 0;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    code = app.exit(e);
   } catch (const sublet::cli::ExitWith& e) {
-    return e.code;
+    code = e.code;
   } catch (const sublet::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    code = 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the file system refused (a link loop, a name too long): the user's to fix.
+    std::cerr << "error: " << describe_filesystem_error(e) << "\n";
+    code = 1;
   } catch (const std::bad_alloc&) {
     std::cerr << "error: out of host memory (a buffer for the requested sizes could not be allocated); "
-                 "use smaller sizes (batch size, image shape, dataset limits)\n";
-    return 1;
+                 "try smaller inputs or settings\n";
+    code = 1;
   } catch (const std::exception& e) {
     std::cerr << "internal error: " << e.what() << "\n";
-    return 2;
+    code = 2;
   }
-  return 0;
+  // A command's result is often its standard output: a write that failed (a full disk, a closed
+  // pipe) must not end with status 0.
+  if (!flush_standard_output() && code == 0) code = 1;
+  return code;
 }

@@ -120,8 +120,18 @@ OutputTarget resolve_target(const std::filesystem::path& given, const std::strin
 // A character device or FIFO: no temporary, no rename, no fsync (devices may not support it).
 void write_in_place(const std::filesystem::path& given, const std::filesystem::path& device,
                     const std::function<void(std::FILE*)>& write_contents) {
-  std::FILE* file = std::fopen(device.c_str(), "wb");
-  if (file == nullptr) throw IoError(given.string() + ": cannot open for writing (" + errno_text() + ")");
+  // O_NONBLOCK: a FIFO with no reader fails (ENXIO) instead of blocking the process forever.
+  const int fd = ::open(device.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0 && errno == ENXIO)
+    throw IoError(given.string() + ": a FIFO with no reader (start the program that reads it first)");
+  if (fd < 0) throw IoError(given.string() + ": cannot open for writing (" + errno_text() + ")");
+  const int flags = ::fcntl(fd, F_GETFL);
+  std::FILE* file = flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ? nullptr : ::fdopen(fd, "wb");
+  if (file == nullptr) {
+    const std::string why = errno_text();
+    ::close(fd);
+    throw IoError(given.string() + ": cannot open for writing (" + why + ")");
+  }
   try {
     write_contents(file);
     if (std::fflush(file) != 0) throw IoError(given.string() + ": write failed (disk full?) (" + errno_text() + ")");
