@@ -15,6 +15,7 @@
 #include <limits>
 #include <new>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "cli/commands.h"
@@ -120,6 +121,10 @@ int main(int argc, char** argv) {
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the file system refused (a link loop, a name too long): the user's to fix.
     std::cerr << "error: " << describe_filesystem_error(e) << "\n";
+    code = 1;
+  } catch (const std::system_error& e) {
+    // A write the system refused (fmt::print to a full or closed standard output, ENOSPC).
+    std::cerr << "error: " << sublet::printable(e.what()) << "\n";
     code = 1;
   } catch (const std::bad_alloc&) {
     std::cerr << "error: out of host memory (a buffer for the requested sizes could not be allocated); "

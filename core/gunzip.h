@@ -16,7 +16,7 @@ struct GunzipLimit {
   // own header announces (SIZE_MAX for a header it does not recognise), which then bounds the
   // output too. The reader checks the exact size itself, with its own message.
   std::size_t header_bytes = 0;
-  std::function<std::size_t(std::string_view header)> size_from_header;
+  std::function<std::size_t(std::string_view header)> size_from_header = {};
 };
 
 // The stated limit of a decompressing reader with no size header: 100 times the compressed

@@ -23,7 +23,7 @@ inline constexpr std::size_t kMaxStreamInputBytes = std::size_t{4} << 30;
 struct InputFileOptions {
   InputKind kind = InputKind::regular_file;
   std::size_t max_bytes = kMaxStreamInputBytes;  // larger inputs are refused, regular files too
-  std::string what;                              // e.g. "--resume": prefixes messages when set
+  std::string what = {};                         // e.g. "--resume": prefixes messages when set
 };
 
 // The input opened for reading, after the checks above (a stream's first byte may already have

@@ -18,7 +18,7 @@ bool is_gzip_path(const std::filesystem::path& path);
 // the header announces (core/gunzip.h); without it, the stated limit of default_gunzip_limit.
 struct DecompressedSize {
   std::size_t header_bytes = 0;
-  std::function<std::size_t(std::string_view header)> from_header;
+  std::function<std::size_t(std::string_view header)> from_header = {};
 };
 
 // The file's bytes, gunzipped when the name ends in ".gz". Throws IoError naming the file when

@@ -94,19 +94,23 @@ std::vector<std::string> with(std::vector<std::string> base, const std::vector<s
   return base;
 }
 
-// Every regular file under `dir` (links not followed) and its bytes.
+// Every regular file under `dir` and its bytes, and every link and its target (links are not
+// followed: some cases make link loops).
+void collect(const fs::path& root, const fs::path& dir, std::map<std::string, std::string>& files) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const fs::path& path = entry.path();
+    const std::string rel = path.lexically_relative(root).string();
+    if (rel == ".stdout" || rel == ".stderr") continue;
+    const fs::file_status status = fs::symlink_status(path);
+    if (fs::is_symlink(status)) files[rel] = "link -> " + fs::read_symlink(path).string();
+    else if (fs::is_directory(status)) collect(root, path, files);
+    else if (fs::is_regular_file(status)) files[rel] = read_text(path);
+  }
+}
+
 std::map<std::string, std::string> contents_of(const fs::path& dir) {
   std::map<std::string, std::string> files;
-  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
-    const fs::path rel = fs::relative(it->path(), dir);
-    if (rel == ".stdout" || rel == ".stderr") continue;
-    if (it->is_symlink()) {
-      files[rel.string()] = "link -> " + fs::read_symlink(it->path()).string();
-      it.disable_recursion_pending();
-    } else if (it->is_regular_file()) {
-      files[rel.string()] = read_text(it->path());
-    }
-  }
+  collect(dir, dir, files);
   return files;
 }
 
@@ -255,8 +259,9 @@ std::vector<Case> all_cases() {
            return PickleValue(PickleValue::Dict{{"action", action}, {"addr", std::int64_t{1} << 20}, {"size", size}, {"stream", 0}});
          };
          const PickleValue snapshot(PickleValue::Dict{
-             {"device_traces", PickleValue::List{PickleValue::List{entry("segment_alloc", 2 << 20), entry("alloc", 1000),
-                                                                   entry("free_completed", 1000)}}},
+             // One device's list inside the list of devices (a lone List{List{}} would copy, not nest).
+             {"device_traces", PickleValue::List{PickleValue(PickleValue::List{
+                                   entry("segment_alloc", 2 << 20), entry("alloc", 1000), entry("free_completed", 1000)})}},
              {"allocator_settings", PickleValue::Dict{{"PYTORCH_CUDA_ALLOC_CONF", "x\x1b[31mred"}}}});
          write_text(d / "esc.pickle", profile::pickle_dumps(snapshot));
        },
@@ -301,7 +306,8 @@ TEST_P(HostileInputs, EndsClearlyAndLeavesEveryFileAsItWas) {
     EXPECT_EQ(o.exit_code, 0) << shown;
     for (const auto& part : c.expected) EXPECT_NE(o.out.find(part), std::string::npos) << "expected '" << part << "': " << shown;
   } else {
-    EXPECT_EQ(o.exit_code, 1) << shown;
+    // 1: sublet's own errors; CLI11's flag checks exit with their own non-zero codes.
+    EXPECT_TRUE(o.exit_code != 0 && o.exit_code != 2) << shown;
     std::vector<std::string> lines = non_empty_lines(o.err);
     if (!lines.empty() && lines.back() == "Run with --help for more information.") lines.pop_back();
     ASSERT_FALSE(lines.empty()) << shown;
@@ -332,7 +338,8 @@ TEST(HostileInputsStreams, ReplaysAFifoThatHasAWriter) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // Held open for reading and writing by this test: the data waits in the pipe, and the reader
   // sees its end only when the writer closes.
-  const int fd = ::open(fifo.c_str(), O_RDWR);
+  // O_CLOEXEC: the child must not inherit this writer, or it would never see the end.
+  const int fd = ::open(fifo.c_str(), O_RDWR | O_CLOEXEC);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::write(fd, kTrace.data(), kTrace.size()), static_cast<ssize_t>(kTrace.size()));
   std::thread closer([fd] {

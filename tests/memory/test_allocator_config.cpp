@@ -145,7 +145,7 @@ TEST(AllocatorConfig, ReadsThreeVariablesInPytorchsOrder) {
     ADD_FAILURE() << "a 128 KiB value was accepted";
   } catch (const ConfigError& e) {
     const std::string message = e.what();
-    EXPECT_EQ(message.rfind("PYTORCH_ALLOC_CONF: bad value '\\x1b[31m999", 0), 0u) << message.substr(0, 300);
+    EXPECT_EQ(message.rfind("PYTORCH_ALLOC_CONF: unbalanced brackets in 'max_split_size_mb:\\x1b[31m999", 0), 0u) << message.substr(0, 300);
     EXPECT_TRUE(message.size() <= 600) << message.size();
     EXPECT_EQ(message.find('\x1b'), std::string::npos);
   }
