@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <unordered_map>
 #include <fstream>
@@ -259,6 +260,26 @@ TEST(Replay, FragmentationReadOncePerPeakMatchesReadingItEveryTime) {
       }
     }
   }
+}
+
+// The peak comes just before a request that runs out of memory, whose out-of-memory path first
+// releases a cached segment: the fragmentation reported is the peak's (0.583), read before the
+// release, not the state after it (0.43).
+TEST(Replay, FragmentationOfAPeakBeforeAnOutOfMemoryIsReadBeforeTheRelease) {
+  using Action = TraceEvent::Action;
+  const auto alloc = [](std::uint64_t id, std::size_t mib, std::uint64_t stream) {
+    return TraceEvent{.action = Action::Alloc, .id = id, .size = mib * kMiB, .stream = stream};
+  };
+  const std::vector<TraceEvent> events = {
+      alloc(1, 4, 0), alloc(2, 4, 1), alloc(3, 4, 2),  // three 20 MiB segments, one per stream
+      {.action = Action::Free, .id = 3},              // the third is cached, wholly free
+      alloc(4, 4, 0),                                 // the peak again (12 MiB), inside the first
+      alloc(5, 40, 0)};                               // 40 MiB more than 64 MiB holds: the cache is released, then OOM
+  const ReplayResult r = replay_trace(events, "", 64 * kMiB);
+  ASSERT_TRUE(r.out_of_memory);
+  EXPECT_EQ(r.oom_event, 5u);
+  EXPECT_TRUE(std::abs(r.fragmentation_at_peak - (1.0 - 20.0 / 48.0)) < 1e-12) << r.fragmentation_at_peak;
+  EXPECT_TRUE(r.fragmentation_at_peak == eager_fragmentation_at_peak(events, "", 64 * kMiB));
 }
 
 // 10^5 streams, each allocating once: streams are found by hash and hold their bins by page, so
