@@ -69,6 +69,15 @@ class FreeBlockBins {
   std::size_t size() const { return count_; }
   bool empty() const { return count_ == 0; }
 
+  // Every free block, in no particular order (sums and maxima need none). `f` must not insert or erase.
+  template <typename F>
+  void for_each_unordered(F&& f) const {
+    for (const auto& [handle, s] : streams_)
+      for (std::size_t bin = s->first_bin_from(0); bin < kNumBins; bin = s->first_bin_from(bin + 1))
+        if (const Block* lone = s->bin(bin).lone) f(*lone);
+        else for (const Block& b : s->bin(bin).tree) f(b);
+  }
+
   // Every free block in (stream, size, address) order. `f` must not insert or erase.
   template <typename F>
   void for_each(F&& f) { visit(*this, f); }
