@@ -33,7 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 using sublet::memory::TraceEvent;
 
-// A sublet-alloc-trace of `events` events: blocks of 4 KiB-1 MiB, `streams` streams, at most
+// A sublet-alloc-trace of `events` events on `streams` streams: blocks of 4 KiB-1 MiB, at most
 // 1000 live at once.
 void write_trace(const fs::path& path, std::size_t events, std::size_t streams) {
   std::ofstream out(path);
@@ -49,6 +49,17 @@ void write_trace(const fs::path& path, std::size_t events, std::size_t streams) 
       out << R"({"action": "free", "id": )" << oldest++ << "}";
     }
   }
+  out << "\n]}\n";
+}
+
+// `streams` streams each allocating one 1000-byte block, then every block freed (one segment per
+// stream: the shape that was quadratic when streams were found by a scan).
+void write_streams_trace(const fs::path& path, std::size_t streams) {
+  std::ofstream out(path);
+  out << R"({"format": "sublet-alloc-trace", "version": 2, "events": [)";
+  for (std::size_t i = 0; i < streams; ++i)
+    out << (i ? ",\n" : "\n") << R"({"action": "alloc", "id": )" << i << R"(, "size": 1000, "stream": )" << i << "}";
+  for (std::size_t i = 0; i < streams; ++i) out << ",\n" << R"({"action": "free", "id": )" << i << "}";
   out << "\n]}\n";
 }
 
@@ -145,7 +156,7 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
   const fs::path one_stream = dir / "one_stream.json", many_streams = dir / "many_streams.json", snapshot = dir / "snapshot.pickle";
   write_trace(one_stream, events, 1);
-  write_trace(many_streams, 2 * streams, streams);  // every stream allocates once and frees once
+  write_streams_trace(many_streams, streams);
   write_snapshot(snapshot, events / 2);
   // MNIST's training images: 60,000 of 28x28, gzip-compressed as distributed.
   sublet::data::IdxImages images{.count = 60000, .rows = 28, .cols = 28};
@@ -164,7 +175,7 @@ int main(int argc, char** argv) {
   const std::size_t capacity = std::size_t{1} << 40;
   row("trace (JSON)", "1 stream", events, "events", 1e6, 100, [&] { trace_events(one_stream); });
   row("trace (JSON)", fmt::format("{} streams", streams), 2 * streams, "events", 1e6, 100, [&] { trace_events(many_streams); });
-  row("snapshot (pickle)", "1 stream", events / 2, "events", 2e5, 400,
+  row("snapshot (pickle)", "1 stream", events / 2, "events", 2e5, 1000,
       [&] { sublet::memory::load_pytorch_snapshot(snapshot.string(), 0); });
   row("replay, sublet rules", "1 stream", events, "events", 5e5, 200,
       [&] { sublet::memory::replay_trace(trace_events(one_stream), "", capacity); });
