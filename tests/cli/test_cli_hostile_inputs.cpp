@@ -381,5 +381,28 @@ TEST(HostileInputsProfile, ReusedOutFolderNeedsOverwrite) {
   EXPECT_EQ(read_text(dir / "P" / "notes.txt"), "mine");
 }
 
+// A checkpoint records its precision and memory format; a run of another one resumes from it
+// (the float32 weights are copied into its own tensors) and says so.
+TEST(HostileInputsCheckpoints, AnotherPrecisionResumesWithANote) {
+  cli_test::ScratchDir scratch("sublet-hostile-precision");
+  const std::vector<std::string> base = {"train", "--device", "cpu", "--data", "synthetic", "--synthetic-shape", "1x8x8",
+                                         "--limit-train", "4", "--limit-test", "2", "--batch-size", "2"};
+  const Outcome first = run_sublet(with(base, {"--epochs", "1", "--precision", "bf16", "--checkpoint", "ck.safetensors"}), {},
+                                   scratch.path());
+  ASSERT_TRUE(first.exited && first.exit_code == 0) << first.out << first.err;
+  const std::string header = read_text(scratch.path() / "ck.safetensors");  // the JSON header is in it
+  EXPECT_NE(header.find(R"("precision":"bf16")"), std::string::npos);
+  EXPECT_NE(header.find(R"("memory_format":"contiguous")"), std::string::npos);
+  const Outcome resumed = run_sublet(with(base, {"--epochs", "2", "--resume", "ck.safetensors"}), {}, scratch.path());
+  ASSERT_TRUE(resumed.exited && resumed.exit_code == 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.out.find("the checkpoint was written by a --precision bf16 run; this run continues in fp32"),
+            std::string::npos)
+      << resumed.out;
+  const Outcome same = run_sublet(with(base, {"--epochs", "2", "--precision", "bf16", "--resume", "ck.safetensors"}), {},
+                                  scratch.path());
+  ASSERT_TRUE(same.exited && same.exit_code == 0) << same.out << same.err;
+  EXPECT_EQ(same.out.find("the checkpoint was written by"), std::string::npos) << same.out;
+}
+
 }  // namespace
 }  // namespace sublet
