@@ -50,7 +50,7 @@ TEST_F(InputFile, RefusesWhatIsNotARegularFileAtOnce) {
                                                                ": expected a regular file, found a FIFO"),
             std::string::npos);
   EXPECT_NE(message_of("/dev/zero", {}).find("/dev/zero: expected a regular file, found a character device"), std::string::npos);
-  EXPECT_NE(message_of(dir_, {}).find("expected a regular file, found a folder"), std::string::npos);
+  EXPECT_NE(message_of(dir_, {}).find("expected a regular file, found a directory"), std::string::npos);
   EXPECT_NE(message_of(dir_ / "absent", {}).find("absent: file not found"), std::string::npos);
   EXPECT_NE(message_of("-", {}).find("standard input: expected a file name"), std::string::npos);
   fs::create_symlink("loop2", dir_ / "loop1");
