@@ -233,6 +233,9 @@ std::vector<Case> all_cases() {
       {"CheckpointAndMetricsInOneFile",
        with(kTinyTrain, {"--data", "synthetic", "--synthetic-shape", "1x8x8", "--checkpoint", "same.out", "--metrics-json", "same.out"}),
        {"--metrics-json same.out: the same file as --checkpoint same.out, another output of this run"}},
+      {"BenchStepJsonAndAllocTraceInOneFile",
+       {"bench", "step", "--model", "resnet20", "--device", "cpu", "--json", "same.json", "--alloc-trace", "same.json"},
+       {"--alloc-trace same.json: the same file as --json same.json, another output of this run"}},
       // D8: file-system errors name the path, as every other I/O error.
       {"DataDirIsALinkLoop", with(kTinyTrain, {"--data-dir", "loopA"}), {"loopA/train-images-idx3-ubyte: Too many levels of symbolic links"},
        [](const fs::path& d) {
