@@ -17,6 +17,7 @@
 #include "cli/config_report.h"
 #include "cli/data_parallel_launch.h"
 #include "cli/flag_checks.h"
+#include "cli/run_files.h"
 #include "cli/precision_flags.h"
 #include "ops/conv_settings.h"
 #include "core/errors.h"
@@ -104,6 +105,11 @@ void run_bench_step(const StepFlags& flags) {
       (options.memory_plan != MemoryPlan::Static || !flags.cuda_graph))
     throw ValueError("bench step --plan-heuristic and --plan-trace: need --cuda-graph with --memory-plan static");
   check_output_file("--plan-trace", flags.plan_trace_path);
+  RunFiles()
+      .output("--json", flags.json_path, "report")
+      .output("--alloc-trace", flags.alloc_trace_path, "allocation trace")
+      .output("--plan-trace", flags.plan_trace_path, "plan trace")
+      .check();
   if (!flags.memory_budget.empty()) memory::parse_memory_budget(flags.memory_budget);  // before any model is built
   if (flags.memory_plan_given && !flags.cuda_graph)
     throw ValueError("bench step --memory-plan: lays out a captured step's memory, so it needs --cuda-graph");

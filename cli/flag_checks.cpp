@@ -90,6 +90,10 @@ void add_default_on_switch(CLI::App& app, const std::string& name, bool& value, 
   app.add_flag_callback("--no-" + name, [target] { *target = false; }, "turn --" + name + " off");
 }
 
+CLI::Validator existing_file_or_stdin() {
+  return CLI::Validator([](std::string& text) { return text == "-" ? std::string() : CLI::ExistingFile(text); }, "FILE");
+}
+
 CLI::Validator non_negative_integer() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

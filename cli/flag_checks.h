@@ -19,6 +19,9 @@ void check_output_folder(const std::string& flag, const std::filesystem::path& p
 // "(default on)" rather than CLI11's "--NAME,--no-NAME{false}".
 void add_default_on_switch(CLI::App& app, const std::string& name, bool& value, const std::string& description);
 
+// CLI11's ExistingFile, with "-" (standard input) allowed too: for traces and snapshots.
+CLI::Validator existing_file_or_stdin();
+
 // CLI11 turns "-1" into 2^64-1 for unsigned options; this check refuses it instead.
 CLI::Validator non_negative_integer();
 

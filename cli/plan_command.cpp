@@ -15,14 +15,19 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/run_files.h"
 #include "cli/trace_source.h"
 #include "core/atomic_write.h"
 #include "core/errors.h"
+#include "core/byte_count.h"
 #include "core/format_bytes.h"
+#include "core/input_file.h"
+#include "core/printable.h"
 #include "memory/pytorch_rules.h"
 #include "memory/recompute_plan.h"
 #include "memory/replay.h"
 #include "memory/static_plan.h"
+#include "models/measured_budget.h"
 #include "models/resnet_recompute.h"
 #include "profile/recompute_curve_svg.h"
 
@@ -32,7 +37,7 @@ namespace {
 const std::vector<std::string> kPlanSettings = {"", "expandable_segments:True"};
 const std::vector<double> kBudgetFractions = {0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3};
 
-std::string bytes(std::size_t b) { return sublet::format_bytes(static_cast<std::int64_t>(b)); }
+std::string bytes(std::size_t b) { return sublet::format_byte_count(b); }
 
 struct PlanFlags {
   std::string trace_path, recompute_path, json_path, svg_path;
@@ -64,9 +69,16 @@ void plan_trace(const PlanFlags& flags, nlohmann::json& doc) {
                                                                       : memory::replay_trace(events, setting, kCapacity);
       const std::string label = (std::string(rules) == "pytorch" ? "PyTorch rules, " : "sublet rules, ") +
                                 (setting.empty() ? std::string("default (fixed segments)") : setting);
-      fmt::print("{:<44} {:>14} {:>10.3f}  (peak reserved)\n", label, bytes(r.peak_reserved), times_bound(r.peak_reserved));
+      // A row that ran out of memory says so, as replay's rows do: its peak is not the run's.
+      if (r.out_of_memory)
+        fmt::print("{:<44} {:>14} {:>10}  (out of memory at event {} on the simulated 1 TiB device)\n", label,
+                   fmt::format("OOM@{}", r.oom_event), "-", r.oom_event);
+      else
+        fmt::print("{:<44} {:>14} {:>10.3f}  (peak reserved)\n", label, bytes(r.peak_reserved), times_bound(r.peak_reserved));
       rows.push_back({{"label", label}, {"rules", rules}, {"alloc_conf", setting},
-                      {"peak_allocated_bytes", r.peak_allocated}, {"peak_reserved_bytes", r.peak_reserved}});
+                      {"peak_allocated_bytes", r.peak_allocated}, {"peak_reserved_bytes", r.peak_reserved},
+                      {"fits", !r.out_of_memory},
+                      {"oom_event", r.out_of_memory ? nlohmann::json(r.oom_event) : nlohmann::json(nullptr)}});
     }
   }
   doc["source"] = source.source;
@@ -82,29 +94,17 @@ void plan_trace(const PlanFlags& flags, nlohmann::json& doc) {
 
 // Recompute rows for budgets of the measured peak; fills doc's recompute_rows.
 void plan_recompute(const PlanFlags& flags, nlohmann::json& doc) {
-  std::ifstream in(flags.recompute_path);
-  if (!in) throw IoError("--recompute " + flags.recompute_path + ": cannot open the file");
+  const std::string text = io::read_input_file(flags.recompute_path, {.kind = io::InputKind::file_or_stream, .what = "--recompute"});
   nlohmann::json bench;
   try {
-    bench = nlohmann::json::parse(in);
+    bench = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw IoError("--recompute " + flags.recompute_path + ": not JSON (" + e.what() + ")");
   }
-  if (bench.is_array() && bench.size() == 1) bench = bench[0];
-  if (!bench.is_object() || !bench.contains("memory_budget"))
-    throw ValueError("--recompute " + flags.recompute_path + ": expected the JSON of `sublet bench step --memory-budget "
-                     "... --json`, which has a \"memory_budget\" object; found none");
-  const nlohmann::json& measured = bench["memory_budget"];
-  std::vector<memory::RecomputeUnit> units;
-  std::size_t baseline = 0;
-  double forward_ms = 0;
-  try {
-    units = models::units_from_json(measured.at("units"));
-    baseline = measured.at("baseline_peak_bytes").get<std::size_t>();
-    forward_ms = measured.at("forward_ms").get<double>();
-  } catch (const nlohmann::json::exception& e) {
-    throw ValueError("--recompute " + flags.recompute_path + ": memory_budget lacks a field (" + e.what() + ")");
-  }
+  const models::MeasuredBudgetInput measured = models::measured_budget_from_json(bench, "--recompute " + flags.recompute_path);
+  const std::vector<memory::RecomputeUnit>& units = measured.units;
+  const std::size_t baseline = measured.baseline_peak;
+  const double forward_ms = measured.forward_ms;
   fmt::print("\nRecomputation ({} blocks measured; peak {} with nothing recomputed, forward {:.2f} ms):\n",
              units.size(), bytes(baseline), forward_ms);
   fmt::print("{:>8} {:>14} {:>14} {:>12}  {}\n", "budget", "bytes", "peak (model)", "+forward", "recomputed blocks");
@@ -125,7 +125,8 @@ void plan_recompute(const PlanFlags& flags, nlohmann::json& doc) {
   doc["recompute_baseline_peak_bytes"] = baseline;
   if (!flags.svg_path.empty()) {
     const std::string title = fmt::format("{} batch {}: recomputation under a memory budget",
-                                          bench.value("model", std::string("model")), bench.value("batch_size", 0));
+                                          measured.model.empty() ? std::string("model") : printable(measured.model, 60),
+                                          measured.batch_size);
     io::write_text_atomically(flags.svg_path, profile::recompute_curve_svg(title, points, baseline, forward_ms));
     fmt::print("wrote {}\n", flags.svg_path);
   }
@@ -134,6 +135,12 @@ void plan_recompute(const PlanFlags& flags, nlohmann::json& doc) {
 void run_plan(const PlanFlags& flags) {
   check_output_file("--json", flags.json_path);
   check_output_file("--svg", flags.svg_path);
+  RunFiles()
+      .input("trace", flags.trace_path, "trace")
+      .input("--recompute", flags.recompute_path, "bench step report")
+      .output("--json", flags.json_path, "plan report")
+      .output("--svg", flags.svg_path, "recomputation curve")
+      .check();
   if (flags.trace_path.empty() && flags.recompute_path.empty())
     throw ValueError("plan: give a TRACE (sublet-alloc-trace or PyTorch snapshot), --recompute BENCH.json, or both");
   if (!flags.svg_path.empty() && flags.recompute_path.empty())
@@ -154,13 +161,13 @@ void add_plan_command(CLI::App& app) {
   auto device = std::make_shared<int>(0);
   plan->add_option("trace", flags->trace_path,
                    "allocation trace: sublet-alloc-trace JSON (bench step --alloc-trace) or a PyTorch memory snapshot")
-      ->check(CLI::ExistingFile);
+      ->check(existing_file_or_stdin());
   CLI::Option* device_option =
       plan->add_option("--device", *device, "PyTorch snapshots: the device whose trace to plan (default 0)")
           ->check(CLI::Range(0, 1 << 20));
   plan->add_option("--recompute", flags->recompute_path,
                    "the JSON of `sublet bench step --memory-budget ... --json`: recomputation choices for budgets")
-      ->check(CLI::ExistingFile);
+      ->check(existing_file_or_stdin());
   plan->add_option("--json", flags->json_path, "also write the figures as JSON (format sublet-plan-report)");
   plan->add_option("--svg", flags->svg_path, "with --recompute: write the budget-versus-time curve as SVG");
   plan->callback([flags, device, device_option] {

@@ -49,6 +49,7 @@ struct ProfileArgs {
   // users run (without them ResNet-18 224x224's step took 2.1x bench step's on the H200).
   bool cudnn_benchmark = true;
   bool tf32 = true;
+  bool overwrite = false;
   PrecisionFlags precision;
 };
 
@@ -95,15 +96,36 @@ std::string fit_profile_budget(const ProfileArgs& args, const profile::ProfileOp
   return models::describe_runs(report.units, report.runs);
 }
 
+// The files in `folder` with the names profile writes (nothing else there counts).
+std::vector<std::filesystem::path> earlier_profile_files(const std::filesystem::path& folder) {
+  std::vector<std::filesystem::path> found;
+  for (const std::string& name : profile::profile_file_names()) {
+    std::error_code error;
+    const std::filesystem::path file = folder / name;
+    if (std::filesystem::symlink_status(file, error).type() != std::filesystem::file_type::not_found && !error)
+      found.push_back(file);
+  }
+  return found;
+}
+
 void run_profile(const ProfileArgs& args) {
   profile::ProfileOptions options;
   options.model_name = args.model;
   options.device = train::resolve_device(args.device.empty() ? "auto" : args.device);
   if (!(args.lr > 0.0 && args.lr <= 100.0)) throw ValueError(fmt::format("--lr must be in (0, 100], got {}", args.lr));
-  memory::AllocatorConfig::parse(args.alloc_conf);  // a bad string fails here, not after the model is built
+  memory::AllocatorConfig::parse(args.alloc_conf, {}, "--alloc-conf");  // fails here, not after the model is built
   if (!args.memory_budget.empty()) memory::parse_memory_budget(args.memory_budget);  // likewise
   check_output_folder("--out", args.out);  // before the run, not after it: the folder and every file
   for (const std::string& name : profile::profile_file_names()) check_output_file("--out", std::filesystem::path(args.out) / name);
+  // A folder holding an earlier run's files would mix two runs (a 2-step run's step_diff.txt
+  // beside a 1-step run's files): refused, unless --overwrite says to replace them.
+  const std::vector<std::filesystem::path> earlier = earlier_profile_files(args.out);
+  if (!earlier.empty() && !args.overwrite) {
+    std::string names;
+    for (const auto& file : earlier) names += (names.empty() ? "" : ", ") + file.filename().string();
+    throw IoError("--out " + args.out + ": holds files of an earlier profile (" + names +
+                  "); pass --overwrite to replace them, or choose another folder");
+  }
   options.batch_size = args.batch_size;
   options.steps = args.steps;
   options.timing_steps = args.timing_steps;
@@ -137,6 +159,12 @@ void run_profile(const ProfileArgs& args) {
       },
       options);
   run.options.recomputed = recomputed;
+  // Only now, with the new results in hand: a run that fails leaves the earlier files as they were.
+  for (const auto& file : earlier) {
+    std::error_code error;
+    std::filesystem::remove(file, error);
+    if (error) throw IoError("--out " + args.out + ": cannot remove the earlier " + file.filename().string() + " (" + error.message() + ")");
+  }
   const profile::ProfileReport report = profile::write_profile(run, args.out);
 
   fmt::print("\nLayer table, step {} ('*': the span holds the step's peak; entry = allocated at entry; peak+ = highest "
@@ -166,6 +194,8 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--steps", args->steps, "profiled training steps (2 or more for the step diff)")->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->add_option("--timing-steps", args->timing_steps, "unprofiled steps afterwards, to measure the overhead")->check(CLI::Range(0, 1000))->capture_default_str();
   cmd->add_option("--out", args->out, "output folder")->capture_default_str();
+  cmd->add_flag("--overwrite", args->overwrite,
+                "replace the files of an earlier profile in --out (those with the names profile writes; nothing else)");
   cmd->add_option("--alloc-conf", args->alloc_conf, "SUBLET_ALLOC_CONF string for the profiled allocator (default: the environment's)");
   cmd->add_option("--input", args->input, "input shape CxHxW (default 3x224x224 for resnet18/34/50, else 3x32x32)");
   cmd->add_option("--classes", args->classes, "number of classes (default 1000 for resnet18/34/50, else 10)")->check(CLI::Range(1, 1 << 20));

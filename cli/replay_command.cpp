@@ -17,7 +17,9 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/run_files.h"
 #include "core/atomic_write.h"
+#include "core/byte_count.h"
 #include "core/format_bytes.h"
 #include "core/errors.h"
 #include "cli/trace_source.h"
@@ -37,7 +39,7 @@ const std::vector<std::string> kDefaultSettings = {
 };
 
 void print_results(const std::vector<memory::ReplayResult>& results, std::size_t events) {
-  const auto bytes = [](std::size_t b) { return sublet::format_bytes(static_cast<std::int64_t>(b)); };
+  const auto bytes = [](std::size_t b) { return sublet::format_byte_count(b); };
   fmt::print("Replayed {} events on the simulated backend (capacity {}), under {} allocator rules.\n\n", events,
              bytes(results.front().capacity), results.front().rules == "pytorch" ? "PyTorch 2.11's" : "sublet's");
   fmt::print("{:<40} {:>14} {:>14} {:>10} {:>13} {:>8}\n", "setting", "peak reserved", "peak allocated",
@@ -91,7 +93,7 @@ void add_replay_command(CLI::App& app) {
                      "allocation trace: JSON as written by sublet profile, or a PyTorch memory snapshot "
                      "(torch.cuda.memory._dump_snapshot; gzip-compressed too)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_file_or_stdin());
   replay->add_option("--alloc-conf", *settings,
                      "a SUBLET_ALLOC_CONF string to try; repeat for several (default: a standard set of six, and a PyTorch "
                      "snapshot's recorded settings)");
@@ -107,6 +109,8 @@ void add_replay_command(CLI::App& app) {
   replay->add_option("--json", *json_path, "also write the rows as JSON (format sublet-replay-report)");
   replay->callback([trace_path, settings, capacity_mib, json_path, device, device_option, rules] {
     check_output_file("--json", *json_path);
+    for (const std::string& setting : *settings) memory::AllocatorConfig::parse(setting, {}, "--alloc-conf");
+    RunFiles().input("trace", *trace_path, "trace").output("--json", *json_path, "report").check();
     const TraceSource source =
         load_trace_source(*trace_path, device_option->count() > 0 ? std::optional<int>(*device) : std::nullopt);
     // A snapshot's own settings join the standard set, so its row sits beside the what-ifs.

@@ -11,7 +11,12 @@
 // --batch-size is per rank then (global batch = batch size x world size), as with torchrun + DDP.
 // A thin layer over train::Trainer (train/trainer.h): flags to TrainOptions, a progress printer,
 // and every problem reported as one line by main() through the sublet::Error family.
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
 
 #include <cstdio>
 #include <filesystem>
@@ -26,6 +31,7 @@
 #include "cli/data_parallel_launch.h"
 #include "cli/flag_checks.h"
 #include "cli/precision_flags.h"
+#include "cli/run_files.h"
 #include "core/errors.h"
 #include "models/registry.h"
 #include "runtime/nn/module_ranges.h"
@@ -49,18 +55,51 @@ void parse_synthetic_shape(const std::string& text, train::TrainOptions& options
   options.synthetic_width = w;
 }
 
+// The dataset files a run reads (both names of MNIST's, with and without .gz), so that no output
+// replaces one of them.
+std::vector<fs::path> dataset_files(const train::TrainOptions& options) {
+  const fs::path dir = options.data_dir.empty() ? train::default_data_dir(options.data) : options.data_dir;
+  std::vector<fs::path> files;
+  if (options.data == "mnist") {
+    for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                             "t10k-labels-idx1-ubyte"}) {
+      files.push_back(dir / name);
+      files.push_back(dir / (std::string(name) + ".gz"));
+    }
+  } else if (options.data == "cifar10") {
+    for (const char* name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                             "data_batch_5.bin", "test_batch.bin"})
+      files.push_back(dir / name);
+  }
+  return files;
+}
+
+// --resume names a checkpoint: a regular file (a FIFO would block the reader, a folder is a
+// slip), checked before the model is built.
+void check_resume_file(const fs::path& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    const int error = errno;
+    throw IoError("--resume " + path.string() + ": " + (error == ENOENT ? std::string("no such file") : std::strerror(error)));
+  }
+  if (S_ISDIR(info.st_mode)) throw IoError("--resume " + path.string() + ": expected a checkpoint file, found a folder");
+  if (!S_ISREG(info.st_mode))
+    throw IoError("--resume " + path.string() + ": expected a checkpoint file, found " +
+                  (S_ISFIFO(info.st_mode) ? "a FIFO" : S_ISSOCK(info.st_mode) ? "a socket" : "a device"));
+}
+
 void run_train(train::TrainOptions options, const std::string& synthetic_shape, bool nvtx) {
   parse_synthetic_shape(synthetic_shape, options);
   train::validate(options);
   // Training can take hours: refuse an output that cannot be written before, not after.
   check_output_file("--checkpoint", options.checkpoint);
   check_output_file("--metrics-json", options.metrics_json);
-  if (!options.resume.empty() && fs::is_directory(options.resume)) {
-    throw IoError("--resume " + options.resume.string() + ": expected a checkpoint file, found a folder");
-  }
-  if (!options.resume.empty() && !fs::is_regular_file(options.resume)) {
-    throw IoError("--resume " + options.resume.string() + ": no such file");
-  }
+  if (!options.resume.empty()) check_resume_file(options.resume);
+  RunFiles files;
+  files.input("--resume", options.resume, "checkpoint");
+  for (const fs::path& file : dataset_files(options)) files.input("--data-dir", file, "dataset");
+  files.output("--checkpoint", options.checkpoint, "checkpoint").output("--metrics-json", options.metrics_json, "metrics");
+  files.check();
   train::Trainer trainer(options);
   std::optional<nn::ModuleRanges> ranges;  // --nvtx: each module's forward and backward on Nsight's timeline
   if (nvtx) ranges.emplace(trainer.model(), nn::nvtx_range_sink());

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "core/errors.h"
 
@@ -120,8 +122,25 @@ OutputTarget resolve_target(const std::filesystem::path& given, const std::strin
 // A character device or FIFO: no temporary, no rename, no fsync (devices may not support it).
 void write_in_place(const std::filesystem::path& given, const std::filesystem::path& device,
                     const std::function<void(std::FILE*)>& write_contents) {
-  std::FILE* file = std::fopen(device.c_str(), "wb");
-  if (file == nullptr) throw IoError(given.string() + ": cannot open for writing (" + errno_text() + ")");
+  // O_NONBLOCK: a FIFO with no reader fails (ENXIO) instead of blocking the process forever. A
+  // reader started just after this program (`sublet ... --json F & cat F`) gets a few seconds.
+  constexpr auto kReaderWait = std::chrono::seconds(3);
+  const auto give_up = std::chrono::steady_clock::now() + kReaderWait;
+  int fd = ::open(device.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  while (fd < 0 && errno == ENXIO && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    fd = ::open(device.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  }
+  if (fd < 0 && errno == ENXIO)
+    throw IoError(given.string() + ": a FIFO with no reader (none came in 3 s; start the program that reads it first)");
+  if (fd < 0) throw IoError(given.string() + ": cannot open for writing (" + errno_text() + ")");
+  const int flags = ::fcntl(fd, F_GETFL);
+  std::FILE* file = flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ? nullptr : ::fdopen(fd, "wb");
+  if (file == nullptr) {
+    const std::string why = errno_text();
+    ::close(fd);
+    throw IoError(given.string() + ": cannot open for writing (" + why + ")");
+  }
   try {
     write_contents(file);
     if (std::fflush(file) != 0) throw IoError(given.string() + ": write failed (disk full?) (" + errno_text() + ")");

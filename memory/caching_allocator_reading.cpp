@@ -10,14 +10,14 @@ namespace sublet::memory {
 std::size_t CachingAllocator::Impl::largest_free() const {
   std::size_t largest = 0;
   for (const BlockPool* pool : {&small_pool, &large_pool})
-    pool->free_blocks.for_each([&](const Block& b) { largest = std::max(largest, b.size); });
+    pool->free_blocks.for_each_unordered([&](const Block& b) { largest = std::max(largest, b.size); });
   return largest;
 }
 
 std::size_t CachingAllocator::Impl::free_cached_bytes() const {
   std::size_t total = 0;
   for (const BlockPool* pool : {&small_pool, &large_pool})
-    pool->free_blocks.for_each([&](const Block& b) { total += b.size; });
+    pool->free_blocks.for_each_unordered([&](const Block& b) { total += b.size; });
   return total;
 }
 

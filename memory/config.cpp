@@ -1,5 +1,6 @@
 #include "memory/config.h"
 
+#include <array>
 #include <bit>
 #include <cstdlib>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/printable.h"
 
 namespace sublet::memory {
 namespace {
@@ -25,7 +27,8 @@ std::string trim(std::string_view s) {
 thread_local const char* parsing_variable = kSubletAllocConf;
 
 [[noreturn]] void fail(const std::string& key, const std::string& value, const std::string& allowed) {
-  throw ConfigError(std::string(parsing_variable) + ": bad value '" + value + "' for " + key + ": expected " + allowed);
+  throw ConfigError(std::string(parsing_variable) + ": bad value '" + printable(value) + "' for " + printable(key) +
+                    ": expected " + allowed);
 }
 
 // Splits on commas that are not inside [...].
@@ -43,7 +46,7 @@ std::vector<std::string> split_options(const std::string& text) {
       current += c;
     }
   }
-  if (depth != 0) throw ConfigError(std::string(parsing_variable) + ": unbalanced brackets in '" + text + "'");
+  if (depth != 0) throw ConfigError(std::string(parsing_variable) + ": unbalanced brackets in '" + printable(text) + "'");
   parts.push_back(current);
   return parts;
 }
@@ -135,7 +138,7 @@ AllocatorConfig AllocatorConfig::parse(const std::string& text, const AllocatorC
     if (option.empty()) continue;
     const auto colon = option.find(':');
     if (colon == std::string::npos)
-      throw ConfigError(std::string(parsing_variable) + ": option '" + option + "' has no value; expected key:value");
+      throw ConfigError(std::string(parsing_variable) + ": option '" + printable(option) + "' has no value; expected key:value");
     const std::string key = trim(option.substr(0, colon));
     const std::string value = trim(option.substr(colon + 1));
     if (key == "max_split_size_mb") {
@@ -161,7 +164,7 @@ AllocatorConfig AllocatorConfig::parse(const std::string& text, const AllocatorC
       if (!(in >> threshold) || !in.eof() || !(threshold > 0.0 && threshold < 1.0)) fail(key, value, allowed);
       config.garbage_collection_threshold = threshold;
     } else {
-      throw ConfigError(std::string(parsing_variable) + ": unknown option '" + key + "' (value '" + value +
+      throw ConfigError(std::string(parsing_variable) + ": unknown option '" + printable(key) + "' (value '" + printable(value) +
                         "'); known options: max_split_size_mb, roundup_power2_divisions, "
                         "expandable_segments, garbage_collection_threshold");
     }
@@ -169,27 +172,52 @@ AllocatorConfig AllocatorConfig::parse(const std::string& text, const AllocatorC
   return config;
 }
 
-ConfigOrigin config_origin_from_environment() {
-  const char* sublet = std::getenv(kSubletAllocConf);
-  const char* pytorch = std::getenv(kPytorchAllocConf);
-  const bool has_sublet = sublet && !trim(sublet).empty();
-  const bool has_pytorch = pytorch && !trim(pytorch).empty();
-  ConfigOrigin origin;
-  if (has_sublet) {
-    origin.variable = kSubletAllocConf;
-    origin.text = sublet;
-    origin.ignored_pytorch = has_pytorch;
-  } else if (has_pytorch) {
-    origin.variable = kPytorchAllocConf;
-    origin.text = pytorch;
+namespace {
+
+// PyTorch's current name for its variable; it reads it before the older PYTORCH_CUDA_ALLOC_CONF.
+constexpr const char* kPytorchAllocConfCurrent = "PYTORCH_ALLOC_CONF";
+// Looked at in this order: the first one set (not blank) is used, the later ones are ignored.
+constexpr std::array<const char*, 3> kAllocConfVariables = {kSubletAllocConf, kPytorchAllocConfCurrent, kPytorchAllocConf};
+
+bool is_set(const char* variable) {
+  const char* value = std::getenv(variable);
+  return value != nullptr && !trim(value).empty();
+}
+
+// The variables set after `used` in the order above.
+std::vector<std::string> ignored_after(const std::string& used) {
+  std::vector<std::string> ignored;
+  bool after = false;
+  for (const char* variable : kAllocConfVariables) {
+    if (after && is_set(variable)) ignored.push_back(variable);
+    after = after || used == variable;
   }
+  return ignored;
+}
+
+}  // namespace
+
+ConfigOrigin config_origin_from_environment() {
+  ConfigOrigin origin;
+  for (const char* variable : kAllocConfVariables) {
+    if (!is_set(variable)) continue;
+    origin.variable = variable;
+    origin.text = std::getenv(variable);
+    break;
+  }
+  origin.ignored_pytorch = !origin.variable.empty() && !ignored_after(origin.variable).empty();
   return origin;
 }
 
 std::string ConfigOrigin::describe() const {
-  if (variable.empty()) return "defaults (SUBLET_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF unset)";
+  if (variable.empty()) return "defaults (SUBLET_ALLOC_CONF, PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF unset)";
   std::string out = "from " + variable;
-  if (ignored_pytorch) out += "; PYTORCH_CUDA_ALLOC_CONF ignored because SUBLET_ALLOC_CONF is set";
+  const std::vector<std::string> ignored = ignored_pytorch ? ignored_after(variable) : std::vector<std::string>{};
+  if (!ignored.empty()) {
+    out += "; ";
+    for (std::size_t i = 0; i < ignored.size(); ++i) out += (i == 0 ? "" : " and ") + ignored[i];
+    out += " ignored because " + variable + " is set";
+  }
   return out;
 }
 

@@ -4,8 +4,9 @@
 //   max_split_size_mb:512,roundup_power2_divisions:16,expandable_segments:True,
 //   garbage_collection_threshold:0.6      and the list form roundup_power2_divisions:[256:1,512:2,>:8]
 // The environment is read in exactly one place (config_origin_from_environment): SUBLET_ALLOC_CONF,
-// or, when it is unset, PyTorch's PYTORCH_CUDA_ALLOC_CONF (same keys), so that a PyTorch user's
-// settings carry over; when both are set, sublet's wins and the origin says the other was ignored.
+// else PyTorch's PYTORCH_ALLOC_CONF, else its older PYTORCH_CUDA_ALLOC_CONF (same keys; PyTorch's
+// own order for its two names), so that a PyTorch user's settings carry over; the first one set
+// wins and the origin says which later ones were ignored.
 #include <array>
 #include <cstddef>
 #include <limits>
@@ -19,9 +20,9 @@ inline constexpr const char* kPytorchAllocConf = "PYTORCH_CUDA_ALLOC_CONF";
 
 // Where the environment's allocator settings come from.
 struct ConfigOrigin {
-  std::string variable;          // kSubletAllocConf, kPytorchAllocConf, or empty: none set
+  std::string variable;          // the variable used (SUBLET_ALLOC_CONF, PYTORCH_ALLOC_CONF, ...), or empty
   std::string text;              // that variable's value
-  bool ignored_pytorch = false;  // both were set: PYTORCH_CUDA_ALLOC_CONF was not used
+  bool ignored_pytorch = false;  // a later variable was set too and not used (describe() names it)
   // "from PYTORCH_CUDA_ALLOC_CONF", "defaults (...unset)", "from SUBLET_ALLOC_CONF; PYTORCH_... ignored ..."
   std::string describe() const;
 };

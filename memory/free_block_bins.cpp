@@ -3,16 +3,21 @@
 #include <algorithm>
 
 namespace sublet::memory {
-namespace {
-std::uintptr_t handle_order(StreamHandle s) { return reinterpret_cast<std::uintptr_t>(s); }
-}  // namespace
-
 FreeBlockBins::StreamBins& FreeBlockBins::add_stream(StreamHandle stream) {
-  if (StreamBins* s = find(stream)) return *s;
   // A stream's first free block: rare (its first segment), so the heap allocation is fine here.
-  auto at = std::find_if(streams_.begin(), streams_.end(),
-                         [&](const auto& s) { return handle_order(s->stream) > handle_order(stream); });
-  return **streams_.insert(at, std::make_unique<StreamBins>(stream));
+  std::unique_ptr<StreamBins>& slot = streams_[stream];
+  if (!slot) slot = std::make_unique<StreamBins>(stream);
+  return *(recent_ = slot.get());
+}
+
+std::vector<const FreeBlockBins::StreamBins*> FreeBlockBins::streams_in_order() const {
+  std::vector<const StreamBins*> order;
+  order.reserve(streams_.size());
+  for (const auto& [handle, bins] : streams_) order.push_back(bins.get());
+  std::sort(order.begin(), order.end(), [](const StreamBins* a, const StreamBins* b) {
+    return reinterpret_cast<std::uintptr_t>(a->stream) < reinterpret_cast<std::uintptr_t>(b->stream);
+  });
+  return order;
 }
 
 void FreeBlockBins::insert_into_tree(Bin& b, Block& block) {

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "memory/block.h"
@@ -44,7 +45,7 @@ class FreeBlockBins {
   void insert(Block& block) {
     StreamBins& s = find_or_add(block.stream);
     const std::size_t bin = bin_of(block.size);
-    Bin& b = s.bins[bin];
+    Bin& b = s.bin_for_insert(bin);
     block.free_bin = static_cast<std::uint16_t>(bin);
     block.cached = true;
     ++count_;
@@ -67,6 +68,15 @@ class FreeBlockBins {
 
   std::size_t size() const { return count_; }
   bool empty() const { return count_ == 0; }
+
+  // Every free block, in no particular order (sums and maxima need none). `f` must not insert or erase.
+  template <typename F>
+  void for_each_unordered(F&& f) const {
+    for (const auto& [handle, s] : streams_)
+      for (std::size_t bin = s->first_bin_from(0); bin < kNumBins; bin = s->first_bin_from(bin + 1))
+        if (const Block* lone = s->bin(bin).lone) f(*lone);
+        else for (const Block& b : s->bin(bin).tree) f(b);
+  }
 
   // Every free block in (stream, size, address) order. `f` must not insert or erase.
   template <typename F>
@@ -98,13 +108,27 @@ class FreeBlockBins {
     Block& smallest() { return lone ? *lone : *tree.begin(); }
   };
 
-  // One stream's bins. Streams are few (usually one or two), so they are found by a scan.
+  // The bins of one bitmap word, allocated when a block first goes there: a stream costs a few
+  // pages, not all kNumBins bins (a trace of 10^5 streams would otherwise need gigabytes).
+  struct BinPage {
+    std::array<Bin, 64> bins;
+  };
+
+  // One stream's bins. Streams are usually one or two, but traces may hold 10^5: found by hash.
   struct StreamBins {
     explicit StreamBins(StreamHandle s) : stream(s) {}
     StreamHandle stream;
     std::uint64_t summary = 0;                     // bit w: words[w] != 0
-    std::array<std::uint64_t, kNumWords> words{};  // bit b % 64 of word b / 64: bins[b] non-empty
-    std::array<Bin, kNumBins> bins;
+    std::array<std::uint64_t, kNumWords> words{};  // bit b % 64 of word b / 64: bin b non-empty
+    std::array<std::unique_ptr<BinPage>, kNumWords> pages;  // pages[w]: bins of word w, once used
+
+    // A bin whose page exists: one that holds or held a block.
+    Bin& bin(std::size_t b) const { return pages[b / 64]->bins[b % 64]; }
+    Bin& bin_for_insert(std::size_t b) {
+      std::unique_ptr<BinPage>& page = pages[b / 64];
+      if (!page) page = std::make_unique<BinPage>();
+      return page->bins[b % 64];
+    }
 
     // The first non-empty bin >= `bin`, or kNumBins.
     std::size_t first_bin_from(std::size_t bin) const {
@@ -131,15 +155,14 @@ class FreeBlockBins {
   // The last stream looked up answers first: one load and a compare on the hot path.
   StreamBins* find(StreamHandle stream) const {
     if (recent_ && recent_->stream == stream) return recent_;
-    for (const auto& s : streams_)
-      if (s->stream == stream) return recent_ = s.get();
-    return nullptr;
+    const auto it = streams_.find(stream);
+    return it == streams_.end() ? nullptr : (recent_ = it->second.get());
   }
   static Block* best_fit(StreamBins& s, std::size_t bytes) {
     const std::size_t bin = bin_of(bytes);
     // The request's own bin holds sizes on both sides of it: the first that fits, if any.
     if (s.words[bin / 64] & (std::uint64_t{1} << (bin % 64))) {
-      Bin& b = s.bins[bin];
+      Bin& b = s.bin(bin);
       if (!b.lone) {
         if (Block* fit = first_fit_in_tree(b, bytes)) return fit;
       } else if (b.lone->size >= bytes) {
@@ -148,10 +171,10 @@ class FreeBlockBins {
     }
     // Every block of a later bin fits; the first non-empty one's smallest is the best.
     const std::size_t next = s.first_bin_from(bin + 1);
-    return next == kNumBins ? nullptr : &s.bins[next].smallest();
+    return next == kNumBins ? nullptr : &s.bin(next).smallest();
   }
   void remove(StreamBins& s, Block& block) {
-    Bin& b = s.bins[block.free_bin];
+    Bin& b = s.bin(block.free_bin);
     block.cached = false;
     --count_;
     if (b.lone != &block) return erase_from_tree(s, b, block);
@@ -168,15 +191,17 @@ class FreeBlockBins {
   }
   StreamBins& add_stream(StreamHandle stream);
 
+  // Streams in ascending handle order (sorted here: visits are rare, lookups are not).
+  std::vector<const StreamBins*> streams_in_order() const;
   template <typename Self, typename F>
   static void visit(Self& self, F& f) {
-    for (const auto& s : self.streams_)
+    for (const StreamBins* s : self.streams_in_order())
       for (std::size_t bin = s->first_bin_from(0); bin < kNumBins; bin = s->first_bin_from(bin + 1))
-        if (s->bins[bin].lone) f(*s->bins[bin].lone);
-        else for (auto& b : s->bins[bin].tree) f(b);
+        if (s->bin(bin).lone) f(*s->bin(bin).lone);
+        else for (auto& b : s->bin(bin).tree) f(b);
   }
 
-  std::vector<std::unique_ptr<StreamBins>> streams_;  // ascending by stream handle
+  std::unordered_map<StreamHandle, std::unique_ptr<StreamBins>> streams_;
   mutable StreamBins* recent_ = nullptr;
   std::size_t count_ = 0;
 };

@@ -109,9 +109,11 @@ class Document {
 Document parse(std::string bytes, const std::string& source, const ReadLimits& limits = {});
 
 // The file's bytes, gunzipped when they start with gzip's magic (PyTorch users often compress
-// snapshots). Throws IoError naming the path.
+// snapshots). "-" is standard input; a FIFO with a writer streams (core/input_file.h). Throws
+// IoError naming the path.
 std::string read_file_maybe_gzip(const std::string& path);
-// Gzip data (one or more members) decompressed; `source` names it in messages.
+// Gzip data (one or more members) decompressed, at most io::default_gunzip_limit of the
+// compressed size; `source` names it in messages.
 std::string gunzip(std::string_view compressed, const std::string& source);
 bool is_gzip(std::string_view bytes);
 

@@ -98,6 +98,9 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   PBlock* malloc(std::size_t orig_size, std::uint64_t stream) {
+    // More than the device holds can never be served; refused before the rounding below, which
+    // would wrap for sizes near 2^64.
+    if (orig_size > capacity_) return nullptr;
     const std::size_t size = CachingAllocator::round_size(orig_size, config_);
     Pool& pool = size <= kSmall ? small_ : large_;
     const std::size_t alloc_size = allocation_size(size);
@@ -460,25 +463,36 @@ ReplayResult replay_trace_pytorch(const std::vector<TraceEvent>& events, const s
   Model model(AllocatorConfig::parse(config_text), capacity, recorded);
   std::unordered_map<std::uint64_t, PBlock*> live;
   std::size_t peak_allocated_seen = 0;
+  // Read once per peak, as replay_trace does (replay.cpp says why).
+  bool peak_pending = false;
+  const auto settle_peak = [&] {
+    if (!peak_pending) return;
+    result.fragmentation_at_peak = model.fragmentation();
+    peak_pending = false;
+  };
   for (const TraceEvent& e : events) {
     if (e.action == TraceEvent::Action::EmptyCache) {
+      settle_peak();
       model.release_cached_blocks();
     } else if (e.action == TraceEvent::Action::ResetPeaks) {
+      settle_peak();
       model.reset_peaks();
       peak_allocated_seen = model.allocated();
       result.fragmentation_at_peak = model.fragmentation();
     } else if (e.action == TraceEvent::Action::Free) {
+      settle_peak();
       if (auto it = live.find(e.id); it != live.end()) {
         model.free(it->second);
         live.erase(it);
       }
     } else {
+      if (peak_pending && may_run_out(model.reserved(), e.size, capacity)) settle_peak();
       PBlock* block = model.malloc(e.size, e.stream);
       if (!block) {
         result.out_of_memory = true;
         result.oom_event = result.events_replayed;
         result.oom_message = fmt::format("out of memory: tried to allocate {} with {} reserved of {} (PyTorch's rules)",
-                                         format_bytes(static_cast<std::int64_t>(e.size)),
+                                         format_bytes(static_cast<std::int64_t>(std::min<std::size_t>(e.size, INT64_MAX))),
                                          format_bytes(static_cast<std::int64_t>(model.reserved())),
                                          format_bytes(static_cast<std::int64_t>(capacity)));
         break;
@@ -486,11 +500,12 @@ ReplayResult replay_trace_pytorch(const std::vector<TraceEvent>& events, const s
       live[e.id] = block;
       if (model.allocated() >= peak_allocated_seen) {
         peak_allocated_seen = model.allocated();
-        result.fragmentation_at_peak = model.fragmentation();
+        peak_pending = true;
       }
     }
     ++result.events_replayed;
   }
+  settle_peak();
   result.peak_allocated = model.peak_allocated();
   result.peak_reserved = model.peak_reserved();
   result.device_allocs = model.device_allocs();

@@ -26,6 +26,7 @@
 #include <unordered_map>
 
 #include "core/errors.h"
+#include "core/printable.h"
 #include "memory/config.h"
 
 namespace sublet::memory {
@@ -210,7 +211,7 @@ class TraceConverter {
       end_release_run(true);
     } else if (action != "snapshot") {
       throw IoError(fmt::format("unknown action '{}' (expected alloc, free_requested, free_completed, segment_alloc, "
-                                "segment_free, segment_map, segment_unmap, snapshot or oom)", action));
+                                "segment_free, segment_map, segment_unmap, snapshot or oom)", printable(action)));
     }
   }
 

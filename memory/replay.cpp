@@ -41,21 +41,36 @@ ReplayResult replay_trace(const std::vector<TraceEvent>& events, const std::stri
   CachingAllocator allocator(std::make_unique<SimulatedBackend>(capacity), AllocatorConfig::parse(config_text));
   std::unordered_map<std::uint64_t, Block*> live;
   std::size_t peak_allocated_seen = 0;
+  // Fragmentation walks every free block, so it is read once per peak, not once per allocation
+  // (a trace that only grows would be quadratic): at the next event that may change the free
+  // blocks other than by a new peak (settle_peak).
+  bool peak_pending = false;
+  const auto settle_peak = [&] {
+    if (!peak_pending) return;
+    result.fragmentation_at_peak = allocator.fragmentation();
+    peak_pending = false;
+  };
   for (const TraceEvent& e : events) {
     if (e.action == TraceEvent::Action::EmptyCache) {
+      settle_peak();
       allocator.empty_cache();
     } else if (e.action == TraceEvent::Action::ResetPeaks) {
+      settle_peak();
       allocator.reset_peak_memory_stats();
       result.peak_reserved = allocator.memory_reserved();
       peak_allocated_seen = allocator.memory_allocated();
       result.fragmentation_at_peak = allocator.fragmentation();
     } else if (e.action == TraceEvent::Action::Free) {
+      settle_peak();
       auto it = live.find(e.id);
       if (it != live.end()) {
         allocator.free(it->second);
         live.erase(it);
       }
     } else {
+      // An allocation that succeeds is a new peak (nothing was freed since the pending one); one
+      // that may fail releases cached blocks first, so the pending peak is read before it.
+      if (peak_pending && may_run_out(allocator.memory_reserved(), e.size, capacity)) settle_peak();
       try {
         live[e.id] = allocator.allocate(e.size, reinterpret_cast<StreamHandle>(static_cast<std::uintptr_t>(e.stream)));
       } catch (const OutOfMemoryError& oom) {
@@ -68,17 +83,25 @@ ReplayResult replay_trace(const std::vector<TraceEvent>& events, const std::stri
       // At the last moment allocated bytes peak: sublet profile's "at the peak" is the same moment.
       if (allocator.memory_allocated() >= peak_allocated_seen) {
         peak_allocated_seen = allocator.memory_allocated();
-        result.fragmentation_at_peak = allocator.fragmentation();
+        peak_pending = true;
       }
     }
     ++result.events_replayed;
   }
+  settle_peak();
   result.peak_allocated = allocator.max_memory_allocated();
   const DeviceStats stats = allocator.stats();
   result.device_allocs = stats.num_device_alloc;
   result.alloc_retries = stats.num_alloc_retries;
   for (auto& [id, block] : live) allocator.free(block);
   return result;
+}
+
+bool may_run_out(std::size_t reserved, std::size_t request, std::size_t capacity) {
+  // A new segment is at most twice the request (power-of-two rounding) plus a large-pool buffer.
+  constexpr std::size_t kSlack = std::size_t{64} << 20;
+  if (request > capacity || reserved > capacity) return true;
+  return capacity - reserved < kSlack || (capacity - reserved - kSlack) / 2 < request;
 }
 
 }  // namespace sublet::memory

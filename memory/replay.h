@@ -3,7 +3,9 @@
 // the order the program made them) through a fresh allocator on a SimulatedBackend under some
 // configuration and capacity, and report what that allocator would have done.
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "memory/config.h"
@@ -21,10 +23,15 @@ std::vector<TraceEvent> trace_from_history(const std::vector<HistoryEvent>& hist
 //                   {"action": "free", "id": 1}, {"action": "empty_cache"}, {"action": "reset_peaks"}, ...]}
 // Version 1 files (alloc and free only, no categories) read as before. Written atomically
 // (core/atomic_write.h), one event per line; read with a streaming parser (memory/trace_file.cpp),
-// so a trace costs its TraceEvents (32 bytes each) and not a JSON document. Reading validates
-// every event and throws IoError naming the file and the event.
+// so a trace costs its TraceEvents (32 bytes each), not a JSON document. Reading
+// validates every event and throws IoError naming the file and the event. load_trace reads "-" as
+// standard input and streams from a FIFO that has a writer (core/input_file.h).
 void save_trace(const std::string& path, const std::vector<TraceEvent>& events);
 std::vector<TraceEvent> load_trace(const std::string& path);
+// The same from an open file (parsed as it is read) or from text already read; `source` names it
+// in messages.
+std::vector<TraceEvent> read_trace(std::FILE* file, const std::string& source);
+std::vector<TraceEvent> parse_trace(std::string_view text, const std::string& source);
 
 struct ReplayResult {
   std::string setting;               // the config text ("default" when empty)
@@ -46,5 +53,10 @@ struct ReplayResult {
 };
 
 ReplayResult replay_trace(const std::vector<TraceEvent>& events, const std::string& config_text, std::size_t capacity);
+
+// Whether a request of `request` bytes, with `reserved` of `capacity` reserved, might need the
+// allocator to release cached blocks or fail (conservative: true near the capacity). Replays read
+// the fragmentation of a pending peak before such a request, while the blocks are as they were.
+bool may_run_out(std::size_t reserved, std::size_t request, std::size_t capacity);
 
 }  // namespace sublet::memory

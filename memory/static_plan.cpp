@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <unordered_map>
+
+#include <fmt/format.h>
 
 #include "core/errors.h"
 
@@ -12,7 +15,22 @@
 namespace sublet::memory {
 namespace {
 
-std::size_t round_512(std::size_t bytes) { return (std::max<std::size_t>(bytes, 1) + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize; }
+// Sizes and offsets come from a file: a sum past 2^64 is an error naming the allocation, never
+// a wrapped figure.
+[[noreturn]] void too_large(std::size_t event, std::uint64_t id, std::size_t size, const char* what) {
+  throw ValueError(fmt::format("static plan: event {} (alloc of id {}, {} bytes): {} passes 2^64 bytes", event, id, size, what));
+}
+
+std::size_t checked_add(std::size_t a, std::size_t b, const PlannedAllocation& at, const char* what) {
+  std::size_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) too_large(at.first, at.id, at.size, what);
+  return sum;
+}
+
+std::size_t round_512(std::size_t bytes, std::size_t event, std::uint64_t id) {
+  if (bytes > SIZE_MAX - kMinBlockSize) too_large(event, id, bytes, "the size rounded up to 512 bytes");
+  return (std::max<std::size_t>(bytes, 1) + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
 
 bool lifetimes_intersect(const PlannedAllocation& a, const PlannedAllocation& b) {
   return a.first < b.last && b.first < a.last;
@@ -26,7 +44,7 @@ std::vector<PlannedAllocation> lifetimes(const std::vector<TraceEvent>& events) 
     const TraceEvent& e = events[i];
     if (e.action == TraceEvent::Action::Alloc) {
       live[e.id] = out.size();
-      out.push_back({.id = e.id, .size = round_512(e.size), .first = i, .last = events.size()});
+      out.push_back({.id = e.id, .size = round_512(e.size, i, e.id), .first = i, .last = events.size()});
     } else if (e.action == TraceEvent::Action::Free) {
       if (auto it = live.find(e.id); it != live.end()) {
         out[it->second].last = i;
@@ -38,14 +56,17 @@ std::vector<PlannedAllocation> lifetimes(const std::vector<TraceEvent>& events) 
 }
 
 std::size_t live_bytes_peak(const std::vector<PlannedAllocation>& allocations) {
-  std::map<std::size_t, std::int64_t> change;  // event index -> bytes that start (+) or end (-)
+  // Event index -> bytes that start (+) and end (-) there, in 128 bits so that no sum wraps.
+  std::map<std::size_t, __int128> change;
   for (const PlannedAllocation& a : allocations) {
-    change[a.first] += static_cast<std::int64_t>(a.size);
-    change[a.last] -= static_cast<std::int64_t>(a.size);
+    change[a.first] += static_cast<__int128>(a.size);
+    change[a.last] -= static_cast<__int128>(a.size);
   }
-  std::int64_t live = 0, peak = 0;
+  __int128 live = 0, peak = 0;
   for (const auto& [index, delta] : change) {
     live += delta;
+    if (live > static_cast<__int128>(SIZE_MAX))
+      throw ValueError(fmt::format("static plan: at event {} the bytes live at once pass 2^64 bytes", index));
     peak = std::max(peak, live);
   }
   return static_cast<std::size_t>(peak);
@@ -81,7 +102,7 @@ std::size_t place(std::vector<PlannedAllocation>& allocations, const std::vector
       cursor = std::max(cursor, o.offset + o.size);
     }
     a.offset = chosen != SIZE_MAX ? chosen : cursor;  // else above everything that conflicts
-    arena = std::max(arena, a.offset + a.size);
+    arena = std::max(arena, checked_add(a.offset, a.size, a, "the arena"));
     placed.insert(std::upper_bound(placed.begin(), placed.end(), index, by_offset), index);
   }
   return arena;
@@ -100,32 +121,41 @@ std::size_t place_online_best_fit(std::vector<PlannedAllocation>& allocations) {
   std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
     return a.at != b.at ? a.at < b.at : (a.is_free != b.is_free ? a.is_free : a.index < b.index);
   });
-  std::map<std::size_t, std::size_t> free_gaps;  // offset -> size, below the top
+  std::map<std::size_t, std::size_t> free_gaps;          // offset -> size, below the top
+  std::set<std::pair<std::size_t, std::size_t>> by_size;  // (size, offset) of the same gaps: best fit in O(log n)
+  const auto add_gap = [&](std::size_t offset, std::size_t size) {
+    free_gaps[offset] = size;
+    by_size.emplace(size, offset);
+  };
+  const auto erase_gap = [&](std::map<std::size_t, std::size_t>::iterator it) {
+    by_size.erase({it->second, it->first});
+    return free_gaps.erase(it);
+  };
   std::size_t top = 0;
   for (const Event& e : events) {
     PlannedAllocation& a = allocations[e.index];
     if (e.is_free) {
       std::size_t offset = a.offset, size = a.size;
       auto next = free_gaps.lower_bound(offset);
-      if (next != free_gaps.end() && next->first == offset + size) size += next->second, next = free_gaps.erase(next);
+      if (next != free_gaps.end() && next->first == offset + size) size += next->second, next = erase_gap(next);
       if (next != free_gaps.begin()) {
         auto prev = std::prev(next);
-        if (prev->first + prev->second == offset) offset = prev->first, size += prev->second, free_gaps.erase(prev);
+        if (prev->first + prev->second == offset) offset = prev->first, size += prev->second, erase_gap(prev);
       }
       if (offset + size == top) top = offset;  // the top gap folds into the arena's free tail
-      else free_gaps[offset] = size;
+      else add_gap(offset, size);
       continue;
     }
-    auto chosen = free_gaps.end();
-    for (auto it = free_gaps.begin(); it != free_gaps.end(); ++it)
-      if (it->second >= a.size && (chosen == free_gaps.end() || it->second < chosen->second)) chosen = it;
-    if (chosen == free_gaps.end()) {
+    // The smallest gap that holds it, the lowest offset among gaps of that size.
+    const auto fit = by_size.lower_bound({a.size, 0});
+    if (fit == by_size.end()) {
       a.offset = top;
-      top += a.size;
+      top = checked_add(top, a.size, a, "the arena");
     } else {
-      a.offset = chosen->first;
-      if (chosen->second > a.size) free_gaps[chosen->first + a.size] = chosen->second - a.size;
-      free_gaps.erase(chosen);
+      const auto [gap_size, gap_offset] = *fit;
+      a.offset = gap_offset;
+      erase_gap(free_gaps.find(gap_offset));
+      if (gap_size > a.size) add_gap(gap_offset + a.size, gap_size - a.size);
     }
   }
   std::size_t arena = 0;
@@ -135,15 +165,15 @@ std::size_t place_online_best_fit(std::vector<PlannedAllocation>& allocations) {
 
 // TFLite's breadth order: allocations live at the moments of most live bytes first.
 std::vector<std::size_t> breadth_order(const std::vector<PlannedAllocation>& allocations) {
-  std::map<std::size_t, std::int64_t> change;
+  std::map<std::size_t, __int128> change;
   for (const PlannedAllocation& a : allocations) {
-    change[a.first] += static_cast<std::int64_t>(a.size);
-    change[a.last] -= static_cast<std::int64_t>(a.size);
+    change[a.first] += static_cast<__int128>(a.size);
+    change[a.last] -= static_cast<__int128>(a.size);
   }
-  std::vector<std::pair<std::size_t, std::int64_t>> live_from;  // (index, live bytes from there on)
-  std::int64_t live = 0;
+  std::vector<std::pair<std::size_t, __int128>> live_from;  // (index, live bytes from there on)
+  __int128 live = 0;
   for (const auto& [index, delta] : change) live_from.emplace_back(index, live += delta);
-  std::vector<std::int64_t> breadth(allocations.size(), 0);
+  std::vector<__int128> breadth(allocations.size(), 0);
   for (std::size_t i = 0; i < allocations.size(); ++i) {
     auto it = std::upper_bound(live_from.begin(), live_from.end(), allocations[i].first,
                                [](std::size_t v, const auto& p) { return v < p.first; });
@@ -161,6 +191,9 @@ std::vector<std::size_t> breadth_order(const std::vector<PlannedAllocation>& all
 }
 
 constexpr std::size_t kIteratedMaxAllocations = 4000;
+// The offline heuristics compare each allocation with every placed one whose lifetime meets its
+// own; beyond this many allocations only the online best fit, O(n log n), is tried.
+constexpr std::size_t kOfflineMaxAllocations = 20000;
 constexpr int kFeedbackRounds = 64;
 
 // Iterated greedy: place in `order`; the allocations that end above the lower bound go to the
@@ -240,10 +273,13 @@ StaticPlan plan_static_arena(const std::vector<TraceEvent>& events, const std::s
       best.heuristic = name;
     }
   };
-  consider("greedy by size", [&](auto& t) { return place(t, by_size, false); });
-  consider("best fit by size", [&](auto& t) { return place(t, by_size, true); });
-  consider("greedy by breadth", [&](auto& t) { return place(t, breadth_order(allocations), false); });
-  consider("greedy by lifetime", [&](auto& t) { return place(t, by_lifetime, false); });
+  const bool offline = !heuristic.empty() || allocations.size() <= kOfflineMaxAllocations;
+  if (offline) {
+    consider("greedy by size", [&](auto& t) { return place(t, by_size, false); });
+    consider("best fit by size", [&](auto& t) { return place(t, by_size, true); });
+    consider("greedy by breadth", [&](auto& t) { return place(t, breadth_order(allocations), false); });
+    consider("greedy by lifetime", [&](auto& t) { return place(t, by_lifetime, false); });
+  }
   consider("online best fit", [&](auto& t) { return place_online_best_fit(t); });
   if (allocations.size() <= kIteratedMaxAllocations) {
     consider("iterated greedy by size", [&](auto& t) { return place_with_feedback(t, by_size, best.lower_bound, false); });

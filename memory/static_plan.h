@@ -19,8 +19,11 @@
 //    above the lower bound placed first (most often first); on ResNet steps recorded on the H200
 //    this took ResNet-18 batch 512 from 1.027x to 1.002x the bound. Only for traces of at most
 //    4,000 allocations (a captured step), whose placement is cheap.
-// Sizes round up to 512 B as the caching allocator rounds them. O(n^2) in the allocations: meant
-// for one step's trace (thousands of allocations), not for millions.
+// Sizes round up to 512 B as the caching allocator rounds them. The offline heuristics are
+// O(n^2) in the allocations (each meets every allocation whose lifetime meets its own): they run
+// for traces of at most 20,000 allocations (one step's trace has thousands); longer traces get
+// the lower bound and the online best fit only, both O(n log n). A size or sum past 2^64 bytes
+// is a ValueError naming the event.
 #include <cstddef>
 #include <cstdint>
 #include <string>

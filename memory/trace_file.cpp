@@ -10,6 +10,8 @@
 #include <unordered_set>
 
 #include "core/atomic_write.h"
+#include "core/input_file.h"
+#include "core/printable.h"
 #include "core/errors.h"
 #include "memory/replay.h"
 
@@ -38,7 +40,7 @@ class TraceReader : public json::json_sax_t {
     if (top_is_object_) {
       if (format_ != "sublet-alloc-trace") throw IoError(path_ + ": expected \"format\": \"sublet-alloc-trace\"");
       if (version_text_ != "1" && version_text_ != "2")
-        throw IoError(path_ + ": sublet-alloc-trace version " + version_text_ + " is not one this build reads (1 or 2)");
+        throw IoError(path_ + ": sublet-alloc-trace version " + printable(version_text_) + " is not one this build reads (1 or 2)");
       if (!saw_events_) throw IoError(path_ + ": expected an \"events\" list");
     }
     return std::move(events_);
@@ -161,7 +163,7 @@ class TraceReader : public json::json_sax_t {
       return;
     }
     if (p.action != "alloc" && p.action != "free")
-      throw where("unknown action '" + p.action + "' (expected alloc, free, empty_cache or reset_peaks)");
+      throw where("unknown action '" + printable(p.action) + "' (expected alloc, free, empty_cache or reset_peaks)");
     if (!p.id) throw where("a \"" + p.action + "\" event needs a non-negative integer \"id\"");
     TraceEvent e{.id = *p.id};
     if (p.action == "alloc") {
@@ -171,7 +173,7 @@ class TraceReader : public json::json_sax_t {
       e.stream = p.stream.value_or(0);
       if (p.has_category) {
         const auto category = p.category ? category_from_name(*p.category) : std::nullopt;
-        if (!category) throw where("unknown \"category\" " + p.category_text);
+        if (!category) throw where("unknown \"category\" " + printable(p.category_text));
         e.category = *category;
       }
       if (!live_.insert(e.id).second) throw where("id " + std::to_string(e.id) + " allocated twice without a free");
@@ -227,10 +229,21 @@ void save_trace(const std::string& path, const std::vector<TraceEvent>& events) 
 }
 
 std::vector<TraceEvent> load_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path + ": cannot open the allocation trace");
-  TraceReader reader(path);
-  json::sax_parse(in, &reader);
+  const io::InputHandle file = io::open_input(path, {.kind = io::InputKind::file_or_stream});
+  return read_trace(file.get(), path == "-" ? "standard input" : path);
+}
+
+std::vector<TraceEvent> read_trace(std::FILE* file, const std::string& source) {
+  // Parsed as it is read: a trace costs its events, not its text.
+  TraceReader reader(source);
+  json::sax_parse(file, &reader);
+  if (std::ferror(file)) throw IoError(source + ": read error");
+  return reader.finish();
+}
+
+std::vector<TraceEvent> parse_trace(std::string_view text, const std::string& source) {
+  TraceReader reader(source);
+  json::sax_parse(text, &reader);
   return reader.finish();
 }
 

@@ -1,5 +1,11 @@
 #include "models/resnet_recompute.h"
 
+#include <cmath>
+
+#include "core/json_excerpt.h"
+#include "core/printable.h"
+#include "models/measured_budget.h"
+
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -232,22 +238,34 @@ nlohmann::json units_json(const std::vector<RecomputeUnit>& units) {
 
 std::vector<RecomputeUnit> units_from_json(const nlohmann::json& j) {
   if (!j.is_array()) throw ValueError("recompute units: expected a JSON array, got " + std::string(j.type_name()));
+  if (j.size() > kMaxRecomputeUnits)
+    throw ValueError("recompute units: " + std::to_string(j.size()) + " entries, more than the " +
+                     std::to_string(kMaxRecomputeUnits) + " a plan takes");
+  // Byte counts are bounded so that every sum the planner forms fits 64 bits; a negative or
+  // larger number is refused, never wrapped.
+  const auto byte_count = [](const nlohmann::json& v) {
+    if (!v.is_number_unsigned() || v.get<std::uint64_t>() > kMaxRecomputeBytes) throw ValueError("");
+    return static_cast<std::size_t>(v.get<std::uint64_t>());
+  };
   std::vector<RecomputeUnit> units;
   for (std::size_t i = 0; i < j.size(); ++i) {
     const nlohmann::json& e = j[i];
     try {
-      RecomputeUnit u{.name = e.at("name").get<std::string>(),
+      if (!e.is_object()) throw ValueError("");
+      RecomputeUnit u{.name = printable(e.at("name").get<std::string>(), 60),  // shown on the terminal
                               .group = e.at("group").get<int>(),
-                              .retained_bytes = e.at("retained_bytes").get<std::size_t>(),
-                              .output_bytes = e.at("output_bytes").get<std::size_t>(),
+                              .retained_bytes = byte_count(e.at("retained_bytes")),
+                              .output_bytes = byte_count(e.at("output_bytes")),
                               .forward_ms = e.at("forward_ms").get<double>(),
                               // absent in files written before it was measured: estimated
-                              .backward_bytes = e.value("backward_bytes", std::size_t{0})};
-      if (!(u.forward_ms >= 0) || (!units.empty() && u.group < units.back().group)) throw ValueError("");
+                              .backward_bytes = e.contains("backward_bytes") ? byte_count(e["backward_bytes"]) : 0};
+      if (!(u.forward_ms >= 0) || !std::isfinite(u.forward_ms) || (!units.empty() && u.group < units.back().group))
+        throw ValueError("");
       units.push_back(std::move(u));
     } catch (const std::exception&) {
       throw ValueError("recompute units: entry " + std::to_string(i) + " must have name, group (non-decreasing), "
-                       "retained_bytes, output_bytes, forward_ms >= 0 and optionally backward_bytes; got " + e.dump());
+                       "retained_bytes, output_bytes (integers from 0 to 2^50), forward_ms >= 0 and optionally "
+                       "backward_bytes; got " + json_excerpt(e));
     }
   }
   return units;

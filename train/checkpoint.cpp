@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/errors.h"
+#include "core/printable.h"
 #include "runtime/io/safetensors.h"
 #include "train/checkpoint_checksum.h"
 #include "train/metrics_json.h"
@@ -36,7 +37,7 @@ class MetadataReader {
     T out{};
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), out);
     if (error != std::errc() || end != value.data() + value.size()) {
-      throw IoError(path_.string() + ": checkpoint metadata '" + key + "' is not a number: '" + value + "'");
+      throw IoError(path_.string() + ": checkpoint metadata '" + key + "' is not a number: '" + printable(value) + "'");
     }
     return out;
   }
@@ -45,7 +46,7 @@ class MetadataReader {
     const std::string& value = text(key);
     if (value == "true") return true;
     if (value == "false") return false;
-    throw IoError(path_.string() + ": checkpoint metadata '" + key + "' must be true or false, got '" + value + "'");
+    throw IoError(path_.string() + ": checkpoint metadata '" + key + "' must be true or false, got '" + printable(value) + "'");
   }
 
  private:
@@ -98,7 +99,10 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkp
       {"loss_scale_growth_tracker", std::to_string(pos.loss_scale_growth_tracker)},
       {kChecksumMetadataKey, tensor_checksums_json(tensors)},
   };
-  io::save_safetensors(path, tensors, metadata);
+  std::map<std::string, std::string> with_format = metadata;
+  if (!checkpoint.precision.empty()) with_format["precision"] = checkpoint.precision;
+  if (!checkpoint.memory_format.empty()) with_format["memory_format"] = checkpoint.memory_format;
+  io::save_safetensors(path, tensors, with_format);
 }
 
 Checkpoint load_checkpoint(const std::filesystem::path& path) {
@@ -106,7 +110,7 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
   const auto format = file.metadata.find("format");
   if (format == file.metadata.end() || format->second != kCheckpointFormat) {
     throw IoError(path.string() + ": not a sublet training checkpoint (metadata 'format' is " +
-                  (format == file.metadata.end() ? std::string("missing") : "'" + format->second + "'") +
+                  (format == file.metadata.end() ? std::string("missing") : "'" + printable(format->second) + "'") +
                   ", expected '" + kCheckpointFormat + "')");
   }
   const MetadataReader meta(path, file.metadata);
@@ -123,6 +127,14 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
   out.identity.num_classes = meta.number<std::int64_t>("num_classes");
   out.identity.small_input_stem = meta.boolean("small_input_stem");
   out.identity.optimizer = meta.text("optimizer");
+  // Absent before they were recorded: empty, "unknown".
+  if (file.metadata.contains("precision")) out.precision = meta.text("precision");
+  if (file.metadata.contains("memory_format")) out.memory_format = meta.text("memory_format");
+  if (!out.precision.empty() && out.precision != "fp32" && out.precision != "bf16" && out.precision != "fp16")
+    throw IoError(path.string() + ": checkpoint metadata 'precision' is '" + printable(out.precision) + "', expected fp32, bf16 or fp16");
+  if (!out.memory_format.empty() && out.memory_format != "contiguous" && out.memory_format != "channels_last")
+    throw IoError(path.string() + ": checkpoint metadata 'memory_format' is '" + printable(out.memory_format) +
+                  "', expected contiguous or channels_last");
   TrainingPosition& pos = out.position;
   pos.epoch = meta.number<std::int64_t>("epoch");
   pos.samples_in_epoch = meta.number<std::int64_t>("samples_in_epoch");
@@ -156,7 +168,7 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
     } else if (name.starts_with(kOptimizerPrefix)) {
       out.optimizer_state.emplace_back(name.substr(std::string(kOptimizerPrefix).size()), from_record(record, name));
     } else {
-      throw IoError(path.string() + ": unexpected checkpoint entry '" + name + "' (expected model.* or optimizer.*)");
+      throw IoError(path.string() + ": unexpected checkpoint entry '" + printable(name) + "' (expected model.* or optimizer.*)");
     }
   }
   return out;

@@ -57,6 +57,12 @@ struct TrainingPosition {
 struct Checkpoint {
   ModelIdentity identity;
   TrainingPosition position;
+  // The run's --precision (fp32, bf16, fp16) and memory format (contiguous, channels_last); empty
+  // in checkpoints written before they were recorded. The tensors themselves are float32 master
+  // weights in contiguous order either way, so a run of another precision or format resumes from
+  // them by converting (load_state_dict copies into its own tensors), and says so.
+  std::string precision;
+  std::string memory_format;
   std::vector<std::pair<std::string, Tensor>> model_state;      // CPU tensors after loading
   std::vector<std::pair<std::string, Tensor>> optimizer_state;
 };

@@ -33,6 +33,8 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
     pos.loss_scale = scaler->current_scale();
     pos.loss_scale_growth_tracker = scaler->growth_tracker();
   }
+  checkpoint.precision = options_.precision;
+  checkpoint.memory_format = options_.channels_last ? "channels_last" : "contiguous";
   checkpoint.model_state = model_->state_dict();
   checkpoint.optimizer_state = optimizer_->state_dict();
   train::save_checkpoint(path, checkpoint);
@@ -62,6 +64,17 @@ void Trainer::resume_from(const std::filesystem::path& path) {
   } catch (const Error& error) {
     throw ValueError("checkpoint " + path.string() + " does not fit " + identity().describe() + ": " + error.what());
   }
+  // The weights are float32 and contiguous in the file whatever the run was; load_state_dict has
+  // copied them into this run's tensors, so another precision or format is a conversion: said.
+  const std::string format = options_.channels_last ? "channels_last" : "contiguous";
+  if (!checkpoint.precision.empty() && checkpoint.precision != options_.precision)
+    note(fmt::format("the checkpoint was written by a --precision {} run; this run continues in {} (its float32 "
+                     "master weights carry over as they are{})",
+                     checkpoint.precision, options_.precision,
+                     checkpoint.precision == "fp16" ? "; the fp16 loss scale is dropped" : ""));
+  if (!checkpoint.memory_format.empty() && checkpoint.memory_format != format)
+    note(fmt::format("the checkpoint was written by a {} run; its tensors are converted to this run's {} memory format",
+                     checkpoint.memory_format, format));
   std::istringstream generator(pos.generator_state);
   generator >> default_generator().engine();
   if (generator.fail()) throw IoError(path.string() + ": checkpoint metadata 'generator_state' is not a generator state");

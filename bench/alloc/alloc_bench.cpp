@@ -106,7 +106,9 @@ AllocBenchOptions AllocBenchOptions::quick_options(BenchDevice device) {
 }
 
 void AllocBenchOptions::validate() const {
-  if (repetitions == 0) throw ValueError("bench alloc: --repetitions must be at least 1");
+  if (repetitions == 0 || repetitions > kMaxRepetitions)
+    throw ValueError("bench alloc: --repetitions must be from 1 to " + std::to_string(kMaxRepetitions) + ", got " +
+                     std::to_string(repetitions));
   if (batch_pairs == 0) throw ValueError("bench alloc: the batch size must be at least 1 pair");
   if (rounds == 0) throw ValueError("bench alloc: --rounds must be at least 1");
   if (!(max_seconds_per_cell > 0)) throw ValueError("bench alloc: the time limit per cell must be > 0 s");

@@ -21,9 +21,13 @@ inline constexpr std::array<std::size_t, 6> kPairSizes = {512, 4 << 10, 1 << 20,
 inline constexpr double kPairGoalNs = 100;
 inline constexpr double kChurnGoalNs = 150;
 
+// The most timed pairs a cell may ask for: the churn row lays its whole sequence out beforehand
+// (16 bytes a pair), so more would fail for memory rather than measure anything.
+inline constexpr std::size_t kMaxRepetitions = 10'000'000;
+
 struct AllocBenchOptions {
   BenchDevice device = BenchDevice::Cpu;
-  std::size_t repetitions = 100000;  // timed pairs per cell and round, at most
+  std::size_t repetitions = 100000;  // timed pairs per cell and round, at most kMaxRepetitions
   std::size_t rounds = 5;            // every cell runs once per round; the median of rounds is reported
   std::size_t batch_pairs = 200;
   std::size_t warmup_pairs = 1000;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "core/input_file.h"
 #include "runtime/io/file_bytes.h"
 
 namespace sublet::data {
@@ -22,8 +23,7 @@ ImageDataset empty_cifar10(std::string name) {
 }  // namespace
 
 void append_cifar10_batch(const std::filesystem::path& path, ImageDataset& dataset) {
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) {
+  if (!io::input_exists(path)) {
     throw IoError(path.string() +
                   ": file not found (the CIFAR-10 binary version has data_batch_1..5.bin and "
                   "test_batch.bin in cifar-10-batches-bin/)");

@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "core/errors.h"
+#include "core/input_file.h"
 #include "runtime/io/file_bytes.h"
 
 namespace sublet::data {
@@ -59,10 +61,23 @@ void check_payload(const std::filesystem::path& path, std::size_t found_bytes,
   }
 }
 
+// What a gzip-compressed IDX file may decompress to: its header's own size (SIZE_MAX for a header
+// that is not IDX; check_header then says what is wrong).
+io::DecompressedSize idx_size(std::uint32_t magic, std::size_t header_size) {
+  return {.header_bytes = header_size, .from_header = [magic, header_size](std::string_view header) -> std::size_t {
+            const auto* b = reinterpret_cast<const std::uint8_t*>(header.data());
+            if (read_be_u32(b) != magic) return SIZE_MAX;
+            unsigned __int128 total = 1;
+            for (std::size_t at = 4; at < header_size; at += 4) total *= read_be_u32(b + at);
+            total += header_size;
+            return total > SIZE_MAX ? SIZE_MAX : static_cast<std::size_t>(total);
+          }};
+}
+
 }  // namespace
 
 IdxImages read_idx_images(const std::filesystem::path& path) {
-  const std::vector<std::uint8_t> bytes = io::read_file_bytes(path);
+  const std::vector<std::uint8_t> bytes = io::read_file_bytes(path, idx_size(kIdxImagesMagic, 16));
   check_header(path, bytes, 16, kIdxImagesMagic, "IDX3 images");
   IdxImages images;
   images.count = read_be_u32(bytes.data() + 4);
@@ -87,7 +102,7 @@ IdxImages read_idx_images(const std::filesystem::path& path) {
 }
 
 std::vector<std::uint8_t> read_idx_labels(const std::filesystem::path& path) {
-  const std::vector<std::uint8_t> bytes = io::read_file_bytes(path);
+  const std::vector<std::uint8_t> bytes = io::read_file_bytes(path, idx_size(kIdxLabelsMagic, 8));
   check_header(path, bytes, 8, kIdxLabelsMagic, "IDX1 labels");
   const std::uint64_t count = read_be_u32(bytes.data() + 4);
   check_payload(path, bytes.size() - 8, count, std::to_string(count) + " labels");
@@ -132,9 +147,8 @@ std::filesystem::path find_idx_file(const std::filesystem::path& directory,
   const std::filesystem::path plain = directory / base_name;
   std::filesystem::path gzipped = plain;
   gzipped += ".gz";
-  std::error_code error;
-  if (std::filesystem::exists(plain, error)) return plain;
-  if (std::filesystem::exists(gzipped, error)) return gzipped;
+  if (io::input_exists(plain)) return plain;
+  if (io::input_exists(gzipped)) return gzipped;
   throw IoError(plain.string() + ": file not found (nor " + gzipped.filename().string() +
                 "); run scripts/fetch_mnist.sh to create the MNIST files");
 }

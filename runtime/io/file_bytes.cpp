@@ -11,73 +11,11 @@
 
 #include "core/errors.h"
 #include "core/atomic_write.h"
+#include "core/gunzip.h"
+#include "core/input_file.h"
 
 namespace sublet::io {
 namespace {
-
-void throw_if_missing(const std::filesystem::path& path) {
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) {
-    throw IoError(path.string() + ": file not found");
-  }
-  if (std::filesystem::is_directory(path, error)) {
-    throw IoError(path.string() + ": expected a file, found a directory");
-  }
-}
-
-std::vector<std::uint8_t> read_plain(const std::filesystem::path& path) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                                       &std::fclose);
-  if (!file) {
-    throw IoError(path.string() + ": cannot open for reading (" + std::strerror(errno) + ")");
-  }
-  std::error_code error;
-  const std::uintmax_t size = std::filesystem::file_size(path, error);
-  if (error) throw IoError(path.string() + ": cannot read the file size (" + error.message() + ")");
-  std::vector<std::uint8_t> bytes(size);
-  const std::size_t got = std::fread(bytes.data(), 1, bytes.size(), file.get());
-  if (got != bytes.size()) {
-    throw IoError(path.string() + ": read " + std::to_string(got) + " of " +
-                  std::to_string(bytes.size()) + " bytes (" + std::strerror(errno) + ")");
-  }
-  return bytes;
-}
-
-std::string gz_error_text(gzFile file) {
-  int code = Z_OK;
-  const char* text = gzerror(file, &code);
-  return text != nullptr && *text != '\0' ? text : "zlib error " + std::to_string(code);
-}
-
-std::vector<std::uint8_t> read_gzip(const std::filesystem::path& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    throw IoError(path.string() + ": cannot open for reading (" + std::strerror(errno) + ")");
-  }
-  std::vector<std::uint8_t> bytes;
-  constexpr std::size_t kChunk = 1 << 20;
-  for (;;) {
-    const std::size_t old_size = bytes.size();
-    bytes.resize(old_size + kChunk);
-    const int got = gzread(file, bytes.data() + old_size, static_cast<unsigned>(kChunk));
-    if (got < 0) {
-      const std::string why = gz_error_text(file);
-      gzclose_r(file);
-      throw IoError(path.string() + ": corrupt gzip data (" + why + ")");
-    }
-    bytes.resize(old_size + static_cast<std::size_t>(got));
-    if (got == 0) break;
-  }
-  // A stream cut short reads as a clean end of file until the close reports it.
-  int code = Z_OK;
-  gzerror(file, &code);
-  const int close_code = gzclose_r(file);
-  if (code != Z_OK || close_code != Z_OK) {
-    throw IoError(path.string() + ": gzip stream truncated or corrupt (decompressed " +
-                  std::to_string(bytes.size()) + " bytes before the error)");
-  }
-  return bytes;
-}
 
 std::vector<std::uint8_t> gzip_compress(std::span<const std::uint8_t> bytes,
                                         const std::filesystem::path& path) {
@@ -106,9 +44,15 @@ std::vector<std::uint8_t> gzip_compress(std::span<const std::uint8_t> bytes,
 
 bool is_gzip_path(const std::filesystem::path& path) { return path.extension() == ".gz"; }
 
-std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path) {
-  throw_if_missing(path);
-  return is_gzip_path(path) ? read_gzip(path) : read_plain(path);
+std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path, const DecompressedSize& size) {
+  std::string bytes = read_input_file(path, {.kind = InputKind::regular_file});
+  if (is_gzip_path(path)) {
+    bytes = gunzip(bytes, path.string(),
+                   {.max_bytes = default_gunzip_limit(bytes.size()),
+                    .header_bytes = size.header_bytes,
+                    .size_from_header = size.from_header});
+  }
+  return {bytes.begin(), bytes.end()};
 }
 
 void write_file_bytes(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +16,9 @@
 
 #include "core/errors.h"
 #include "core/atomic_write.h"
+#include "core/input_file.h"
+#include "core/json_excerpt.h"
+#include "core/printable.h"
 
 // The format is little-endian and we copy bytes straight into typed values.
 static_assert(std::endian::native == std::endian::little,
@@ -179,18 +184,18 @@ std::uint64_t nonnegative_integer(const json& value, const std::filesystem::path
   const bool negative =
       value.is_number_integer() && !value.is_number_unsigned() && value.get<std::int64_t>() < 0;
   if (!value.is_number_integer() || negative) {
-    fail(path, what + ": expected a non-negative integer, found " + value.dump());
+    fail(path, what + ": expected a non-negative integer, found " + json_excerpt(value));
   }
   return value.get<std::uint64_t>();
 }
 
 TensorRecord parse_entry(const std::filesystem::path& path, const std::string& name,
                          const json& entry, std::uint64_t buffer_size, Entry& placement) {
-  const std::string where = "tensor '" + name + "'";
-  if (!entry.is_object()) fail(path, where + ": expected an object, found " + entry.dump());
+  const std::string where = "tensor '" + printable(name) + "'";
+  if (!entry.is_object()) fail(path, where + ": expected an object, found " + json_excerpt(entry));
   for (const auto& [key, value] : entry.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets") {
-      fail(path, where + ": unexpected field '" + key + "' (expected dtype, shape, data_offsets)");
+      fail(path, where + ": unexpected field '" + printable(key) + "' (expected dtype, shape, data_offsets)");
     }
   }
   for (const char* key : {"dtype", "shape", "data_offsets"}) {
@@ -198,15 +203,15 @@ TensorRecord parse_entry(const std::filesystem::path& path, const std::string& n
   }
   TensorRecord record;
   if (!entry["dtype"].is_string()) {
-    fail(path, where + ": dtype must be a string, found " + entry["dtype"].dump());
+    fail(path, where + ": dtype must be a string, found " + json_excerpt(entry["dtype"]));
   }
   record.dtype = entry["dtype"].get<std::string>();
   const DTypeInfo* info = find_dtype(record.dtype);
   if (info == nullptr) {
-    fail(path, where + ": unknown dtype '" + record.dtype + "' (known: " + known_dtypes() + ")");
+    fail(path, where + ": unknown dtype '" + printable(record.dtype) + "' (known: " + known_dtypes() + ")");
   }
   if (!entry["shape"].is_array()) {
-    fail(path, where + ": shape must be an array, found " + entry["shape"].dump());
+    fail(path, where + ": shape must be an array, found " + json_excerpt(entry["shape"]));
   }
   for (const json& dim : entry["shape"]) {
     const std::uint64_t value = nonnegative_integer(dim, path, where + " shape");
@@ -217,7 +222,7 @@ TensorRecord parse_entry(const std::filesystem::path& path, const std::string& n
   }
   const json& offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2) {
-    fail(path, where + ": data_offsets must be [begin, end], found " + offsets.dump());
+    fail(path, where + ": data_offsets must be [begin, end], found " + json_excerpt(offsets));
   }
   placement.name = name;
   placement.begin = nonnegative_integer(offsets[0], path, where + " data_offsets");
@@ -246,12 +251,12 @@ TensorRecord parse_entry(const std::filesystem::path& path, const std::string& n
 std::map<std::string, std::string> parse_metadata(const std::filesystem::path& path,
                                                   const json& metadata) {
   if (!metadata.is_object()) {
-    fail(path, "__metadata__: expected an object of strings, found " + metadata.dump());
+    fail(path, "__metadata__: expected an object of strings, found " + json_excerpt(metadata));
   }
   std::map<std::string, std::string> result;
   for (const auto& [key, value] : metadata.items()) {
     if (!value.is_string()) {
-      fail(path, "__metadata__ '" + key + "': values must be strings, found " + value.dump());
+      fail(path, "__metadata__ '" + printable(key) + "': values must be strings, found " + json_excerpt(value));
     }
     result[key] = value.get<std::string>();
   }
@@ -339,15 +344,12 @@ void save_safetensors(const std::filesystem::path& path,
 }
 
 SafetensorsFile load_safetensors(const std::filesystem::path& path) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    fail(path, std::filesystem::exists(path, error) ? "expected a regular file" : "file not found");
-  }
-  const std::uint64_t file_size = std::filesystem::file_size(path, error);
-  if (error) fail(path, "cannot read the file size (" + error.message() + ")");
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                                       &std::fclose);
-  if (!file) fail(path, std::string("cannot open for reading (") + std::strerror(errno) + ")");
+  // A FIFO or device is refused here at once (never waited on); missing files too.
+  const InputHandle file = open_input(path, {.kind = InputKind::regular_file, .max_bytes = SIZE_MAX});
+  struct stat info {};
+  if (::fstat(::fileno(file.get()), &info) != 0)
+    fail(path, std::string("cannot read the file size (") + std::strerror(errno) + ")");
+  const auto file_size = static_cast<std::uint64_t>(info.st_size);
 
   unsigned char length_bytes[8];
   if (file_size < 8 || std::fread(length_bytes, 1, 8, file.get()) != 8) {
@@ -391,8 +393,8 @@ SafetensorsFile load_safetensors(const std::filesystem::path& path) {
     // found by fuzz_safetensors_reader (fuzz/corpus/fuzz_safetensors_reader/number-overflow).
     fail(path, std::string("header is not valid JSON (") + parse_error.what() + ")");
   }
-  if (!repeated_name.empty()) fail(path, "header names '" + repeated_name + "' more than once");
-  if (!header.is_object()) fail(path, "header must be a JSON object, found " + header.dump());
+  if (!repeated_name.empty()) fail(path, "header names '" + printable(repeated_name) + "' more than once");
+  if (!header.is_object()) fail(path, "header must be a JSON object, found " + json_excerpt(header));
 
   const std::uint64_t buffer_size = file_size - 8 - header_size;
   SafetensorsFile result;

@@ -37,10 +37,12 @@ inline std::string read_text(const fs::path& path) {
 
 // Runs SUBLET_BINARY with `args` in `cwd` (so that default paths such as data/mnist resolve
 // inside the scratch folder), `env` added to this process's environment. No core files: a crash
-// shows as a signal in the outcome, not as a file in the test folder.
+// shows as a signal in the outcome, not as a file in the test folder. `stdin_from` (default: this
+// process's) and `stdout_to` (default: a file read back into Outcome::out) redirect the streams.
 inline Outcome run_sublet(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-                   const fs::path& cwd, std::chrono::seconds timeout = std::chrono::seconds(180)) {
-  const fs::path out_path = cwd / ".stdout";
+                   const fs::path& cwd, std::chrono::seconds timeout = std::chrono::seconds(180),
+                   const fs::path& stdin_from = {}, const fs::path& stdout_to = {}) {
+  const fs::path out_path = stdout_to.empty() ? cwd / ".stdout" : stdout_to;
   const fs::path err_path = cwd / ".stderr";
   std::vector<std::string> argv_text{SUBLET_BINARY};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
@@ -65,6 +67,7 @@ inline Outcome run_sublet(const std::vector<std::string>& args, const std::map<s
     ::setrlimit(RLIMIT_CORE, &no_core);
     if (::chdir(cwd.c_str()) != 0) ::_exit(126);
     if (!std::freopen(out_path.c_str(), "w", stdout) || !std::freopen(err_path.c_str(), "w", stderr)) ::_exit(126);
+    if (!stdin_from.empty() && !std::freopen(stdin_from.c_str(), "r", stdin)) ::_exit(126);
     ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
@@ -86,7 +89,7 @@ inline Outcome run_sublet(const std::vector<std::string>& args, const std::map<s
   outcome.exited = WIFEXITED(status);
   outcome.exit_code = outcome.exited ? WEXITSTATUS(status) : -1;
   outcome.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  outcome.out = read_text(out_path);
+  if (stdout_to.empty()) outcome.out = read_text(out_path);
   outcome.err += read_text(err_path);
   return outcome;
 }

@@ -400,7 +400,7 @@ std::vector<Case> all_cases() {
       {"ProfileOutUnwritable", with(kProfile, {"--out", "/proc/profile_out"}),
        {"--out /proc/profile_out: cannot create the folder ("}},
       {"ProfileBadAllocConf", with(kProfile, {"--alloc-conf", "expandable:True"}),
-       {"SUBLET_ALLOC_CONF: unknown option 'expandable' (value 'True')"}},
+       {"--alloc-conf: unknown option 'expandable' (value 'True')"}},
 
       // sublet replay.
       {"ReplayNoTrace", {"replay"}, {"trace is required"}},
@@ -422,7 +422,7 @@ std::vector<Case> all_cases() {
          fs::create_directories(dir / "out");
        }},
       {"ReplayBadAllocConf", {"replay", "trace.json", "--alloc-conf", "max_split_size_mb:abc"},
-       {"SUBLET_ALLOC_CONF: bad value 'abc' for max_split_size_mb"}, {}, text_file("trace.json", kAllocTrace)},
+       {"--alloc-conf: bad value 'abc' for max_split_size_mb"}, {}, text_file("trace.json", kAllocTrace)},
       {"ReplayZeroCapacity", {"replay", "trace.json", "--capacity-mib", "0"},
        {"--capacity-mib: Value 0 not in range 1 to 1073741824"}, {}, text_file("trace.json", kAllocTrace)},
 
@@ -431,7 +431,7 @@ std::vector<Case> all_cases() {
       {"BenchAllocCudaWithoutGpu", {"bench", "alloc", "--device", "cuda", "--quick"}, {"bench alloc --device cuda: "},
        {}, {}, true},
       {"BenchAllocZeroRepetitions", {"bench", "alloc", "--repetitions", "0"},
-       {"--repetitions: Value 0 not in range 1 to 1099511627776"}},
+       {"--repetitions: Value 0 not in range 1 to 10000000"}},
       {"BenchAllocZeroRounds", {"bench", "alloc", "--rounds", "0"}, {"--rounds: Value 0 not in range 1 to 1000"}},
       {"BenchAllocJsonIsAFolder", {"bench", "alloc", "--device", "sim", "--quick", "--json", "out"},
        {"--json out: expected a file name, found a folder"}, {}, folder("out")},

@@ -91,9 +91,10 @@ TEST(AllocatorConfig, ReadsTheEnvironmentVariable) {
 // origin says PyTorch's was ignored. Errors name the variable the bad text came from.
 TEST(AllocatorConfig, HonoursPytorchsVariableWhenSubletsIsUnset) {
   unsetenv("SUBLET_ALLOC_CONF");
+  unsetenv("PYTORCH_ALLOC_CONF");
   unsetenv("PYTORCH_CUDA_ALLOC_CONF");
   EXPECT_EQ(sublet::memory::config_origin_from_environment().describe(),
-            "defaults (SUBLET_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF unset)");
+            "defaults (SUBLET_ALLOC_CONF, PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF unset)");
 
   setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128", 1);
   EXPECT_EQ(AllocatorConfig::from_environment().max_split_size, 128 * kMiB);
@@ -116,6 +117,40 @@ TEST(AllocatorConfig, HonoursPytorchsVariableWhenSubletsIsUnset) {
   unsetenv("PYTORCH_CUDA_ALLOC_CONF");
   // A parse of code-given text still names sublet's variable afterwards.
   EXPECT_EQ(error_of("max_split_size_mb:5").rfind("SUBLET_ALLOC_CONF:", 0), 0u);
+}
+
+// SUBLET_ALLOC_CONF, else PYTORCH_ALLOC_CONF (PyTorch's current name), else PYTORCH_CUDA_ALLOC_CONF:
+// the origin names the one used and those ignored; an error names the one the text came from; a
+// long or control-laden value is shortened and escaped in the message.
+TEST(AllocatorConfig, ReadsThreeVariablesInPytorchsOrder) {
+  unsetenv("SUBLET_ALLOC_CONF");
+  setenv("PYTORCH_ALLOC_CONF", "max_split_size_mb:256", 1);
+  setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128", 1);
+  EXPECT_EQ(AllocatorConfig::from_environment().max_split_size, 256 * kMiB);
+  auto origin = sublet::memory::config_origin_from_environment();
+  EXPECT_EQ(origin.describe(), "from PYTORCH_ALLOC_CONF; PYTORCH_CUDA_ALLOC_CONF ignored because PYTORCH_ALLOC_CONF is set");
+  EXPECT_TRUE(origin.ignored_pytorch);
+
+  setenv("SUBLET_ALLOC_CONF", "max_split_size_mb:64", 1);
+  EXPECT_EQ(AllocatorConfig::from_environment().max_split_size, 64 * kMiB);
+  origin = sublet::memory::config_origin_from_environment();
+  EXPECT_EQ(origin.describe(),
+            "from SUBLET_ALLOC_CONF; PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF ignored because SUBLET_ALLOC_CONF is set");
+
+  unsetenv("SUBLET_ALLOC_CONF");
+  unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  setenv("PYTORCH_ALLOC_CONF", ("max_split_size_mb:\x1b[31m" + std::string(128 * 1024, '9')).c_str(), 1);
+  try {
+    AllocatorConfig::from_environment();
+    ADD_FAILURE() << "a 128 KiB value was accepted";
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.rfind("PYTORCH_ALLOC_CONF: unbalanced brackets in 'max_split_size_mb:\\x1b[31m999", 0), 0u) << message.substr(0, 300);
+    EXPECT_TRUE(message.size() <= 600) << message.size();
+    EXPECT_EQ(message.find('\x1b'), std::string::npos);
+  }
+  unsetenv("PYTORCH_ALLOC_CONF");
+  EXPECT_TRUE(sublet::memory::config_origin_from_environment().variable.empty());
 }
 
 // PyTorch accepts 0 ("no rounding") for an interval of the list form, not as the single value.

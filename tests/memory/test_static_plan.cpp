@@ -3,6 +3,9 @@
 // and where the optimum is known the plan finds it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <iostream>
 #include <map>
 #include <random>
@@ -116,6 +119,122 @@ TEST(StaticPlan, CapturedStepsPlanWithinOnePercentOfTheirLowerBound) {
     EXPECT_LE(ratio, 1.01) << name;
     EXPECT_EQ(plan.tried.size(), static_plan_heuristics().size()) << name << ": every heuristic tried";
   }
+}
+
+// Sizes and sums past 2^64 are an error naming the event, never a wrapped figure (five 2^62-byte
+// allocations printed a lower bound of 4096 PiB and a negative arena).
+TEST(StaticPlan, SizesPast2To64AreAnErrorNamingTheEvent) {
+  const std::size_t quarter = std::size_t{1} << 62;
+  std::vector<TraceEvent> events;
+  for (std::uint64_t i = 0; i < 5; ++i) events.push_back(alloc(i, quarter));
+  try {
+    plan_static_arena(events);
+    ADD_FAILURE() << "five 2^62-byte allocations were planned";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("at event 3 the bytes live at once pass 2^64 bytes"), std::string::npos) << e.what();
+  }
+  events.resize(3);  // 3 x 2^62 fits: exact figures
+  const StaticPlan three = plan_static_arena(events);
+  EXPECT_EQ(three.lower_bound, 3 * quarter);
+  EXPECT_EQ(three.arena_bytes, 3 * quarter);
+  try {
+    plan_static_arena({alloc(7, SIZE_MAX)});
+    ADD_FAILURE() << "a 2^64-1-byte allocation was planned";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("event 0 (alloc of id 7, 18446744073709551615 bytes): the size rounded up to 512 "
+                                         "bytes passes 2^64 bytes"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The online best fit as it was written first, scanning every free gap: the reference for the
+// ordered-set version, which must place every allocation at the same offset.
+std::vector<std::size_t> online_best_fit_by_scan(std::vector<PlannedAllocation> allocations) {
+  struct Event { std::size_t at; bool is_free; std::size_t index; };
+  std::vector<Event> events;
+  for (std::size_t i = 0; i < allocations.size(); ++i) {
+    events.push_back({allocations[i].first, false, i});
+    events.push_back({allocations[i].last, true, i});
+  }
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return a.at != b.at ? a.at < b.at : (a.is_free != b.is_free ? a.is_free : a.index < b.index);
+  });
+  std::map<std::size_t, std::size_t> gaps;
+  std::size_t top = 0;
+  for (const Event& e : events) {
+    PlannedAllocation& a = allocations[e.index];
+    if (e.is_free) {
+      std::size_t offset = a.offset, size = a.size;
+      auto next = gaps.lower_bound(offset);
+      if (next != gaps.end() && next->first == offset + size) size += next->second, next = gaps.erase(next);
+      if (next != gaps.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + prev->second == offset) offset = prev->first, size += prev->second, gaps.erase(prev);
+      }
+      if (offset + size == top) top = offset;
+      else gaps[offset] = size;
+      continue;
+    }
+    auto chosen = gaps.end();
+    for (auto it = gaps.begin(); it != gaps.end(); ++it)
+      if (it->second >= a.size && (chosen == gaps.end() || it->second < chosen->second)) chosen = it;
+    if (chosen == gaps.end()) {
+      a.offset = top;
+      top += a.size;
+    } else {
+      a.offset = chosen->first;
+      if (chosen->second > a.size) gaps[chosen->first + a.size] = chosen->second - a.size;
+      gaps.erase(chosen);
+    }
+  }
+  std::vector<std::size_t> offsets;
+  for (const auto& a : allocations) offsets.push_back(a.offset);
+  return offsets;
+}
+
+TEST(StaticPlan, OnlineBestFitPlacesAsTheScanDid) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<TraceEvent> events;
+    std::vector<std::uint64_t> live;
+    std::uint64_t next = 1;
+    for (int i = 0; i < 400; ++i) {
+      if (!live.empty() && rng() % 2 == 0) {
+        const std::size_t k = rng() % live.size();
+        events.push_back(free_of(live[k]));
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+      } else {
+        events.push_back(alloc(next, 512 * (1 + rng() % 64)));  // few sizes: ties between gaps
+        live.push_back(next++);
+      }
+    }
+    const StaticPlan plan = plan_static_arena(events, "online best fit");
+    ASSERT_TRUE(plan_is_valid(plan)) << "trial " << trial;
+    std::vector<std::size_t> offsets;
+    for (const auto& a : plan.allocations) offsets.push_back(a.offset);
+    EXPECT_EQ(offsets, online_best_fit_by_scan(plan.allocations)) << "trial " << trial;
+  }
+}
+
+// A 500,000-event trace (PyTorch snapshots of long runs are this long): planned in well under
+// 10 s by the O(n log n) parts alone (the offline heuristics compared every overlapping pair).
+TEST(StaticPlan, LongTracesPlanInLoglinearTime) {
+  std::vector<TraceEvent> events;
+  std::uint64_t id = 0;
+  for (int round = 0; round < 250; ++round) {
+    for (int j = 0; j < 1000; ++j) events.push_back(alloc(id + j, 4096));
+    for (int j = 0; j < 1000; ++j) events.push_back(free_of(id + j));
+    id += 1000;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const StaticPlan plan = plan_static_arena(events);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(plan.lower_bound, std::size_t{1000} * 4096);
+  EXPECT_EQ(plan.arena_bytes, plan.lower_bound);
+  EXPECT_EQ(plan.heuristic, "online best fit");
+  EXPECT_EQ(plan.tried.size(), 1u);
+  EXPECT_TRUE(seconds < 10.0) << seconds << " s";
 }
 
 TEST(StaticPlan, AHeuristicCanBeAskedForByName) {
