@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 runs="${1:-20000}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_alloc_conf fuzz_alloc_trace fuzz_pickle_reader fuzz_idx_reader fuzz_cifar10_reader fuzz_safetensors_reader fuzz_store_protocol)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_alloc_conf fuzz_alloc_trace fuzz_pickle_reader fuzz_idx_reader fuzz_cifar10_reader fuzz_safetensors_reader fuzz_store_protocol fuzz_token_file fuzz_text_corpus fuzz_gpt2_vocab)
 scripts/clang_sanitized_build.sh "${targets[@]}"
 mkdir -p build-asan/crashes
 for t in "${targets[@]}"; do

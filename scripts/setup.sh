@@ -8,6 +8,9 @@ packages=(
   libeigen3-dev libgtest-dev libboost-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
   python3
+  # The default text corpus of `sublet train --data text` (docs/gpt-data.md): Python 3.11's
+  # documentation sources, plain reStructuredText under /usr/share/doc/python3.11/html/_sources.
+  python3.11-doc
 )
 # SUBLET_SETUP_TORCH=1 (CI sets it): also Debian's PyTorch 1.13 (CPU), the other side of the
 # DLPack real-client check (test_dlpack_torch; it skips without torch).
