@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "ops/attention_kernels.h"
 #include "ops/batch_norm_kernels.h"
 #include "ops/batch_norm_relu_kernels.h"
 #include "ops/conv2d_kernels.h"
@@ -18,7 +19,7 @@
 namespace sublet::ops {
 
 std::span<const NamedKernelTable> all_kernel_tables() {
-  static const std::array<NamedKernelTable, 38> tables{{
+  static const std::array<NamedKernelTable, 40> tables{{
       {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
       {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
       {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
@@ -57,6 +58,8 @@ std::span<const NamedKernelTable> all_kernel_tables() {
       {"reduce_extremum", &reduce_extremum_kernels(), true},
       {"scatter_add", &scatter_add_kernels(), true},
       {"gather", &gather_kernels(), true},
+      {"attention_forward", &attention_forward_kernels(), true},
+      {"attention_backward", &attention_backward_kernels(), true},
   }};
   return tables;
 }

@@ -5,11 +5,13 @@
 // each gets a small adapter (ops/cpu/nn_kernel_adapters.h) that casts the void pointers to T.
 #include <cstdint>
 
+#include "ops/attention_kernels.h"
 #include "ops/batch_norm_kernels.h"
 #include "ops/batch_norm_relu_kernels.h"
 #include "ops/conv2d_kernels.h"
 #include "core/half.h"
 #include "ops/copy_kernels.h"
+#include "ops/cpu/attention_cpu.h"
 #include "ops/cpu/copy_cpu.h"
 #include "ops/cpu/elementwise_cpu.h"
 #include "ops/cpu/half_adapters_cpu.h"
@@ -61,6 +63,8 @@ void register_floating() {
   cross_entropy_forward_kernels().set(kCpu, dtype, &a::cross_entropy_forward<T>);
   cross_entropy_backward_kernels().set(kCpu, dtype, &a::cross_entropy_backward<T>);
   dropout_kernels().set(kCpu, dtype, &a::dropout<T>);
+  attention_forward_kernels().set(kCpu, dtype, &cpu::attention_forward<T>);
+  attention_backward_kernels().set(kCpu, dtype, &cpu::attention_backward<T>);
   // The random fills draw with the dtype-taking host generator that the CUDA fills share.
   fill_uniform_kernels().set(kCpu, dtype, &a::fill_uniform<T>);
   fill_normal_kernels().set(kCpu, dtype, &a::fill_normal<T>);

@@ -4,10 +4,12 @@
 // registering a dtype here is the promise that the function handles it.
 #include <initializer_list>
 
+#include "ops/attention_kernels.h"
 #include "ops/batch_norm_kernels.h"
 #include "ops/batch_norm_relu_kernels.h"
 #include "ops/conv2d_kernels.h"
 #include "ops/copy_kernels.h"
+#include "ops/cuda/attention_cuda.h"
 #include "ops/cuda/batch_norm_cuda.h"
 #include "ops/cuda/batch_norm_relu_cuda.h"
 #include "ops/cuda/batch_norm_split_cuda.h"
@@ -135,6 +137,11 @@ void register_nn_kernels() {
   set_for(cross_entropy_backward_kernels(), kFloating, &cuda::cross_entropy_backward);
   set_for(dropout_kernels(), kFloating, &cuda::dropout_apply);
   set_for(dropout_kernels(), kHalfDTypes, &cuda::dropout_apply);
+  // float32/float64 through cuBLAS, bfloat16/float16 through the fused kernels.
+  set_for(attention_forward_kernels(), kFloating, &cuda::attention_forward);
+  set_for(attention_backward_kernels(), kFloating, &cuda::attention_backward);
+  set_for(attention_forward_kernels(), kHalfDTypes, &cuda::attention_forward);
+  set_for(attention_backward_kernels(), kHalfDTypes, &cuda::attention_backward);
 }
 
 void register_tensor_kernels() {

@@ -9,6 +9,7 @@
 //   Tensor loss = F::cross_entropy(logits, labels, /*label_smoothing=*/0.1);
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include "runtime/generator.h"
 #include "runtime/tensor.h"
@@ -115,5 +116,17 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, double label_s
 // generator seed reproduces it; backward regenerates it instead of storing it.
 Tensor dropout(const Tensor& input, double p = 0.5, bool training = true,
                Generator& generator = default_generator());
+
+// softmax(scale * query key^T) value over [B, H, T, D] operands (PyTorch's layout and defaults:
+// scale 1/sqrt(D); is_causal hides key s from query t when s > t, aligned at the upper left when
+// the query and key lengths differ). key and value are [B, H, S, D]. Any strided operand is
+// accepted: views with a unit stride over D (q, k, v split from one [B, T, 3, H, D] projection
+// and transposed) are read in place, others are copied. On CUDA, bfloat16 and float16 run one
+// fused kernel each way that never holds the [T, S] scores in memory; float32 and float64 run
+// cuBLAS with the scores materialised; the CPU runs a reference loop. The output is laid out
+// [B, T, H, D] in memory, so out.transpose(1, 2) is contiguous. Backward keeps only the output
+// and one float32 log-sum-exp per query row besides the inputs.
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt);
 
 }  // namespace sublet::nn::functional

@@ -5,6 +5,7 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/functional_pooling.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functional_loss.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functional_dropout.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/functional_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sync_batch_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/parameter_format.cpp
 )

@@ -170,7 +170,8 @@ TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
   const std::set<std::string> half_ops = {"copy", "fill", "unary", "binary", "ternary", "dropout",
                                           "reduce_sum", "reduce_extremum", "scatter_add", "gather",
                                           "matmul", "conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight",
-                                          "conv2d_backward_input_accumulate"};
+                                          "conv2d_backward_input_accumulate", "attention_forward",
+                                          "attention_backward"};
   // Batch norm (+ReLU, float32 parameters) and pooling: 16-bit NCHW (ops/cuda/batch_norm_split.cu,
   // ops/cuda/pooling.cu).
   const std::set<std::string> norm_pool_ops = {

@@ -7,3 +7,8 @@ sublet_add_test(test_batch_norm_dtypes LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DI
 if(SUBLET_HAVE_CUDA)
   sublet_add_test(test_batch_norm_half_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_norm_half_cuda.cpp LIBS runtime)
 endif()
+# Scaled dot-product attention: the CPU reference and autograd; on the GPU, the cuBLAS and fused paths.
+sublet_add_test(test_attention LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention.cpp LIBS runtime)
+if(SUBLET_HAVE_CUDA)
+  sublet_add_test(test_attention_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_cuda.cpp LIBS runtime)
+endif()

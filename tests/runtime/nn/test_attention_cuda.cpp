@@ -1,0 +1,226 @@
+// scaled_dot_product_attention on the GPU. float32 and float64 (cuBLAS, scores materialised)
+// against the CPU reference; the fused bfloat16/float16 kernels against the float32 path on the
+// same 16-bit inputs, forward and dQ, dK, dV, at head dims 16-128 and lengths on and off the
+// 64-row tiles (1 included), causal and not; the causal mask's extent at tile boundaries; q, k, v
+// read in place from one projection; and the fused path's peak memory at T = 4096 against one
+// T x T score matrix. Errors are max |got - expected| / max |expected|; NaN fails every check.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/errors.h"
+#include "memory/registry.h"
+#include "runtime/amp/autocast.h"
+#include "runtime/factories.h"
+#include "runtime/nn/functional.h"
+#include "tests/gpu_skip.h"
+
+namespace sublet {
+namespace {
+
+namespace F = nn::functional;
+const Device kGpu = Device::cuda(0);
+
+double relative_error(const Tensor& got, const Tensor& expected) {
+  const Tensor e = expected.to(Device::cpu()).to(DType::Float64);
+  const Tensor g = got.to(Device::cpu()).to(DType::Float64);
+  const double scale = e.pow(2.0).max().sqrt().item<double>();
+  return g.sub(e).pow(2.0).max().sqrt().item<double>() / scale;
+}
+
+struct Pass {
+  Tensor out, dq, dk, dv;
+};
+
+// Forward and backward of the op on copies of the given tensors (on their device and dtype).
+Pass run(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& grad, bool causal) {
+  Tensor qi = q.detach().clone().requires_grad_(), ki = k.detach().clone().requires_grad_();
+  Tensor vi = v.detach().clone().requires_grad_();
+  const Tensor out = F::scaled_dot_product_attention(qi, ki, vi, causal);
+  out.backward(grad);
+  return {out, qi.grad(), ki.grad(), vi.grad()};
+}
+
+struct Case {
+  std::int64_t batch, heads, query_len, key_len, head_dim;
+  bool causal;
+};
+std::string name(const Case& c) {
+  std::ostringstream text;
+  text << "B" << c.batch << " H" << c.heads << " L" << c.query_len << " S" << c.key_len << " D" << c.head_dim
+       << (c.causal ? " causal" : "");
+  return text.str();
+}
+
+struct Inputs {
+  Tensor q, k, v, grad;
+};
+Inputs random_inputs(const Case& c, std::uint64_t seed, DType dtype) {
+  Generator gen(seed);
+  const TensorOptions options = TensorOptions().dtype(DType::Float32);
+  Inputs in{randn({c.batch, c.heads, c.query_len, c.head_dim}, gen, options),
+            randn({c.batch, c.heads, c.key_len, c.head_dim}, gen, options),
+            randn({c.batch, c.heads, c.key_len, c.head_dim}, gen, options),
+            randn({c.batch, c.heads, c.query_len, c.head_dim}, gen, options)};
+  in.q = in.q.to(dtype);
+  in.k = in.k.to(dtype);
+  in.v = in.v.to(dtype);
+  in.grad = in.grad.to(dtype);
+  return in;
+}
+
+void expect_close(const Pass& got, const Pass& expected, double out_tolerance, double grad_tolerance,
+                  const std::string& what) {
+  const double e_out = relative_error(got.out, expected.out), e_dq = relative_error(got.dq, expected.dq);
+  const double e_dk = relative_error(got.dk, expected.dk), e_dv = relative_error(got.dv, expected.dv);
+  std::printf("  %-40s out %.2e dq %.2e dk %.2e dv %.2e\n", what.c_str(), e_out, e_dq, e_dk, e_dv);
+  EXPECT_TRUE(e_out <= out_tolerance) << what << " out " << e_out;
+  EXPECT_TRUE(e_dq <= grad_tolerance) << what << " dq " << e_dq;
+  EXPECT_TRUE(e_dk <= grad_tolerance) << what << " dk " << e_dk;
+  EXPECT_TRUE(e_dv <= grad_tolerance) << what << " dv " << e_dv;
+}
+
+Pass on_gpu(const Inputs& in, bool causal) {
+  return run(in.q.to(kGpu), in.k.to(kGpu), in.v.to(kGpu), in.grad.to(kGpu), causal);
+}
+
+TEST(CudaAttention, Float32AndFloat64MatchTheCpu) {
+  SUBLET_SKIP_WITHOUT_GPU("cuBLAS attention against the CPU reference");
+  const std::vector<Case> cases = {{2, 3, 1, 1, 16, true},    {2, 3, 17, 17, 16, false}, {2, 3, 17, 17, 16, true},
+                                   {1, 2, 100, 100, 64, true}, {1, 2, 33, 70, 64, true},  {1, 2, 70, 33, 32, true}};
+  std::uint64_t seed = 1;
+  for (const Case& c : cases) {
+    for (const DType dtype : {DType::Float32, DType::Float64}) {
+      const Inputs in = random_inputs(c, seed++, dtype);
+      const Pass cpu = run(in.q, in.k, in.v, in.grad, c.causal);
+      const double tolerance = dtype == DType::Float32 ? 1e-5 : 1e-12;
+      expect_close(on_gpu(in, c.causal), cpu, tolerance, tolerance, name(c) + " " + dtype_name(dtype));
+    }
+  }
+}
+
+// The fused kernels against the float32 path on the same 16-bit values (read as float32).
+TEST(CudaAttention, FusedSixteenBitMatchesTheFloat32Path) {
+  SUBLET_SKIP_WITHOUT_GPU("fused bfloat16/float16 attention against the float32 path");
+  std::vector<Case> cases;
+  for (const std::int64_t d : {16, 32, 64, 128}) {
+    for (const std::int64_t t : {1, 7, 64, 65, 130, 257}) {
+      for (const bool causal : {false, true}) cases.push_back({2, 3, t, t, d, causal});
+    }
+  }
+  cases.push_back({1, 2, 33, 100, 64, true});
+  cases.push_back({1, 2, 100, 33, 64, true});
+  cases.push_back({1, 2, 1, 200, 64, false});  // one new token against a cache of keys
+  std::uint64_t seed = 100;
+  for (const DType half : {DType::BFloat16, DType::Float16}) {
+    // Two roundings to 16 bits on the way (P or dS, and the output) at 2^-8 (bfloat16) or 2^-11.
+    const double out_tolerance = half == DType::BFloat16 ? 2e-2 : 4e-3;
+    const double grad_tolerance = half == DType::BFloat16 ? 4e-2 : 8e-3;
+    for (const Case& c : cases) {
+      const Inputs in = random_inputs(c, seed++, half);
+      const Inputs wide{in.q.to(DType::Float32), in.k.to(DType::Float32), in.v.to(DType::Float32),
+                        in.grad.to(DType::Float32)};
+      const Pass fused = on_gpu(in, c.causal);
+      EXPECT_EQ(fused.out.dtype(), half);
+      EXPECT_EQ(fused.dq.dtype(), half);
+      expect_close(fused, on_gpu(wide, c.causal), out_tolerance, grad_tolerance, name(c) + " " + dtype_name(half));
+    }
+  }
+}
+
+// Changing value row j changes causal rows j.. and leaves rows before j bit for bit, at the
+// tile edges too; row 0 is value row 0 exactly. A mask that hid the diagonal or showed one
+// future key (or a tile loop that stopped one tile early) fails here.
+TEST(CudaAttention, FusedCausalRowsSeeExactlyTheKeysUpToThemselves) {
+  SUBLET_SKIP_WITHOUT_GPU("the fused kernel's causal mask");
+  const Case c{1, 2, 200, 200, 64, true};
+  for (const DType half : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(half));
+    const Inputs in = random_inputs(c, 300, half);
+    const Tensor q = in.q.to(kGpu), k = in.k.to(kGpu), v = in.v.to(kGpu);
+    const Tensor out = F::scaled_dot_product_attention(q, k, v, true).to(Device::cpu());
+    EXPECT_TRUE(relative_error(out.narrow(2, 0, 1), in.v.narrow(2, 0, 1)) <= 0.0);
+    for (const std::int64_t j : {1, 2, 63, 64, 65, 127, 128, 199}) {
+      SCOPED_TRACE("key " + std::to_string(j));
+      Tensor v2 = in.v.to(DType::Float32);
+      v2.narrow(2, j, 1).add_(1.0);
+      const Tensor out2 = F::scaled_dot_product_attention(q, k, v2.to(half).to(kGpu), true).to(Device::cpu());
+      EXPECT_TRUE(relative_error(out2.narrow(2, 0, j), out.narrow(2, 0, j)) <= 0.0);
+      EXPECT_TRUE(relative_error(out2.narrow(2, j, 1), out.narrow(2, j, 1)) >= 1e-3);
+    }
+  }
+}
+
+// q, k, v as transposed views of one [B, T, 3, H, D] projection: read in place, the same bits as
+// contiguous copies, forward and backward, on both paths.
+TEST(CudaAttention, ViewsOfOneProjectionMatchContiguousCopies) {
+  SUBLET_SKIP_WITHOUT_GPU("strided q, k, v on the GPU");
+  for (const DType dtype : {DType::Float32, DType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Generator gen(400);
+    const Tensor qkv = randn({2, 70, 3, 4, 32}, gen).to(dtype).to(kGpu);
+    const Tensor grad = randn({2, 4, 70, 32}, gen).to(dtype).to(kGpu);
+    const auto split = [&](std::int64_t i) { return qkv.select(2, i).transpose(1, 2); };
+    const Pass strided = run(split(0), split(1), split(2), grad, true);
+    const Pass dense = run(split(0).contiguous(), split(1).contiguous(), split(2).contiguous(), grad, true);
+    expect_close(strided, dense, 0.0, 0.0, std::string("views ") + dtype_name(dtype));
+    EXPECT_TRUE(strided.out.transpose(1, 2).is_contiguous());
+  }
+}
+
+// The fused path's peak at T = 4096 stays far below one T x T score matrix, while the float32
+// path (which materialises the scores) goes above it: the measurement can tell the two apart.
+TEST(CudaAttention, FusedPeakMemoryStaysFarBelowTheScoreMatrix) {
+  SUBLET_SKIP_WITHOUT_GPU("the fused kernel's memory at T = 4096");
+  const std::int64_t T = 4096, H = 2, D = 64;
+  const std::size_t one_score_matrix_16bit = static_cast<std::size_t>(T * T) * 2;
+  for (const DType dtype : {DType::BFloat16, DType::Float32}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Generator gen(500);
+    Tensor q = randn({1, H, T, D}, gen).to(dtype).to(kGpu).requires_grad_();
+    Tensor k = randn({1, H, T, D}, gen).to(dtype).to(kGpu).requires_grad_();
+    Tensor v = randn({1, H, T, D}, gen).to(dtype).to(kGpu).requires_grad_();
+    const Tensor grad = randn({1, H, T, D}, gen).to(dtype).to(kGpu);
+    const std::size_t before = memory_allocated(kGpu);
+    reset_peak_memory_stats(kGpu);
+    {
+      const Tensor out = F::scaled_dot_product_attention(q, k, v, true);
+      out.backward(grad);
+    }
+    const std::size_t peak = max_memory_allocated(kGpu) - before;
+    std::printf("  %s T=%lld: peak above the inputs %.1f MiB, one 16-bit T x T matrix %.1f MiB\n", dtype_name(dtype),
+                static_cast<long long>(T), peak / 1048576.0, one_score_matrix_16bit / 1048576.0);
+    if (dtype == DType::BFloat16) {
+      EXPECT_TRUE(peak <= one_score_matrix_16bit / 4) << peak;
+    } else {
+      EXPECT_TRUE(peak >= one_score_matrix_16bit) << peak;
+    }
+  }
+}
+
+TEST(CudaAttention, AutocastRunsTheFusedKernel) {
+  SUBLET_SKIP_WITHOUT_GPU("attention under autocast");
+  Generator gen(600);
+  const Tensor q = randn({1, 2, 10, 16}, gen).to(kGpu);
+  AutocastGuard autocast(DType::BFloat16);
+  EXPECT_EQ(F::scaled_dot_product_attention(q, q, q, true).dtype(), DType::BFloat16);
+}
+
+TEST(CudaAttention, FusedRefusesOtherHeadDims) {
+  SUBLET_SKIP_WITHOUT_GPU("the fused kernel's head dims");
+  Generator gen(700);
+  const Tensor q = randn({1, 2, 10, 48}, gen).to(DType::BFloat16).to(kGpu);
+  try {
+    F::scaled_dot_product_attention(q, q, q, true);
+    ADD_FAILURE() << "expected a ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("head dims 16, 32, 64 and 128, got 48"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace sublet
