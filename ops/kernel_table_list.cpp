@@ -9,6 +9,10 @@
 #include "ops/copy_kernels.h"
 #include "ops/dropout_kernels.h"
 #include "ops/elementwise_kernels.h"
+#include "ops/embedding_kernels.h"
+#include "ops/gelu_kernels.h"
+#include "ops/layer_norm_kernels.h"
+#include "ops/softmax_kernels.h"
 #include "ops/loss_kernels.h"
 #include "ops/matmul_kernels.h"
 #include "ops/optim_update_kernels.h"
@@ -19,7 +23,7 @@
 namespace sublet::ops {
 
 std::span<const NamedKernelTable> all_kernel_tables() {
-  static const std::array<NamedKernelTable, 40> tables{{
+  static const std::array<NamedKernelTable, 48> tables{{
       {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
       {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
       {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
@@ -60,6 +64,14 @@ std::span<const NamedKernelTable> all_kernel_tables() {
       {"gather", &gather_kernels(), true},
       {"attention_forward", &attention_forward_kernels(), true},
       {"attention_backward", &attention_backward_kernels(), true},
+      {"embedding_forward", &embedding_forward_kernels(), true},
+      {"embedding_backward", &embedding_backward_kernels(), true},
+      {"layer_norm_forward", &layer_norm_forward_kernels(), true},
+      {"layer_norm_backward", &layer_norm_backward_kernels(), true},
+      {"gelu_forward", &gelu_forward_kernels(), true},
+      {"gelu_backward", &gelu_backward_kernels(), true},
+      {"softmax_forward", &softmax_forward_kernels(), true},
+      {"softmax_backward", &softmax_backward_kernels(), true},
   }};
   return tables;
 }

@@ -54,21 +54,22 @@ void nll_loss_backward(const Context& ctx, const ClassScoresShape& shape, DType 
 
 void cross_entropy_forward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
                            const void* logits, const std::int64_t* targets,
-                           double label_smoothing, void* loss) {
+                           const CrossEntropyParams& params, void* loss, void* row_log_sum_exp) {
   shape.validate("cross_entropy");
-  check_label_smoothing(label_smoothing);
-  cross_entropy_forward_kernels().get("cross_entropy", ctx.device, dtype)(ctx, shape, dtype, logits, targets,
-                                                                          label_smoothing, loss);
+  check_label_smoothing(params.label_smoothing);
+  cross_entropy_forward_kernels().get("cross_entropy", ctx.device, dtype)(ctx, shape, dtype, logits, targets, params,
+                                                                          loss, row_log_sum_exp);
 }
 
 void cross_entropy_backward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
                             const void* grad_loss, const void* logits,
-                            const std::int64_t* targets, double label_smoothing,
-                            void* grad_logits) {
+                            const std::int64_t* targets, const void* row_log_sum_exp,
+                            const CrossEntropyParams& params, void* grad_logits) {
   shape.validate("cross_entropy");
-  check_label_smoothing(label_smoothing);
+  check_label_smoothing(params.label_smoothing);
   cross_entropy_backward_kernels().get("cross_entropy", ctx.device, dtype)(ctx, shape, dtype, grad_loss, logits,
-                                                                           targets, label_smoothing, grad_logits);
+                                                                           targets, row_log_sum_exp, params,
+                                                                           grad_logits);
 }
 
 }  // namespace sublet::ops

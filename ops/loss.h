@@ -1,10 +1,12 @@
 #pragma once
 // Classification losses over scores [N, C] (row-major, one row per sample), PyTorch semantics:
 // log_softmax over the class dim, nll_loss and cross_entropy with mean reduction over the
-// batch and int64 targets in [0, C). cross_entropy is fused (no log-probability buffer) and
-// supports label smoothing: loss = (1-eps) * nll + eps * mean over classes of -log p.
-// Scalars (loss, grad_loss) are one element of `dtype` in device memory, so the same calls
-// work unchanged when the buffers live on a GPU. Not supported: class weights, ignore_index.
+// batch and int64 targets in [0, C). cross_entropy is fused (no log-probability buffer), skips
+// the samples whose target is ignore_index and supports label smoothing:
+// loss = (1-eps) * nll + eps * mean over classes of -log p.
+// Scalars (loss, grad_loss) are one element in device memory, so the same calls work unchanged
+// when the buffers live on a GPU: of `dtype` for log_softmax and nll_loss, of
+// accumulate_dtype(dtype) (ops/accumulate_dtype.h) for cross_entropy. Not supported: class weights.
 #include <cstdint>
 
 #include "ops/context.h"
@@ -33,15 +35,24 @@ void nll_loss_forward(const Context& ctx, const ClassScoresShape& shape, DType d
 void nll_loss_backward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
                        const void* grad_loss, const std::int64_t* targets, void* grad_log_probs);
 
-// label_smoothing in [0, 1]; 0 is plain cross entropy.
+struct CrossEntropyParams {
+  double label_smoothing = 0.0;       // in [0, 1]; 0 is plain cross entropy
+  std::int64_t ignore_index = -100;   // samples with this target add nothing and are not counted
+};
+
+// loss = mean over the counted samples (those whose target is not ignore_index; NaN when there
+// are none, as PyTorch). Logits of any supported dtype (16-bit on CUDA) are read once, in one
+// pass per row: no float32 copy of them is made. row_log_sum_exp [N] (accumulate_dtype) receives
+// each row's log-sum-exp for the backward; loss is one accumulate_dtype element.
 void cross_entropy_forward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
                            const void* logits, const std::int64_t* targets,
-                           double label_smoothing, void* loss);
-// grad_logits (overwritten) = grad_loss / N * (softmax - (1-eps) * onehot - eps / C); the
-// softmax is recomputed from the logits rather than kept from the forward pass.
+                           const CrossEntropyParams& params, void* loss, void* row_log_sum_exp);
+// grad_logits (overwritten, in the logits' dtype) = grad_loss / count * (softmax - (1-eps) *
+// onehot - eps / C) on counted rows and 0 on ignored ones; the softmax comes from the logits and
+// the forward's row_log_sum_exp, in one pass. grad_loss is one accumulate_dtype element.
 void cross_entropy_backward(const Context& ctx, const ClassScoresShape& shape, DType dtype,
                             const void* grad_loss, const void* logits,
-                            const std::int64_t* targets, double label_smoothing,
-                            void* grad_logits);
+                            const std::int64_t* targets, const void* row_log_sum_exp,
+                            const CrossEntropyParams& params, void* grad_logits);
 
 }  // namespace sublet::ops

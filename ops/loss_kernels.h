@@ -17,10 +17,11 @@ using NllLossForwardKernel = void(const Context& ctx, const ClassScoresShape& sh
 using NllLossBackwardKernel = void(const Context& ctx, const ClassScoresShape& shape, DType dtype,
     const void* grad_loss, const std::int64_t* targets, void* grad_log_probs);
 using CrossEntropyForwardKernel = void(const Context& ctx, const ClassScoresShape& shape, DType dtype,
-    const void* logits, const std::int64_t* targets, double label_smoothing, void* loss);
+    const void* logits, const std::int64_t* targets, const CrossEntropyParams& params, void* loss,
+    void* row_log_sum_exp);
 using CrossEntropyBackwardKernel = void(const Context& ctx, const ClassScoresShape& shape, DType dtype,
-    const void* grad_loss, const void* logits, const std::int64_t* targets, double label_smoothing,
-    void* grad_logits);
+    const void* grad_loss, const void* logits, const std::int64_t* targets, const void* row_log_sum_exp,
+    const CrossEntropyParams& params, void* grad_logits);
 
 // Constant-initialised, no guard: one address per table, shared by every translation unit.
 inline KernelTable<LogSoftmaxForwardKernel>& log_softmax_forward_kernels() {

@@ -1,4 +1,8 @@
-// Matrix products: 2-D, batched 3-D, and a 2-D operand broadcast over the other's batch.
+// Matrix products with torch.matmul's rules: 1-D operands gain a dimension that the result
+// drops; from 2-D on, the dimensions before the last two are batch dimensions that broadcast.
+// Every product is one strided-batched kernel call (cuBLAS strided-batched on CUDA): a batched
+// operand times a 2-D one is folded into a single 2-D product where its layout allows, and
+// broadcast batch dimensions become a batch stride (0 for a matrix shared by the whole batch).
 #include "core/errors.h"
 #include "ops/matmul.h"
 #include "runtime/amp/autocast.h"
@@ -12,55 +16,90 @@ using autograd::TensorList;
 
 struct Operand {
   Tensor tensor;  // a layout the kernel reads (a copy only when the view had no unit stride)
-  std::int64_t batch = 1, rows = 0, cols = 0, batch_stride = 0, row_stride = 0, col_stride = 0;
+  std::int64_t batch_stride = 0, row_stride = 0, col_stride = 0;
 };
 
-Operand operand(const Tensor& t) {
-  Tensor x = t;
-  const bool batched = t.dim() == 3;
-  const std::int64_t r = batched ? 1 : 0;
-  if (!ops::matmul_operand_ok(x.sizes()[r], x.sizes()[r + 1], x.strides()[r], x.strides()[r + 1])) x = x.clone();
-  Operand op;
-  op.tensor = x;
-  op.batch = batched ? x.sizes()[0] : 1;
-  op.rows = x.sizes()[r];
-  op.cols = x.sizes()[r + 1];
-  op.batch_stride = batched ? x.strides()[0] : 0;
-  op.row_stride = x.strides()[r];
-  op.col_stride = x.strides()[r + 1];
-  return op;
+// The single stride that steps through the flattened batch dims of `t` (sizes `batch`, the
+// leading t.dim() - 2 dims), or -1 when no single stride does.
+std::int64_t flat_batch_stride(const Tensor& t) {
+  const std::int64_t nb = t.dim() - 2;
+  std::int64_t stride = 0, inner_span = 0;  // inner_span: elements one step of the outer dim must skip
+  bool first = true;
+  for (std::int64_t d = nb - 1; d >= 0; --d) {
+    const std::int64_t size = t.size(d), st = t.stride(d);
+    if (size == 1) continue;
+    if (first) {
+      stride = st;
+      inner_span = st * size;
+      first = false;
+    } else if (st != inner_span) {
+      return -1;
+    } else {
+      inner_span = st * size;
+    }
+  }
+  return stride;
 }
 
-Tensor matmul_forward(const Tensor& a, const Tensor& b) {
-  const bool a_ok = a.dim() == 2 || a.dim() == 3, b_ok = b.dim() == 2 || b.dim() == 3;
-  if (!a_ok || !b_ok) {
-    throw ShapeError("matmul: expected 2-D or 3-D tensors, got shapes " + shape_str(a.sizes()) + " and " +
-                     shape_str(b.sizes()));
+// `t` ([..., rows, cols], batch dims already expanded to the common batch) as a kernel operand.
+Operand operand(const Tensor& t) {
+  Tensor x = t;
+  const std::int64_t r = x.dim() - 2;
+  std::int64_t batch_stride = flat_batch_stride(x);
+  const bool rows_ok = ops::matmul_operand_ok(x.size(r), x.size(r + 1), x.stride(r), x.stride(r + 1));
+  if (!rows_ok || batch_stride < 0) {
+    x = x.contiguous();
+    batch_stride = flat_batch_stride(x);
   }
-  if (a.sizes()[a.dim() - 1] != b.sizes()[b.dim() - 2]) {
+  return {x, batch_stride, x.stride(r), x.stride(r + 1)};
+}
+
+Shape batch_dims(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
+
+// a [..., m, k] @ b [..., k, n], both at least 2-D.
+Tensor matmul_forward(const Tensor& a, const Tensor& b) {
+  const std::int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  if (k != b.size(-2)) {
     throw ShapeError("matmul: shapes " + shape_str(a.sizes()) + " and " + shape_str(b.sizes()) +
-                     " cannot be multiplied (" + std::to_string(a.sizes()[a.dim() - 1]) + " columns vs " +
-                     std::to_string(b.sizes()[b.dim() - 2]) + " rows)");
+                     " cannot be multiplied (" + std::to_string(k) + " columns vs " + std::to_string(b.size(-2)) +
+                     " rows)");
   }
   NoGradGuard no_grad;  // layout copies are internal: the node below covers the whole op
-  const Operand x = operand(a), y = operand(b);
-  if (a.dim() == 3 && b.dim() == 3 && x.batch != y.batch && x.batch != 1 && y.batch != 1) {
-    throw ShapeError("matmul: batch sizes of shapes " + shape_str(a.sizes()) + " and " + shape_str(b.sizes()) +
-                     " differ");
+  if (b.dim() == 2 && a.dim() > 2) {
+    // One 2-D product over all rows of a: one large GEMM instead of a batch of small ones.
+    const Tensor rows = a.reshape({-1, k});
+    Shape out_sizes = batch_dims(a);
+    out_sizes.push_back(m);
+    out_sizes.push_back(n);
+    return matmul_forward(rows, b).view(out_sizes);
   }
+  Shape batch;
+  try {
+    batch = broadcast_shapes("matmul", batch_dims(a), batch_dims(b));
+  } catch (const ShapeError&) {
+    throw ShapeError("matmul: the batch dimensions of shapes " + shape_str(a.sizes()) + " and " +
+                     shape_str(b.sizes()) + " cannot be broadcast");
+  }
+  Shape a_sizes = batch, b_sizes = batch, out_sizes = batch;
+  a_sizes.push_back(m);
+  a_sizes.push_back(k);
+  b_sizes.push_back(k);
+  b_sizes.push_back(n);
+  out_sizes.push_back(m);
+  out_sizes.push_back(n);
+  const Operand x = operand(a.expand(a_sizes)), y = operand(b.expand(b_sizes));
   ops::MatmulGeometry g;
-  g.batch = std::max(x.batch, y.batch);
-  g.m = x.rows;
-  g.k = x.cols;
-  g.n = y.cols;
-  g.a_batch_stride = x.batch == 1 ? 0 : x.batch_stride;
+  g.batch = shape_numel(batch);
+  g.m = m;
+  g.k = k;
+  g.n = n;
+  g.a_batch_stride = x.batch_stride;
   g.a_row_stride = x.row_stride;
   g.a_col_stride = x.col_stride;
-  g.b_batch_stride = y.batch == 1 ? 0 : y.batch_stride;
+  g.b_batch_stride = y.batch_stride;
   g.b_row_stride = y.row_stride;
   g.b_col_stride = y.col_stride;
-  const bool batched = a.dim() == 3 || b.dim() == 3;
-  Tensor out = Tensor::empty(batched ? Shape{g.batch, g.m, g.n} : Shape{g.m, g.n}, a.options());
+  Tensor out = Tensor::empty(out_sizes, a.options());
   ops::matmul(detail::context_for(out), a.dtype(), g, out.data_ptr(), x.tensor.data_ptr(), y.tensor.data_ptr());
   return out;
 }
@@ -74,6 +113,14 @@ Tensor Tensor::matmul(const Tensor& other) const {
   detail::check_same_device("matmul", *this, other);
   detail::check_same_dtype("matmul", *this, other);
   detail::check_floating("matmul", *this);
+  if (dim() == 0 || other.dim() == 0) {
+    throw ShapeError("matmul: both operands need at least one dimension, got shapes " + shape_str(sizes()) + " and " +
+                     shape_str(other.sizes()));
+  }
+  // 1-D operands as torch.matmul: a vector on the left is a row, on the right a column, and
+  // the dimension added for it is removed from the result (views: autograd sees through them).
+  if (other.dim() == 1) return matmul(other.unsqueeze(-1)).squeeze(-1);
+  if (dim() == 1) return unsqueeze(0).matmul(other).squeeze(-2);
   Tensor out = matmul_forward(*this, other);
   if (autograd::any_requires_grad({*this, other})) {
     const bool need_a = requires_grad(), need_b = other.requires_grad();
@@ -82,7 +129,15 @@ Tensor Tensor::matmul(const Tensor& other) const {
                       sa = sizes(), sb = other.sizes()](const TensorList& g) {
                        Tensor ga, gb;
                        if (b.defined()) ga = detail::sum_to(matmul_forward(g[0], b.transpose(-2, -1)), sa);
-                       if (a.defined()) gb = detail::sum_to(matmul_forward(a.transpose(-2, -1), g[0]), sb);
+                       if (a.defined()) {
+                         if (sb.size() == 2 && a.dim() > 2) {
+                           // A 2-D weight under a batched input: one [k, rows] @ [rows, n] product
+                           // instead of a batch of products summed afterwards.
+                           gb = matmul_forward(a.reshape({-1, a.size(-1)}).t(), g[0].reshape({-1, g[0].size(-1)}));
+                         } else {
+                           gb = detail::sum_to(matmul_forward(a.transpose(-2, -1), g[0]), sb);
+                         }
+                       }
                        return TensorList{ga, gb};
                      });
   }

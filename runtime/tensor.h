@@ -151,7 +151,8 @@ class Tensor {
   Tensor gather(std::int64_t dim, const Tensor& index) const;
 
   // ---- linear algebra ----
-  Tensor matmul(const Tensor& other) const;  // [m,k]@[k,n], [b,m,k]@[b,k,n], [b,m,k]@[k,n]
+  // torch.matmul: [..., m, k] @ [..., k, n] with broadcast batch dims; 1-D operands as vectors.
+  Tensor matmul(const Tensor& other) const;
 
   // ---- conversions ----
   Tensor clone() const;            // keeps a dense layout (channels-last stays so), as PyTorch

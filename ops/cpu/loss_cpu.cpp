@@ -21,8 +21,11 @@ double log_sum_exp(const T* row, std::int64_t classes) {
 }
 
 // Checked before any parallel loop: an exception must not escape an OpenMP region.
-void check_targets(const char* op, const ClassScoresShape& s, const std::int64_t* targets) {
+// ignore_index, when given, is a target that is allowed (and skipped by the caller).
+void check_targets(const char* op, const ClassScoresShape& s, const std::int64_t* targets,
+                   const std::int64_t* ignore_index = nullptr) {
   for (std::int64_t n = 0; n < s.batch; ++n) {
+    if (ignore_index != nullptr && targets[n] == *ignore_index) continue;
     if (targets[n] < 0 || targets[n] >= s.classes) {
       throw ValueError(std::string(op) + ": target " + std::to_string(targets[n]) +
                        " of sample " + std::to_string(n) + " is outside [0, " +
@@ -77,37 +80,50 @@ void nll_loss_backward(const ClassScoresShape& s, const T* grad_loss, const std:
 
 template <typename T>
 void cross_entropy_forward(const ClassScoresShape& s, const T* logits, const std::int64_t* targets,
-                           double label_smoothing, T* loss) {
-  check_targets("cross_entropy", s, targets);
+                           const CrossEntropyParams& params, T* loss, T* row_log_sum_exp) {
+  check_targets("cross_entropy", s, targets, &params.ignore_index);
+  const double eps = params.label_smoothing;
   double total = 0;
-#pragma omp parallel for schedule(static) reduction(+ : total)
+  std::int64_t counted = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total, counted)
   for (std::int64_t n = 0; n < s.batch; ++n) {
     const T* row = logits + n * s.classes;
     const double lse = log_sum_exp(row, s.classes);
+    row_log_sum_exp[n] = static_cast<T>(lse);
+    if (targets[n] == params.ignore_index) continue;
     const double target_nll = lse - row[targets[n]];
     double smooth_nll = 0;  // mean over classes of -log p
-    if (label_smoothing != 0) {
+    if (eps != 0) {
       for (std::int64_t j = 0; j < s.classes; ++j) smooth_nll += lse - row[j];
       smooth_nll /= static_cast<double>(s.classes);
     }
-    total += (1 - label_smoothing) * target_nll + label_smoothing * smooth_nll;
+    total += (1 - eps) * target_nll + eps * smooth_nll;
+    ++counted;
   }
-  *loss = static_cast<T>(total / static_cast<double>(s.batch));
+  *loss = static_cast<T>(total / static_cast<double>(counted));  // 0/0 = NaN when all are ignored, as PyTorch
 }
 
 template <typename T>
 void cross_entropy_backward(const ClassScoresShape& s, const T* grad_loss, const T* logits,
-                            const std::int64_t* targets, double label_smoothing, T* grad_logits) {
-  check_targets("cross_entropy", s, targets);
-  const double scale = static_cast<double>(*grad_loss) / static_cast<double>(s.batch);
-  const double smooth_share = label_smoothing / static_cast<double>(s.classes);
+                            const std::int64_t* targets, const T* row_log_sum_exp, const CrossEntropyParams& params,
+                            T* grad_logits) {
+  check_targets("cross_entropy", s, targets, &params.ignore_index);
+  std::int64_t counted = 0;
+  for (std::int64_t n = 0; n < s.batch; ++n) counted += targets[n] != params.ignore_index;
+  const double scale = static_cast<double>(*grad_loss) / static_cast<double>(counted);
+  const double eps = params.label_smoothing;
+  const double smooth_share = eps / static_cast<double>(s.classes);
 #pragma omp parallel for schedule(static)
   for (std::int64_t n = 0; n < s.batch; ++n) {
     const T* row = logits + n * s.classes;
     T* grad_row = grad_logits + n * s.classes;
-    const double lse = log_sum_exp(row, s.classes);
+    if (targets[n] == params.ignore_index) {
+      std::fill(grad_row, grad_row + s.classes, T(0));
+      continue;
+    }
+    const double lse = row_log_sum_exp[n];
     for (std::int64_t j = 0; j < s.classes; ++j) {
-      const double target_share = (j == targets[n] ? 1 - label_smoothing : 0.0) + smooth_share;
+      const double target_share = (j == targets[n] ? 1 - eps : 0.0) + smooth_share;
       grad_row[j] = static_cast<T>(scale * (std::exp(row[j] - lse) - target_share));
     }
   }
@@ -119,9 +135,9 @@ void cross_entropy_backward(const ClassScoresShape& s, const T* grad_loss, const
   template void nll_loss_forward<T>(const ClassScoresShape&, const T*, const std::int64_t*, T*);   \
   template void nll_loss_backward<T>(const ClassScoresShape&, const T*, const std::int64_t*, T*);  \
   template void cross_entropy_forward<T>(const ClassScoresShape&, const T*, const std::int64_t*,   \
-                                         double, T*);                                              \
+                                         const CrossEntropyParams&, T*, T*);                       \
   template void cross_entropy_backward<T>(const ClassScoresShape&, const T*, const T*,             \
-                                          const std::int64_t*, double, T*);
+                                          const std::int64_t*, const T*, const CrossEntropyParams&, T*);
 SUBLET_INSTANTIATE_LOSS_CPU(float)
 SUBLET_INSTANTIATE_LOSS_CPU(double)
 #undef SUBLET_INSTANTIATE_LOSS_CPU

@@ -18,10 +18,11 @@ template <typename T>
 void nll_loss_backward(const ClassScoresShape& shape, const T* grad_loss,
                        const std::int64_t* targets, T* grad_log_probs);
 template <typename T>
-void cross_entropy_forward(const ClassScoresShape& shape, const T* logits,
-                           const std::int64_t* targets, double label_smoothing, T* loss);
+void cross_entropy_forward(const ClassScoresShape& shape, const T* logits, const std::int64_t* targets,
+                           const CrossEntropyParams& params, T* loss, T* row_log_sum_exp);
 template <typename T>
 void cross_entropy_backward(const ClassScoresShape& shape, const T* grad_loss, const T* logits,
-                            const std::int64_t* targets, double label_smoothing, T* grad_logits);
+                            const std::int64_t* targets, const T* row_log_sum_exp, const CrossEntropyParams& params,
+                            T* grad_logits);
 
 }  // namespace sublet::ops::cpu

@@ -146,14 +146,16 @@ void nll_loss_backward(const Context&, const ClassScoresShape& s, DType, const v
 }
 template <typename T>
 void cross_entropy_forward(const Context&, const ClassScoresShape& s, DType, const void* logits,
-                           const std::int64_t* targets, double label_smoothing, void* loss) {
-  cpu::cross_entropy_forward<T>(s, in<T>(logits), targets, label_smoothing, out<T>(loss));
+                           const std::int64_t* targets, const CrossEntropyParams& params, void* loss,
+                           void* row_log_sum_exp) {
+  cpu::cross_entropy_forward<T>(s, in<T>(logits), targets, params, out<T>(loss), out<T>(row_log_sum_exp));
 }
 template <typename T>
 void cross_entropy_backward(const Context&, const ClassScoresShape& s, DType, const void* grad_loss,
-                            const void* logits, const std::int64_t* targets, double label_smoothing,
-                            void* grad_logits) {
-  cpu::cross_entropy_backward<T>(s, in<T>(grad_loss), in<T>(logits), targets, label_smoothing, out<T>(grad_logits));
+                            const void* logits, const std::int64_t* targets, const void* row_log_sum_exp,
+                            const CrossEntropyParams& params, void* grad_logits) {
+  cpu::cross_entropy_backward<T>(s, in<T>(grad_loss), in<T>(logits), targets, in<T>(row_log_sum_exp), params,
+                                 out<T>(grad_logits));
 }
 
 // dropout (ops/dropout_kernels.h)

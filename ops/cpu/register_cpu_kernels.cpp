@@ -13,6 +13,10 @@
 #include "ops/copy_kernels.h"
 #include "ops/cpu/attention_cpu.h"
 #include "ops/cpu/copy_cpu.h"
+#include "ops/cpu/embedding_cpu.h"
+#include "ops/cpu/gelu_cpu.h"
+#include "ops/cpu/layer_norm_cpu.h"
+#include "ops/cpu/softmax_cpu.h"
 #include "ops/cpu/elementwise_cpu.h"
 #include "ops/cpu/half_adapters_cpu.h"
 #include "ops/cpu/matmul_cpu.h"
@@ -22,6 +26,10 @@
 #include "ops/cpu/reduce_cpu.h"
 #include "ops/dropout_kernels.h"
 #include "ops/elementwise_kernels.h"
+#include "ops/embedding_kernels.h"
+#include "ops/gelu_kernels.h"
+#include "ops/layer_norm_kernels.h"
+#include "ops/softmax_kernels.h"
 #include "ops/kernel_registration.h"
 #include "ops/loss_kernels.h"
 #include "ops/matmul_kernels.h"
@@ -65,6 +73,15 @@ void register_floating() {
   dropout_kernels().set(kCpu, dtype, &a::dropout<T>);
   attention_forward_kernels().set(kCpu, dtype, &cpu::attention_forward<T>);
   attention_backward_kernels().set(kCpu, dtype, &cpu::attention_backward<T>);
+  // The transformer ops' CPU kernels take the table signature directly.
+  embedding_forward_kernels().set(kCpu, dtype, &cpu::embedding_forward<T>);
+  embedding_backward_kernels().set(kCpu, dtype, &cpu::embedding_backward<T>);
+  layer_norm_forward_kernels().set(kCpu, dtype, &cpu::layer_norm_forward<T>);
+  layer_norm_backward_kernels().set(kCpu, dtype, &cpu::layer_norm_backward<T>);
+  gelu_forward_kernels().set(kCpu, dtype, &cpu::gelu_forward<T>);
+  gelu_backward_kernels().set(kCpu, dtype, &cpu::gelu_backward<T>);
+  softmax_forward_kernels().set(kCpu, dtype, &cpu::softmax_forward<T>);
+  softmax_backward_kernels().set(kCpu, dtype, &cpu::softmax_backward<T>);
   // The random fills draw with the dtype-taking host generator that the CUDA fills share.
   fill_uniform_kernels().set(kCpu, dtype, &a::fill_uniform<T>);
   fill_normal_kernels().set(kCpu, dtype, &a::fill_normal<T>);

@@ -18,7 +18,9 @@ struct OutOfRange {
   std::int64_t value = 0;
 };
 
+// `allowed`, when given, is one more value that passes (the losses' ignore_index).
 std::optional<OutOfRange> find_out_of_range(const Context& ctx, const std::int64_t* values, const Shape& sizes,
-                                            const Shape& strides, std::int64_t limit);
+                                            const Shape& strides, std::int64_t limit,
+                                            std::optional<std::int64_t> allowed = std::nullopt);
 
 }  // namespace sublet::ops::cuda

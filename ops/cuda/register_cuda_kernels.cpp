@@ -18,7 +18,12 @@
 #include "ops/cuda/device_services_cuda.h"
 #include "ops/cuda/dropout_cuda.h"
 #include "ops/cuda/elementwise_cuda.h"
+#include "ops/cuda/cross_entropy_cuda.h"
+#include "ops/cuda/embedding_cuda.h"
+#include "ops/cuda/gelu_cuda.h"
+#include "ops/cuda/layer_norm_cuda.h"
 #include "ops/cuda/loss_cuda.h"
+#include "ops/cuda/softmax_cuda.h"
 #include "ops/cuda/matmul_cuda.h"
 #include "ops/cuda/optim_update_cuda.h"
 #include "ops/cuda/pooling_cuda.h"
@@ -28,7 +33,11 @@
 #include "ops/dropout_kernels.h"
 #include "ops/elementwise_kernels.h"
 #include "ops/kernel_registration.h"
+#include "ops/embedding_kernels.h"
+#include "ops/gelu_kernels.h"
+#include "ops/layer_norm_kernels.h"
 #include "ops/loss_kernels.h"
+#include "ops/softmax_kernels.h"
 #include "ops/matmul_kernels.h"
 #include "ops/optim_update_kernels.h"
 #include "ops/pooling_kernels.h"
@@ -129,12 +138,23 @@ void register_nn_kernels() {
   set_for(avg_pool2d_backward_kernels(), kFloating, &cuda::avg_pool2d_backward);
   set_for(adaptive_avg_pool2d_forward_kernels(), kFloating, &cuda::adaptive_avg_pool2d_forward);
   set_for(adaptive_avg_pool2d_backward_kernels(), kFloating, &cuda::adaptive_avg_pool2d_backward);
-  set_for(log_softmax_forward_kernels(), kFloating, &cuda::log_softmax_forward);
-  set_for(log_softmax_backward_kernels(), kFloating, &cuda::log_softmax_backward);
   set_for(nll_loss_forward_kernels(), kFloating, &cuda::nll_loss_forward);
   set_for(nll_loss_backward_kernels(), kFloating, &cuda::nll_loss_backward);
-  set_for(cross_entropy_forward_kernels(), kFloating, &cuda::cross_entropy_forward);
-  set_for(cross_entropy_backward_kernels(), kFloating, &cuda::cross_entropy_backward);
+  // The transformer ops: float32, float64 and the 16-bit types (float32 math for those).
+  for (const auto dtypes : {kFloating, kHalfDTypes}) {
+    set_for(log_softmax_forward_kernels(), dtypes, &cuda::log_softmax_forward);
+    set_for(log_softmax_backward_kernels(), dtypes, &cuda::log_softmax_backward);
+    set_for(softmax_forward_kernels(), dtypes, &cuda::softmax_forward);
+    set_for(softmax_backward_kernels(), dtypes, &cuda::softmax_backward);
+    set_for(cross_entropy_forward_kernels(), dtypes, &cuda::cross_entropy_forward);
+    set_for(cross_entropy_backward_kernels(), dtypes, &cuda::cross_entropy_backward);
+    set_for(embedding_forward_kernels(), dtypes, &cuda::embedding_forward);
+    set_for(embedding_backward_kernels(), dtypes, &cuda::embedding_backward);
+    set_for(layer_norm_forward_kernels(), dtypes, &cuda::layer_norm_forward);
+    set_for(layer_norm_backward_kernels(), dtypes, &cuda::layer_norm_backward);
+    set_for(gelu_forward_kernels(), dtypes, &cuda::gelu_forward);
+    set_for(gelu_backward_kernels(), dtypes, &cuda::gelu_backward);
+  }
   set_for(dropout_kernels(), kFloating, &cuda::dropout_apply);
   set_for(dropout_kernels(), kHalfDTypes, &cuda::dropout_apply);
   // float32/float64 through cuBLAS, bfloat16/float16 through the fused kernels.

@@ -10,7 +10,9 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
+#include "ops/gelu.h"
 #include "runtime/generator.h"
 #include "runtime/tensor.h"
 
@@ -104,12 +106,68 @@ Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options);
 Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& options);
 Tensor adaptive_avg_pool2d(const Tensor& input, Pair2d output_size);
 
-// Over the last dimension (dim must name it; -1 does). Any rank: leading dims are rows.
+// Over dimension `dim` (negative counts from the end); the last dimension is the fast path, any
+// other is moved last and back (one copy each way). Under autocast both run in float32.
+Tensor softmax(const Tensor& input, std::int64_t dim);
 Tensor log_softmax(const Tensor& input, std::int64_t dim);
 // Mean over the batch; log_probs [N, C], targets int64 [N] in [0, C). Returns a 0-dim tensor.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets);
-// log_softmax + nll_loss in one node; loss = (1-eps) * nll + eps * mean_c(-log p_c).
+
+class CrossEntropyFuncOptions {
+ public:
+  // Samples whose target equals it add nothing to the loss and are not counted in its mean.
+  CrossEntropyFuncOptions& ignore_index(std::int64_t value) { ignore_index_ = value; return *this; }
+  // loss = (1-eps) * nll + eps * mean_c(-log p_c); in [0, 1].
+  CrossEntropyFuncOptions& label_smoothing(double value) { label_smoothing_ = value; return *this; }
+  std::int64_t ignore_index() const { return ignore_index_; }
+  double label_smoothing() const { return label_smoothing_; }
+
+ private:
+  std::int64_t ignore_index_ = -100;
+  double label_smoothing_ = 0.0;
+};
+
+// log_softmax + nll_loss in one node, mean over the samples whose target is not ignore_index
+// (NaN when every target is ignored, as PyTorch). logits [N, C] with targets [N], or any
+// [..., C] with targets [...] (GPT's [B, T, V] with [B, T]): the class dimension is the last,
+// as in nanoGPT's logits.view(-1, V) (PyTorch's own 3-D form puts classes in dim 1). The logits
+// are read in their own dtype, 16-bit included, and never copied to float32: the loss is float32
+// for float32 and 16-bit logits (float64 for float64) and the gradient is in the logits' dtype.
+// Autocast therefore leaves 16-bit logits as they are.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyFuncOptions& options);
+// The same with label smoothing and the default ignore_index (-100).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, double label_smoothing = 0.0);
+
+// y = x W^T + b over the last dimension: input [..., in], weight [out, in], bias [out] or
+// undefined. Under autocast it runs in the 16-bit type.
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {});
+
+class EmbeddingFuncOptions {
+ public:
+  // Backward sums each id's gradient rows in a fixed order, so the table's gradient is
+  // bit-identical from run to run. On CUDA this sorts the ids; without it the rows are added
+  // with atomics (faster, the order varies). The CPU is always deterministic.
+  EmbeddingFuncOptions& deterministic(bool value) { deterministic_ = value; return *this; }
+  bool deterministic() const { return deterministic_; }
+
+ private:
+  bool deterministic_ = false;
+};
+
+// Rows of weight [num_embeddings, dim] at int64 indices of any shape: output [..., dim].
+// An id outside [0, num_embeddings) is a ValueError naming it and the table size.
+Tensor embedding(const Tensor& weight, const Tensor& indices, const EmbeddingFuncOptions& options = {});
+
+// Normalises over the trailing dimensions named by normalized_shape (GPT: {C}, the last one),
+// as torch.nn.functional.layer_norm; weight and bias of that shape, or undefined. One fused
+// kernel each way; statistics in float32 for float32 and 16-bit inputs (float64 for float64).
+// Under autocast it runs in float32.
+Tensor layer_norm(const Tensor& input, std::vector<std::int64_t> normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+// GELU, exact (None) or with GPT-2's tanh approximation, as F.gelu(x, approximate="tanh").
+using ops::GeluApproximate;
+Tensor gelu(const Tensor& input, GeluApproximate approximate = GeluApproximate::None);
 
 // Zeroes each element with probability p and scales the rest by 1/(1-p) while training; the
 // identity otherwise. The mask comes from one 64-bit seed drawn from `generator`, so the same

@@ -1,4 +1,6 @@
-// log_softmax, nll_loss and the fused cross_entropy over the loss kernels, one node each.
+// nll_loss and the fused cross_entropy over the loss kernels, one node each (log_softmax is in
+// functional_softmax.cpp).
+#include "ops/accumulate_dtype.h"
 #include "ops/loss.h"
 #include "runtime/amp/autocast.h"
 #include "runtime/autograd/function.h"
@@ -22,37 +24,6 @@ ops::ClassScoresShape scores_shape(const char* op, const Tensor& scores, const T
 }
 
 }  // namespace
-
-Tensor log_softmax(const Tensor& input, std::int64_t dim) {
-  const char* op = "log_softmax";
-  if (amp::casts_to_float32({input})) return log_softmax(amp::to_float32(input), dim);
-  sublet::detail::check_defined(op, input);
-  sublet::detail::check_floating(op, input);
-  if (input.dim() == 0 || wrap_dim(op, dim, input.sizes()) != input.dim() - 1) {
-    throw ValueError("log_softmax: only the last dimension is supported, got dim " + std::to_string(dim) +
-                     " of shape " + shape_str(input.sizes()));
-  }
-  const std::int64_t classes = input.size(input.dim() - 1);
-  const ops::ClassScoresShape s{classes == 0 ? 0 : input.numel() / classes, classes};
-  s.validate(op);
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    const Tensor x = input.contiguous();
-    out = Tensor::empty(input.sizes(), input.options());
-    ops::log_softmax_forward(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(), out.data_ptr());
-  }
-  if (autograd::any_requires_grad({input})) {
-    autograd::record(op, {input}, {out}, [s, out = autograd::save(out)](const TensorList& grads) {
-      const Tensor grad_out = grads[0].contiguous();
-      Tensor grad_input = Tensor::empty(grads[0].sizes(), grad_out.options());
-      ops::log_softmax_backward(sublet::detail::context_for(grad_out), s, grad_out.dtype(), grad_out.data_ptr(),
-                                out.data_ptr(), grad_input.data_ptr());
-      return TensorList{grad_input};
-    });
-  }
-  return out;
-}
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets) {
   const char* op = "nll_loss";
@@ -79,32 +50,59 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets) {
   return loss;
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, double label_smoothing) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyFuncOptions& options) {
   const char* op = "cross_entropy";
-  if (amp::casts_to_float32({logits})) return cross_entropy(amp::to_float32(logits), targets, label_smoothing);
-  const ops::ClassScoresShape s = scores_shape(op, logits, targets);
-  Tensor loss, x, labels;
+  // No autocast cast: the kernels read 16-bit logits as they are and accumulate in float32.
+  sublet::detail::check_defined(op, logits);
+  sublet::detail::check_floating(op, logits);
+  sublet::detail::check_defined(op, targets);
+  sublet::detail::check_same_device(op, logits, targets);
+  if (targets.dtype() != DType::Int64) {
+    throw DTypeError(std::string(op) + ": targets must be int64 class indices, got " + dtype_name(targets.dtype()));
+  }
+  if (logits.dim() < 2) {
+    throw ShapeError(std::string(op) + ": logits must be [N, C] or [..., C] (classes last), got " +
+                     shape_str(logits.sizes()));
+  }
+  const Shape rows_shape(logits.sizes().begin(), logits.sizes().end() - 1);
+  if (targets.sizes() != rows_shape) {
+    throw ShapeError(std::string(op) + ": targets must be " + shape_str(rows_shape) + " for logits " +
+                     shape_str(logits.sizes()) + ", got " + shape_str(targets.sizes()));
+  }
+  const std::int64_t classes = logits.size(-1);
+  const ops::ClassScoresShape s{classes == 0 ? 0 : logits.numel() / classes, classes};
+  s.validate(op);
+  const ops::CrossEntropyParams params{options.label_smoothing(), options.ignore_index()};
+  const DType acc = ops::accumulate_dtype(logits.dtype());
+  Tensor loss, x, labels, lse;
   {
     NoGradGuard no_grad;
     x = logits.contiguous();
     labels = targets.contiguous();
-    loss = Tensor::empty({}, logits.options());
+    loss = Tensor::empty({}, logits.options().dtype(acc));
+    lse = Tensor::empty({s.batch}, logits.options().dtype(acc));
     ops::cross_entropy_forward(sublet::detail::context_for(loss), s, logits.dtype(), x.data_ptr(),
-                               labels.data<std::int64_t>(), label_smoothing, loss.data_ptr());
+                               labels.data<std::int64_t>(), params, loss.data_ptr(), lse.data_ptr());
   }
   if (autograd::any_requires_grad({logits})) {
-    // The logits are saved instead of the softmax: same size, and backward recomputes it.
+    // The logits are saved (the softmax is recomputed from them and the row log-sum-exp in one
+    // pass), not a float32 softmax: no second full-size buffer lives until backward.
     autograd::record(op, {logits}, {loss},
-                     [s, label_smoothing, x = autograd::save(x), labels = autograd::save(labels)](const TensorList& grads) {
+                     [s, params, sizes = logits.sizes(), x = autograd::save(x), labels = autograd::save(labels),
+                      lse = autograd::save(lse)](const TensorList& grads) {
                        const Tensor grad_loss = grads[0].contiguous();
-                       Tensor grad_logits = Tensor::empty({s.batch, s.classes}, grad_loss.options());
-                       ops::cross_entropy_backward(sublet::detail::context_for(grad_loss), s, grad_loss.dtype(),
+                       Tensor grad_logits = Tensor::empty(sizes, x.options());
+                       ops::cross_entropy_backward(sublet::detail::context_for(grad_logits), s, x.dtype(),
                                                    grad_loss.data_ptr(), x.data_ptr(), labels.data<std::int64_t>(),
-                                                   label_smoothing, grad_logits.data_ptr());
+                                                   lse.data_ptr(), params, grad_logits.data_ptr());
                        return TensorList{grad_logits};
                      });
   }
   return loss;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, double label_smoothing) {
+  return cross_entropy(logits, targets, CrossEntropyFuncOptions().label_smoothing(label_smoothing));
 }
 
 }  // namespace sublet::nn::functional

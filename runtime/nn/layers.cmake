@@ -5,6 +5,9 @@ list(APPEND SUBLET_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/batch_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pooling.cpp
   ${CMAKE_CURRENT_LIST_DIR}/activation.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/embedding.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/layer_norm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/clip_grad.cpp
   ${CMAKE_CURRENT_LIST_DIR}/flatten.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dropout.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint.cpp

@@ -5,6 +5,7 @@
 #include "core/errors.h"
 #include "runtime/amp/autocast.h"
 #include "runtime/nn/checkpoint.h"
+#include "runtime/nn/functional.h"
 #include "runtime/factories.h"
 
 namespace sublet::nn {
@@ -22,16 +23,7 @@ Linear::Linear(const LinearOptions& options, Generator& generator) : Module("Lin
   }
 }
 
-Tensor Linear::forward(const Tensor& input) {
-  if (input.dim() < 1 || input.size(-1) != weight.size(1)) {
-    throw ShapeError("Linear: input of shape " + shape_str(input.sizes()) + " does not end in in_features = " +
-                     std::to_string(weight.size(1)));
-  }
-  // Under autocast the leaf weight is cast before the transpose (a view would miss the cast
-  // cache), and the bias with it, so the output stays in the 16-bit type as torch's F.linear.
-  Tensor out = input.matmul(amp::to_lower(weight).t());
-  return bias.defined() ? out + amp::to_lower(bias) : out;
-}
+Tensor Linear::forward(const Tensor& input) { return functional::linear(input, weight, bias); }
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;

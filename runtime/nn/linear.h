@@ -1,6 +1,6 @@
 #pragma once
 // y = x W^T + b, with PyTorch's initialisation: W and b uniform in +-1/sqrt(in_features).
-// Input [..., in_features] of 2 or 3 dimensions.
+// Input [..., in_features] of any rank >= 1 (GPT's [B, T, C]): functional::linear.
 #include <utility>
 #include <vector>
 

@@ -4,9 +4,21 @@
 //   AdamW: p *= 1 - lr * weight_decay             (decoupled decay), g = grad
 //   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+#include <optional>
+
 #include "runtime/optim/optimizer.h"
 
 namespace sublet::optim {
+
+// Parameters that share hyperparameters, as an entry of PyTorch's param_groups: nanoGPT decays
+// its 2-D weights and not its biases and layer-norm parameters:
+//   AdamW opt({{decay_params, 0.1}, {no_decay_params, 0.0}}, AdamOptions(6e-4).betas(0.9, 0.95));
+// weight_decay unset: the options' value. Parameter indices (state_dict, exp_avg) count through
+// the groups in order.
+struct AdamParamGroup {
+  std::vector<Tensor> params;
+  std::optional<double> weight_decay;
+};
 
 class AdamOptions {
  public:
@@ -31,12 +43,15 @@ class AdamOptions {
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, const AdamOptions& options);
+  Adam(std::vector<AdamParamGroup> groups, const AdamOptions& options);
+  // The weight decay parameter `index` gets (its group's).
+  double weight_decay(std::size_t index) const { return weight_decays_.at(index); }
   // Undefined until the parameter's first update.
   Tensor exp_avg(std::size_t index) const { return state_or_undefined(index, "exp_avg"); }
   Tensor exp_avg_sq(std::size_t index) const { return state_or_undefined(index, "exp_avg_sq"); }
 
  protected:
-  Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay);
+  Adam(std::vector<AdamParamGroup> groups, const AdamOptions& options, bool decoupled_weight_decay);
   void update(std::size_t index, Tensor& param, const Tensor& grad) override;
   void update_params(const std::vector<std::size_t>& indices) override;
   bool fused_update_usable(const std::vector<std::size_t>& indices) const override;
@@ -49,12 +64,14 @@ class Adam : public Optimizer {
   }
   AdamOptions options_;
   bool decoupled_;
+  std::vector<double> weight_decays_;  // per parameter
 };
 
 // Adam with decoupled weight decay; PyTorch's default weight_decay for AdamW is 0.01.
 class AdamW : public Adam {
  public:
-  AdamW(std::vector<Tensor> params, const AdamOptions& options) : Adam(std::move(params), options, true) {}
+  AdamW(std::vector<Tensor> params, const AdamOptions& options) : Adam({{std::move(params), {}}}, options, true) {}
+  AdamW(std::vector<AdamParamGroup> groups, const AdamOptions& options) : Adam(std::move(groups), options, true) {}
 };
 
 }  // namespace sublet::optim

@@ -171,7 +171,12 @@ TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
                                           "reduce_sum", "reduce_extremum", "scatter_add", "gather",
                                           "matmul", "conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight",
                                           "conv2d_backward_input_accumulate", "attention_forward",
-                                          "attention_backward"};
+                                          "attention_backward",
+                                          // the transformer ops (float32 math for 16-bit data)
+                                          "log_softmax_forward", "log_softmax_backward", "softmax_forward",
+                                          "softmax_backward", "cross_entropy_forward", "cross_entropy_backward",
+                                          "embedding_forward", "embedding_backward", "layer_norm_forward",
+                                          "layer_norm_backward", "gelu_forward", "gelu_backward"};
   // Batch norm (+ReLU, float32 parameters) and pooling: 16-bit NCHW (ops/cuda/batch_norm_split.cu,
   // ops/cuda/pooling.cu).
   const std::set<std::string> norm_pool_ops = {

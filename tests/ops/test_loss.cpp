@@ -56,8 +56,9 @@ std::vector<double> log_softmax_of(const ClassScoresShape& s, const std::vector<
 
 std::vector<double> cross_entropy_of(const ClassScoresShape& s, const std::vector<double>& logits,
                                      const std::vector<std::int64_t>& targets, double eps) {
-  std::vector<double> loss(1);
-  cross_entropy_forward(cpu_context(), s, DType::Float64, logits.data(), targets.data(), eps, loss.data());
+  std::vector<double> loss(1), lse(static_cast<std::size_t>(s.batch));
+  cross_entropy_forward(cpu_context(), s, DType::Float64, logits.data(), targets.data(), CrossEntropyParams{eps},
+                        loss.data(), lse.data());
   return loss;
 }
 
@@ -137,7 +138,9 @@ TEST(CrossEntropy, ForwardMatchesReferenceWithAndWithoutSmoothing) {
     EXPECT_NEAR(cross_entropy_of(s, logits, targets, 0.0)[0], nll, 1e-14);
     const auto logits32 = testing::cast_values<float>(logits);
     float loss32 = 0;
-    cross_entropy_forward(cpu_context(), s, DType::Float32, logits32.data(), targets.data(), 0.1, &loss32);
+    std::vector<float> lse32(static_cast<std::size_t>(s.batch));
+    cross_entropy_forward(cpu_context(), s, DType::Float32, logits32.data(), targets.data(), CrossEntropyParams{0.1},
+                          &loss32, lse32.data());
     EXPECT_NEAR(loss32, naive_cross_entropy(s, logits, targets, 0.1), 1e-5);
   }
 }
@@ -150,8 +153,12 @@ TEST(CrossEntropy, BackwardMatchesFiniteDifferences) {
     const double grad_loss = 1.3;
     for (double eps : {0.0, 0.1, 0.35}) {
       SCOPED_TRACE("label_smoothing " + std::to_string(eps));
-      std::vector<double> grad(logits.size());
-      cross_entropy_backward(cpu_context(), s, DType::Float64, &grad_loss, logits.data(), targets.data(), eps, grad.data());
+      std::vector<double> grad(logits.size()), lse(static_cast<std::size_t>(s.batch));
+      double loss = 0;
+      const CrossEntropyParams params{eps};
+      cross_entropy_forward(cpu_context(), s, DType::Float64, logits.data(), targets.data(), params, &loss, lse.data());
+      cross_entropy_backward(cpu_context(), s, DType::Float64, &grad_loss, logits.data(), targets.data(), lse.data(),
+                             params, grad.data());
       EXPECT_LE(max_relative_error(grad, numeric_gradient([&](const std::vector<double>& v) {
                   return cross_entropy_of(s, v, targets, eps); }, logits, {grad_loss})), kGradientTolerance);
     }
@@ -162,10 +169,11 @@ TEST(LossErrors, TargetOutsideClassesNamesSampleAndRange) {
   const ClassScoresShape s{3, 4};
   const auto logits = random_values(s.numel(), 500);
   double loss = 0;
+  std::vector<double> lse(3);
   for (std::int64_t bad : {4, -1}) {
     const std::vector<std::int64_t> targets = {0, bad, 2};
     try {
-      cross_entropy_forward(cpu_context(), s, DType::Float64, logits.data(), targets.data(), 0.0, &loss);
+      cross_entropy_forward(cpu_context(), s, DType::Float64, logits.data(), targets.data(), {}, &loss, lse.data());
       FAIL() << "target " << bad << " was accepted";
     } catch (const ValueError& e) {
       const std::string message = e.what();
@@ -183,8 +191,12 @@ TEST(LossErrors, BadSmoothingShapeAndDtype) {
   const auto logits = random_values(s.numel(), 501);
   const std::vector<std::int64_t> targets = {0, 2};
   double loss = 0;
-  EXPECT_THROW(cross_entropy_forward(cpu_context(), s, DType::Float64, logits.data(), targets.data(), 1.5, &loss), ValueError);
-  EXPECT_THROW(cross_entropy_forward(cpu_context(), s, DType::Int64, logits.data(), targets.data(), 0.0, &loss), DTypeError);
+  std::vector<double> lse(2);
+  EXPECT_THROW(cross_entropy_forward(cpu_context(), s, DType::Float64, logits.data(), targets.data(),
+                                     CrossEntropyParams{1.5}, &loss, lse.data()),
+               ValueError);
+  EXPECT_THROW(cross_entropy_forward(cpu_context(), s, DType::Int64, logits.data(), targets.data(), {}, &loss, lse.data()),
+               DTypeError);
   try {
     ClassScoresShape{0, 3}.validate("log_softmax");
     FAIL() << "an empty batch was accepted";

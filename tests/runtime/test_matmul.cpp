@@ -1,5 +1,7 @@
 // Matrix products against a naive triple loop, for plain, transposed and batched operands.
 #include "core/errors.h"
+#include "runtime/gradcheck.h"
+#include "runtime/nn/functional.h"
 #include "runtime_test_util.h"
 
 namespace sublet {
@@ -60,9 +62,54 @@ TEST(Matmul, LargeFloat32MatchesDouble) {
   expect_matches(a.matmul(b), want, 1e-4);
 }
 
+// Batch dims beyond one, broadcasting as torch.matmul: each output matrix against the naive
+// product of the operand matrices its batch index selects.
+TEST(Matmul, FourDimensionalWithBroadcastBatchDims) {
+  const Tensor a = testing::random64({2, 1, 3, 4}, 11), b = testing::random64({3, 4, 5}, 12);
+  const Tensor c = a.matmul(b);
+  ASSERT_EQ(c.sizes(), (Shape{2, 3, 3, 5}));
+  for (std::int64_t i = 0; i < 2; ++i) {
+    for (std::int64_t j = 0; j < 3; ++j) {
+      expect_matches(c.select(0, i).select(0, j), naive(a.select(0, i).select(0, 0), b.select(0, j)), 1e-12);
+    }
+  }
+  // Attention's shapes: [B, H, T, d] @ [B, H, d, T] from a transposed view (read in place or copied).
+  const Tensor q = testing::random64({2, 3, 5, 4}, 13), k = testing::random64({2, 3, 5, 4}, 14);
+  const Tensor scores = q.matmul(k.transpose(-2, -1));
+  ASSERT_EQ(scores.sizes(), (Shape{2, 3, 5, 5}));
+  expect_matches(scores.select(0, 1).select(0, 2), naive(q.select(0, 1).select(0, 2), k.select(0, 1).select(0, 2).t()),
+                 1e-12);
+  // [B, T, C] @ [C, N] (a Linear's input), from a non-contiguous input.
+  const Tensor x = testing::random64({5, 3, 4}, 15).transpose(0, 1), w = testing::random64({4, 6}, 16);
+  expect_matches(x.matmul(w).select(0, 2), naive(x.select(0, 2), w), 1e-12);
+}
+
+TEST(Matmul, VectorOperandsAsTorch) {
+  const Tensor v = testing::random64({4}, 17), m = testing::random64({4, 3}, 18), batch = testing::random64({2, 3, 4}, 19);
+  EXPECT_EQ(v.matmul(m).sizes(), (Shape{3}));
+  expect_matches(v.matmul(m), naive(v.unsqueeze(0), m), 1e-12);
+  EXPECT_EQ(batch.matmul(v).sizes(), (Shape{2, 3}));
+  expect_matches(batch.matmul(v), naive(batch, v.unsqueeze(1)), 1e-12);
+  EXPECT_EQ(v.matmul(v).dim(), 0);
+  EXPECT_NEAR(v.matmul(v).item<double>(), v.mul(v).sum().item<double>(), 1e-12);
+}
+
+TEST(Matmul, GradcheckNdBroadcastAndLinear) {
+  const Tensor a = testing::random64({2, 1, 3, 4}, 20, true), b = testing::random64({3, 4, 2}, 21, true);
+  EXPECT_LE(gradcheck([](const std::vector<Tensor>& in) { return in[0].matmul(in[1]); }, {a, b}), 1e-6);
+  const Tensor x = testing::random64({2, 3, 5}, 22, true), w = testing::random64({4, 5}, 23, true),
+               bias = testing::random64({4}, 24, true);
+  EXPECT_LE(gradcheck([](const std::vector<Tensor>& in) { return nn::functional::linear(in[0], in[1], in[2]); },
+                      {x, w, bias}),
+            1e-6);
+  const Tensor v = testing::random64({5}, 25, true);
+  EXPECT_LE(gradcheck([](const std::vector<Tensor>& in) { return in[0].matmul(in[1].t()); }, {v, w}), 1e-6);
+}
+
 TEST(Matmul, ErrorsNameShapes) {
   testing::expect_throw_with([] { zeros({2, 3}).matmul(zeros({4, 5})); }, {"matmul", "[2, 3]", "[4, 5]"});
-  testing::expect_throw_with([] { zeros({3}).matmul(zeros({3, 2})); }, {"matmul", "[3]"});
+  testing::expect_throw_with([] { zeros({3}).matmul(zeros({4, 2})); }, {"matmul", "[1, 3]", "[4, 2]"});
+  testing::expect_throw_with([] { zeros({}).matmul(zeros({3, 2})); }, {"matmul", "at least one dimension", "[]"});
   testing::expect_throw_with([] { zeros({2, 2, 3}).matmul(zeros({3, 3, 1})); }, {"batch", "[2, 2, 3]", "[3, 3, 1]"});
   EXPECT_THROW(arange(4).view({2, 2}).matmul(arange(4).view({2, 2})), DTypeError);
 }

@@ -133,6 +133,35 @@ TEST(Optim, AdamAndAdamWMatchReference) {
   }
 }
 
+// nanoGPT's AdamW: 2-D weights decayed, the rest not, through parameter groups; each parameter
+// follows the reference with its group's decay, with the fused update and without.
+TEST(Optim, AdamWParameterGroupsDecayOnlyTheirOwn) {
+  const double grads[][2] = {{0.5, -0.3}, {0.8, 0.1}, {-0.2, 0.4}};
+  for (bool fused : {true, false}) {
+    Tensor decayed = param({1.5}), plain = param({-0.7});
+    const auto options = optim::AdamOptions(0.01).betas(0.9, 0.95).eps(1e-6).weight_decay(0.5).fused(fused);
+    optim::AdamW opt({{{decayed}, 0.1}, {{plain}, 0.0}}, options);
+    EXPECT_EQ(opt.weight_decay(0), 0.1);
+    EXPECT_EQ(opt.weight_decay(1), 0.0);
+    AdamReference ref_decayed{0.01, 0.9, 0.95, 1e-6, 0.1, true, 1.5}, ref_plain{0.01, 0.9, 0.95, 1e-6, 0.0, true, -0.7};
+    for (const auto& g : grads) {
+      set_grad(decayed, {g[0]});
+      set_grad(plain, {g[1]});
+      opt.step();
+      ref_decayed.step(g[0]);
+      ref_plain.step(g[1]);
+      EXPECT_NEAR(decayed.item<double>(), ref_decayed.x, 1e-14) << (fused ? "fused" : "per tensor");
+      EXPECT_NEAR(plain.item<double>(), ref_plain.x, 1e-14) << (fused ? "fused" : "per tensor");
+    }
+    EXPECT_EQ(opt.step_count(), 3);
+  }
+  // A group without its own decay takes the options'; a negative one is an error.
+  Tensor p = param({1.0});
+  optim::AdamW defaulted({optim::AdamParamGroup{{p}, std::nullopt}}, optim::AdamOptions(0.01).weight_decay(0.3));
+  EXPECT_EQ(defaulted.weight_decay(0), 0.3);
+  EXPECT_THROW(optim::AdamW({{{p}, -0.1}}, optim::AdamOptions(0.01)), ValueError);
+}
+
 TEST(Optim, StateDictResumesExactly) {
   // Three steps, save, restore into a fresh optimizer over copies of the parameters: the next
   // steps must match the uninterrupted run bit for bit (moments and per-parameter step counts).
@@ -225,6 +254,28 @@ TEST(Schedules, StepCosineAndWarmup) {
   EXPECT_NEAR(lrs[2], 0.2 * (0.25 + 0.75 * 0.75), 1e-15);  // epoch 3
   EXPECT_NEAR(lrs[3], 0.2, 1e-15);                          // epoch 4: cosine starts at base
   EXPECT_NEAR(lrs[7], 0.2 * (1 + std::cos(std::acos(-1.0) * 4 / 8)) / 2, 1e-15);  // epoch 8
+}
+
+// nanoGPT's schedule (train.py get_lr: warmup to lr over warmup_iters, cosine decay to min_lr at
+// lr_decay_iters, min_lr after) is LinearWarmupLR with start_factor 1 / (warmup + 1) followed by
+// CosineAnnealingLR over the decay steps: equal at every iteration.
+TEST(Schedules, WarmupThenCosineIsNanoGptsSchedule) {
+  const double lr = 6e-4, min_lr = 6e-5;
+  const std::int64_t warmup = 10, decay_iters = 60;
+  auto nanogpt = [&](std::int64_t it) {
+    if (it < warmup) return lr * static_cast<double>(it + 1) / static_cast<double>(warmup + 1);
+    if (it > decay_iters) return min_lr;
+    const double ratio = static_cast<double>(it - warmup) / static_cast<double>(decay_iters - warmup);
+    return min_lr + 0.5 * (1.0 + std::cos(std::acos(-1.0) * ratio)) * (lr - min_lr);
+  };
+  Tensor p = param({1.0});
+  optim::AdamW opt({p}, optim::AdamOptions(lr));
+  optim::LinearWarmupLR schedule(opt, warmup, 1.0 / static_cast<double>(warmup + 1),
+                                 std::make_unique<optim::CosineAnnealingLR>(opt, decay_iters - warmup, min_lr));
+  for (std::int64_t it = 0; it < 80; ++it) {
+    EXPECT_NEAR(opt.lr(), nanogpt(it), 1e-18) << "iteration " << it;
+    schedule.step();
+  }
 }
 
 }  // namespace

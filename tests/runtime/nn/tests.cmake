@@ -12,3 +12,7 @@ sublet_add_test(test_attention LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_
 if(SUBLET_HAVE_CUDA)
   sublet_add_test(test_attention_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_cuda.cpp LIBS runtime)
 endif()
+# The transformer ops (embedding, layer norm, GELU, softmax, the sequence cross-entropy, gradient clipping).
+foreach(unit embedding layer_norm gelu softmax cross_entropy clip_grad)
+  sublet_add_test(test_${unit} LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_${unit}.cpp LIBS runtime)
+endforeach()

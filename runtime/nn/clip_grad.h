@@ -1,0 +1,25 @@
+#pragma once
+// Gradient clipping by one global norm, as torch.nn.utils.clip_grad_norm_: the norm of all the
+// parameters' gradients taken together (the norm of the per-parameter norms); when it exceeds
+// max_norm every gradient is scaled by max_norm / (norm + 1e-6). Parameters without a gradient
+// are skipped. norm_type is p >= 1, or infinity for the largest absolute value. A NaN or
+// infinite norm scales the gradients to NaN as PyTorch does (error_if_nonfinite off).
+//
+//   double norm = nn::utils::clip_grad_norm_(model.parameters(), 1.0);
+//
+// clip_grad_norm_ returns the norm as a double, which waits for the device (one sync), as
+// LibTorch's. clip_grad_norm_tensor_ does the same clipping but returns the norm as a 0-dim
+// tensor (float32; float64 when a gradient is float64) on the gradients' device and never
+// waits: the scale is computed and applied on the device. Gradients must share one device
+// (ValueError otherwise).
+#include <limits>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace sublet::nn::utils {
+
+double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type = 2.0);
+Tensor clip_grad_norm_tensor_(const std::vector<Tensor>& parameters, double max_norm, double norm_type = 2.0);
+
+}  // namespace sublet::nn::utils

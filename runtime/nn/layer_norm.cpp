@@ -1,0 +1,23 @@
+#include "runtime/nn/layer_norm.h"
+
+#include "core/errors.h"
+#include "runtime/factories.h"
+
+namespace sublet::nn {
+
+LayerNorm::LayerNorm(const LayerNormOptions& options) : Module("LayerNorm"), options_(options) {
+  const Shape shape(options.normalized_shape().begin(), options.normalized_shape().end());
+  if (shape.empty() || shape_numel(shape) <= 0) {
+    throw ValueError("LayerNorm: normalized_shape must be non-empty with positive sizes, got " + shape_str(shape));
+  }
+  if (options.elementwise_affine()) {
+    weight = register_parameter("weight", ones(shape, options.dtype()));
+    if (options.bias()) bias = register_parameter("bias", zeros(shape, options.dtype()));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& input) {
+  return functional::layer_norm(input, options_.normalized_shape(), weight, bias, options_.eps());
+}
+
+}  // namespace sublet::nn
