@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
   sublet::cli::add_plan_command(app);
   sublet::cli::add_profile_command(app);
   sublet::cli::add_train_command(app);
+  sublet::cli::add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -166,6 +166,11 @@ data::Normalization channel_statistics(const data::ImageDataset& dataset) {
 TrainingData load_training_data(const TrainOptions& options) {
   const fs::path dir = options.data_dir.empty() ? default_data_dir(options.data) : options.data_dir;
   TrainingData data;
+  if (options.data == "text" || options.data == "tokens") {
+    data.tokens = std::make_shared<const data::TokenDataset>(data::load_gpt_dataset(
+        options.data, options.data_dir, data::TokenDataOptions().validation_fraction(options.validation_fraction)));
+    return data;
+  }
   if (options.data == "mnist") data = load_mnist_data(options, dir);
   else if (options.data == "cifar10") data = load_cifar10_data(options, dir);
   else if (options.data == "synthetic") data = make_synthetic_data(options);
