@@ -9,12 +9,13 @@ with nanoGPT's AdamW setup (weight decay on 2-D tensors only, betas 0.9/0.95) an
 clipping on the given batches in float32 with TF32 off, and writes the loss of every step as JSON.
 
   python3 gpt_torch_parity.py --weights init.safetensors --batches batches.safetensors \
-      --out torch_losses.json [--lr 1e-3 --weight-decay 0.1 --grad-clip 1.0 --device cpu]
+      --out torch_losses.json [--lr 1e-3 --warmup-steps 10 --weight-decay 0.1 --grad-clip 1.0 --device cpu]
 
 Needs only torch (the safetensors files are read here; Debian has no safetensors package).
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -52,6 +53,8 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--weight-decay", type=float, default=0.1)
     parser.add_argument("--grad-clip", type=float, default=1.0)
+    parser.add_argument("--warmup-steps", type=int, default=0,
+                        help="> 0: nanoGPT's schedule, lr (it + 1) / (warmup + 1), then cosine to lr / 10 at the last step")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--attention", choices=["manual", "sdpa"], default="manual")
     args = parser.parse_args()
@@ -67,8 +70,20 @@ def main():
     inputs, targets = batches["inputs"].to(args.device), batches["targets"].to(args.device)
 
     optimizer = adamw(model, args.lr, args.weight_decay)
+    steps = inputs.size(0)
+
+    def lr_at(it):  # nanoGPT's get_lr with lr_decay_iters = steps, min_lr = lr / 10
+        if args.warmup_steps <= 0:
+            return args.lr
+        if it < args.warmup_steps:
+            return args.lr * (it + 1) / (args.warmup_steps + 1)
+        ratio = (it - args.warmup_steps) / max(1, steps - args.warmup_steps)
+        return args.lr / 10 + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (args.lr - args.lr / 10)
+
     losses = []
-    for step in range(inputs.size(0)):
+    for step in range(steps):
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step)
         logits = model(inputs[step])
         loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets[step].view(-1))
         optimizer.zero_grad(set_to_none=True)
