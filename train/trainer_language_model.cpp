@@ -109,11 +109,11 @@ std::string Trainer::describe_language_model() const {
           ? fmt::format("warm-up {} steps, cosine to {:g}", warmup_steps_of(options_), base_lr / 10.0)
           : std::string("constant");
   return fmt::format(
-      "training {} ({:.2f} M parameters, context {}) on {} ({}; vocabulary {}, {} train / {} validation tokens) on {}: "
+      "training {} ({:.2f} M parameters, context {}) on {} ({}) on {}: "
       "{} lr {:g} ({}), weight decay {:g} on 2-D weights, gradient clip {:g}, batch {} x {} tokens, {} steps, "
       "evaluation every {} steps on {} validation batches, {}, seed {}",
-      options_.model, static_cast<double>(gpt.num_parameters()) / 1e6, gpt.config().block_size, tokens.name,
-      tokens.description, tokens.vocab_size, tokens.train.size(), tokens.validation.size(), device_.str(),
+      options_.model, static_cast<double>(gpt.num_parameters()) / 1e6, gpt.config().block_size, options_.data,
+      tokens.description, device_.str(),
       options_.optimizer, base_lr, schedule, options_.weight_decay, options_.grad_clip, batch_size_, seq_len_,
       options_.steps, options_.eval_interval, options_.eval_batches == 0 ? std::string("all") : std::to_string(options_.eval_batches),
       options_.precision, options_.seed);
