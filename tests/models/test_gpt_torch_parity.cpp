@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -129,6 +130,8 @@ TEST(GptTorchParity, TwentyAdamWStepsMatchPyTorch) {
     if (!(diff <= worst)) worst = diff;
     table << "step " << i << ": sublet " << ours[i] << ", torch " << theirs[i] << "\n";
   }
+  std::cout << "largest loss difference over " << ours.size() << " steps: " << worst << " (PyTorch "
+            << result.at("torch").get<std::string>() << ", " << device << ")\n";
   EXPECT_TRUE(worst <= 1e-3) << "largest loss difference " << worst << " (PyTorch "
                              << result.at("torch").get<std::string>() << ")\n" << table.str();
   // Training moved: 20 steps bring the loss well below its start.
