@@ -15,6 +15,9 @@
 #include "models/gpt.h"
 #include "models/gpt_export.h"
 #include "models/gpt_sampling.h"
+#include "memory/registry.h"
+#include "runtime/nn/functional.h"
+#include "train/gpt_memory_budget.h"
 #include "train/trainer.h"
 
 namespace sublet {
@@ -117,6 +120,26 @@ TEST_F(GptTraining, ResumeGivesTheSameLosses) {
   while (std::optional<float> loss = resumed.train_step()) after.push_back(*loss);
   ASSERT_EQ(after.size(), 20u);
   for (std::size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i], straight[40 + i]) << "step " << 40 + i;
+}
+
+// --memory-budget on a GPT: blocks recomputed until the measured step fits; the loss is unchanged.
+TEST_F(GptTraining, MemoryBudgetRecomputesBlocksUntilTheStepFits) {
+  models::GPTConfig config = models::gpt_config("gpt-nano", 256);
+  models::GPT model(config);
+  const data::TokenDataset tokens = data::load_text_dataset(dir_ / "text.txt");
+  const data::TokenBatch batch = data::RandomWindowSampler(tokens.train, data::TokenBatchOptions(8, 64)).batch(0);
+  const amp::StepRecipe recipe;
+  const train::GptRecomputeReport report =
+      train::fit_gpt_memory_budget(model, memory::parse_memory_budget("0.8"), batch.inputs, batch.targets, recipe, 0);
+  EXPECT_TRUE(report.recomputed_blocks >= 1 && report.recomputed_blocks <= 3) << report.summary();
+  EXPECT_TRUE(report.measured_peak <= report.budget_bytes) << report.summary();
+  EXPECT_TRUE(report.measured_peak < report.baseline_peak) << report.summary();
+  EXPECT_EQ(model.transformer->h->recompute_runs().size(), static_cast<std::size_t>(report.recomputed_blocks));
+  // A budget nothing fits is refused, and the model is left recomputing nothing.
+  EXPECT_THROW(train::fit_gpt_memory_budget(model, memory::parse_memory_budget("0.05"), batch.inputs, batch.targets,
+                                            recipe, 0),
+               ValueError);
+  EXPECT_TRUE(model.transformer->h->recompute_runs().empty());
 }
 
 TEST_F(GptTraining, BadOptionsAreValueErrors) {
