@@ -11,10 +11,12 @@
 #include "ops/cpu/conv2d_cpu.h"
 #include "ops/cpu/copy_cpu.h"
 #include "ops/cpu/elementwise_cpu.h"
+#include "ops/cpu/gelu_cpu.h"
 #include "ops/cpu/matmul_cpu.h"
 #include "ops/cpu/pooling_cpu.h"
 #include "ops/cpu/reduce_cpu.h"
 #include "ops/elementwise_kernels.h"
+#include "ops/gelu_kernels.h"
 #include "ops/matmul_kernels.h"
 #include "ops/pooling_kernels.h"
 #include "ops/reduce_kernels.h"
@@ -300,6 +302,24 @@ void adaptive_avg_pool2d_backward_half(const Context& ctx, const AdaptivePool2dS
   narrow_dense<H>(ctx, s.input_numel(), grad_input, gx.data());
 }
 
+// ---- GELU (an MLP's activation follows its 16-bit linear under autocast) ----
+template <typename H>
+void gelu_forward_half(const Context& ctx, DType dtype, std::int64_t numel, GeluApproximate approximate,
+                       const void* input, void* output) {
+  const Scratch x = widen_dense(ctx, dtype, numel, input), y(ctx, numel);
+  gelu_forward<float>(ctx, kF32, numel, approximate, x.data(), y.data());
+  narrow_dense<H>(ctx, numel, output, y.data());
+}
+
+template <typename H>
+void gelu_backward_half(const Context& ctx, DType dtype, std::int64_t numel, GeluApproximate approximate,
+                        const void* grad_output, const void* input, void* grad_input) {
+  const Scratch g = widen_dense(ctx, dtype, numel, grad_output), x = widen_dense(ctx, dtype, numel, input);
+  const Scratch gx(ctx, numel);
+  gelu_backward<float>(ctx, kF32, numel, approximate, g.data(), x.data(), gx.data());
+  narrow_dense<H>(ctx, numel, grad_input, gx.data());
+}
+
 template <typename H>
 void register_for() {
   constexpr DeviceType kCpu = DeviceType::CPU;
@@ -323,6 +343,8 @@ void register_for() {
   avg_pool2d_backward_kernels().set(kCpu, dtype, &avg_pool2d_backward_half<H>);
   adaptive_avg_pool2d_forward_kernels().set(kCpu, dtype, &adaptive_avg_pool2d_forward_half<H>);
   adaptive_avg_pool2d_backward_kernels().set(kCpu, dtype, &adaptive_avg_pool2d_backward_half<H>);
+  gelu_forward_kernels().set(kCpu, dtype, &gelu_forward_half<H>);
+  gelu_backward_kernels().set(kCpu, dtype, &gelu_backward_half<H>);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 //
 // Covered: element-wise unary/binary/ternary, reduce_sum, reduce_extremum, matmul, conv2d forward
 // and both backwards, batch norm (16-bit activations with float32 parameters and statistics, as
-// ops/batch_norm_kernels.h asks of 16-bit inputs) and the poolings, all NCHW. Registered by
+// ops/batch_norm_kernels.h asks of 16-bit inputs), the poolings, all NCHW, and GELU. Registered by
 // ops/cpu/register_cpu_kernels.cpp.
 namespace sublet::ops::cpu {
 

@@ -2,9 +2,12 @@
 // Automatic mixed precision, the C++ form of torch.autocast: while an AutocastGuard is enabled on
 // this thread, the ops that gain from 16-bit math (conv2d, linear, matmul) cast their float32
 // inputs to the guard's dtype, and the ops that need float32's range and precision
-// (log_softmax, nll_loss, cross_entropy, sum and mean) cast 16-bit inputs up to float32. Every
-// other op follows its inputs (element-wise ops promote a 16-bit/float32 mix to float32, as
-// PyTorch's type promotion does); batch norm takes a 16-bit input as is with float32 parameters.
+// (log_softmax, softmax, layer_norm, nll_loss, sum and mean) cast 16-bit inputs up to float32.
+// cross_entropy reads 16-bit logits as they are where the device has 16-bit kernels (CUDA) and
+// returns a float32 loss either way: the result PyTorch's float32 policy gives, without a
+// float32 copy of the logits. Every other op follows its inputs (element-wise ops and GELU;
+// element-wise ops promote a 16-bit/float32 mix to float32, as PyTorch's type promotion does);
+// batch norm takes a 16-bit input as is with float32 parameters.
 //
 //   {
 //     sublet::AutocastGuard autocast(DType::BFloat16);

@@ -130,10 +130,11 @@ class CrossEntropyFuncOptions {
 // log_softmax + nll_loss in one node, mean over the samples whose target is not ignore_index
 // (NaN when every target is ignored, as PyTorch). logits [N, C] with targets [N], or any
 // [..., C] with targets [...] (GPT's [B, T, V] with [B, T]): the class dimension is the last,
-// as in nanoGPT's logits.view(-1, V) (PyTorch's own 3-D form puts classes in dim 1). The logits
-// are read in their own dtype, 16-bit included, and never copied to float32: the loss is float32
-// for float32 and 16-bit logits (float64 for float64) and the gradient is in the logits' dtype.
-// Autocast therefore leaves 16-bit logits as they are.
+// as in nanoGPT's logits.view(-1, V) (PyTorch's own 3-D form puts classes in dim 1). On CUDA the
+// logits are read in their own dtype, 16-bit included, and never copied to float32 (the CPU,
+// without 16-bit kernels, copies them): the loss is float32 for float32 and 16-bit logits
+// (float64 for float64) and the gradient is in the logits' dtype. Autocast leaves 16-bit logits
+// as they are.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyFuncOptions& options);
 // The same with label smoothing and the default ignore_index (-100).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, double label_smoothing = 0.0);

@@ -2,6 +2,7 @@
 // functional_softmax.cpp).
 #include "ops/accumulate_dtype.h"
 #include "ops/loss.h"
+#include "ops/loss_kernels.h"
 #include "runtime/amp/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
@@ -52,8 +53,13 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyFuncOptions& options) {
   const char* op = "cross_entropy";
-  // No autocast cast: the kernels read 16-bit logits as they are and accumulate in float32.
   sublet::detail::check_defined(op, logits);
+  // No autocast cast: the CUDA kernels read 16-bit logits as they are and accumulate in float32.
+  // A device without 16-bit kernels (the CPU) gets a float32 copy instead.
+  const bool sixteen_bit = logits.dtype() == DType::BFloat16 || logits.dtype() == DType::Float16;
+  if (sixteen_bit && !ops::cross_entropy_forward_kernels().has(logits.device().type, logits.dtype())) {
+    return cross_entropy(logits.to(DType::Float32), targets, options);
+  }
   sublet::detail::check_floating(op, logits);
   sublet::detail::check_defined(op, targets);
   sublet::detail::check_same_device(op, logits, targets);

@@ -114,7 +114,8 @@ TEST(KernelTable, EveryOpTableHasCpuFloat32AndFloat64Kernels) {
         "copy", "fill", "unary", "binary", "ternary", "reduce_sum", "reduce_extremum", "matmul", "conv2d_forward",
         "conv2d_backward_input", "conv2d_backward_weight", "batch_norm_forward_training", "batch_norm_forward_eval",
         "batch_norm_backward_training", "batch_norm_backward_eval", "max_pool2d_forward", "max_pool2d_backward",
-        "avg_pool2d_forward", "avg_pool2d_backward", "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_backward"};
+        "avg_pool2d_forward", "avg_pool2d_backward", "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_backward",
+        "gelu_forward", "gelu_backward"};
     const bool half_op = cpu_half_ops.count(entry.name) == 1;
     for (DType half : {DType::BFloat16, DType::Float16})
       EXPECT_EQ(entry.table->has(DeviceType::CPU, half), half_op) << entry.name << " " << dtype_name(half);

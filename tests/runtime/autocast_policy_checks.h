@@ -33,8 +33,9 @@ inline bool all_finite(const Tensor& t) {
   return true;
 }
 
-// conv2d, linear and matmul run in the autocast dtype; log_softmax, cross_entropy, nll_loss and
-// sum/mean in float32; an element-wise op of a 16-bit and a float32 tensor in float32.
+// conv2d, linear and matmul run in the autocast dtype; log_softmax, softmax, layer_norm,
+// cross_entropy, nll_loss and sum/mean in float32; an element-wise op of a 16-bit and a float32
+// tensor in float32.
 inline void check_op_dtypes(Device device, DType low) {
   const Tensor x = random_on(device, {2, 3, 6, 6}, 1), w = random_on(device, {4, 3, 3, 3}, 2, true);
   const Tensor b = random_on(device, {4}, 3, true), labels = Tensor::from_vector<std::int64_t>({0, 3}, {2}).to(device);
@@ -52,6 +53,18 @@ inline void check_op_dtypes(Device device, DType low) {
   EXPECT_EQ(F::log_softmax(h, 1).dtype(), DType::Float32) << "log_softmax";
   EXPECT_EQ(F::cross_entropy(h, labels).dtype(), DType::Float32) << "cross_entropy";
   EXPECT_EQ(F::nll_loss(h, labels).dtype(), DType::Float32) << "nll_loss";
+  // The transformer ops: layer_norm and softmax in float32; the cross-entropy of 16-bit logits
+  // gives a float32 loss (read in 16 bits on the GPU); GELU follows its input; batched matmul
+  // and linear on [B, T, C] in the 16-bit type.
+  const Tensor seq = random_on(device, {2, 3, 8}, 8);
+  EXPECT_EQ(F::layer_norm(h, {4}).dtype(), DType::Float32) << "layer_norm";
+  EXPECT_EQ(F::softmax(h, -1).dtype(), DType::Float32) << "softmax";
+  EXPECT_EQ(F::gelu(h, F::GeluApproximate::Tanh).dtype(), low) << "gelu follows its input";
+  EXPECT_EQ(linear(seq).dtype(), low) << "linear on [B, T, C]";
+  EXPECT_EQ(seq.matmul(random_on(device, {2, 8, 5}, 9)).dtype(), low) << "batched matmul";
+  const Tensor seq_logits = linear(seq);
+  const Tensor seq_labels = Tensor::from_vector<std::int64_t>({0, 3, -100, 1, 2, 2}, {2, 3}).to(device);
+  EXPECT_EQ(F::cross_entropy(seq_logits, seq_labels).dtype(), DType::Float32) << "cross_entropy on [B, T, V]";
   EXPECT_EQ(y.sum().dtype(), DType::Float32) << "sum";
   EXPECT_EQ(y.mean({0, 2, 3}).dtype(), DType::Float32) << "mean";
   EXPECT_EQ(y.relu().dtype(), low) << "relu follows its input";

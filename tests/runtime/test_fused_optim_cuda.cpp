@@ -34,6 +34,9 @@ double cpu_vs_cuda(DType dtype, const MakeOptimizer& make) {
     cpu_opt->step();
     gpu_opt->step();
   }
+  // Parameter groups launch once per weight decay: the step count still advances once a step.
+  EXPECT_EQ(gpu_opt->step_count(), cpu_opt->step_count());
+  EXPECT_EQ(gpu_opt->step_count(), 5);
   return testing::max_relative_difference(on_gpu, on_cpu);
 }
 
@@ -51,6 +54,11 @@ std::vector<std::pair<const char*, MakeOptimizer>> cases() {
        }},
       {"adamw", [](std::vector<Tensor> p) {
          return std::make_unique<optim::AdamW>(std::move(p), optim::AdamOptions(1e-2).weight_decay(0.05));
+       }},
+      {"adamw parameter groups", [](std::vector<Tensor> p) {  // nanoGPT's: decay on some, none on the rest
+         std::vector<optim::AdamParamGroup> groups{{{}, 0.1}, {{}, 0.0}};
+         for (std::size_t i = 0; i < p.size(); ++i) groups[i % 2].params.push_back(p[i]);
+         return std::make_unique<optim::AdamW>(std::move(groups), optim::AdamOptions(1e-2).betas(0.9, 0.95));
        }},
   };
 }
