@@ -4,6 +4,7 @@
     python3 bench/pytorch_step.py [--device cpu|cuda|auto] --model M[,M...] [--input CxHxW]
         [--batch-size B] [--classes K] [--steps N] [--warmup W] [--small-input-stem] [--seed S]
         [--threads T] [--cuda-graph] [--precision fp32|bf16|fp16] [--channels-last] [--json PATH]
+        [--seq-len N] [--vocab V] [--compile]                                   (GPT models)
 
 Step: forward, cross-entropy, backward, SGD(lr 0.1, momentum 0.9) step, zero_grad(set_to_none).
 --cuda-graph (CUDA): the warm-up runs on a side stream, then one whole step is captured with
@@ -20,6 +21,15 @@ CUDA graph cannot capture GradScaler's host-side inf check, so --cuda-graph take
 CUDA: cudnn.benchmark on, peaks from torch.cuda.max_memory_allocated/reserved after warm-up.
 CPU: PyTorch has no allocator statistics there, so the peaks are null; the thread count is set
 with torch.set_num_threads (default: OMP_NUM_THREADS, else every core, like sublet's OpenMP).
+GPT models (gpt-nano, gpt-mini, gpt2-small; bench/nanogpt_model.py, as sublet's models/gpt.h):
+random token windows of --seq-len (default the model's context) over --vocab ids; step: forward
+and next-token cross-entropy under autocast, backward, clip_grad_norm_(1.0), AdamW (lr 6e-4,
+betas 0.9/0.95, weight decay 0.1 on 2-D weights; fused=True on CUDA with PyTorch 2.x), zero_grad.
+Attention through F.scaled_dot_product_attention where PyTorch has it (2.x), written out on 1.13.
+--compile: the model through torch.compile (default mode); the first warm-up step's time, which
+includes the compilation, is reported as compile_seconds. Tokens/s and MFU (6N + 12 L C T FLOPs
+per token over 989 TFLOP/s, dense bf16 of an H100/H200 SXM) are reported as sublet's bench step
+does.
 Works with PyTorch 1.13 (Debian 12) and 2.x.
 """
 import argparse
@@ -34,9 +44,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import nanogpt_model
+
 CIFAR_DEPTHS = {"resnet20": 20, "resnet32": 32, "resnet56": 56}
 IMAGENET_MODELS = ("resnet18", "resnet34", "resnet50")
-MODEL_NAMES = ("resnet20", "resnet32", "resnet56") + IMAGENET_MODELS
+GPT_NAMES = tuple(nanogpt_model.CONFIGS)
+MODEL_NAMES = ("resnet20", "resnet32", "resnet56") + IMAGENET_MODELS + GPT_NAMES
+DENSE_BF16_PEAK_FLOPS = 989e12  # H100/H200 SXM
 
 
 class BasicBlock(nn.Module):
@@ -190,22 +204,7 @@ def run(args, model_name, device, shape):
     else:
         for _ in range(args.warmup):
             step()
-    if cuda:
-        torch.cuda.synchronize()
-        if not args.cuda_graph:  # a graph's peaks count from its capture on
-            torch.cuda.reset_peak_memory_stats()
-    step_ms, cpu_ms = [], []
-    if cuda and args.profile_range:
-        torch.cuda.cudart().cudaProfilerStart()
-    for _ in range(args.steps):
-        start, cpu_start = time.perf_counter(), time.process_time()
-        step()
-        if cuda:
-            torch.cuda.synchronize()
-        step_ms.append((time.perf_counter() - start) * 1000.0)
-        cpu_ms.append((time.process_time() - cpu_start) * 1000.0)
-    if cuda and args.profile_range:
-        torch.cuda.cudart().cudaProfilerStop()
+    step_ms, cpu_ms = time_steps(args, step, cuda)
     ms = statistics.median(step_ms)
     return {
         "framework": f"pytorch {torch.__version__}",
@@ -226,6 +225,109 @@ def run(args, model_name, device, shape):
         "steps": args.steps,
         "warmup": args.warmup,
         "step_ms": step_ms,
+    }
+
+
+def time_steps(args, step, cuda):
+    """The timed steps after the warm-up: wall and process CPU milliseconds of each."""
+    if cuda:
+        torch.cuda.synchronize()
+        if not args.cuda_graph:  # a graph's peaks count from its capture on
+            torch.cuda.reset_peak_memory_stats()
+    step_ms, cpu_ms = [], []
+    if cuda and args.profile_range:
+        torch.cuda.cudart().cudaProfilerStart()
+    for _ in range(args.steps):
+        start, cpu_start = time.perf_counter(), time.process_time()
+        step()
+        if cuda:
+            torch.cuda.synchronize()
+        step_ms.append((time.perf_counter() - start) * 1000.0)
+        cpu_ms.append((time.process_time() - cpu_start) * 1000.0)
+    if cuda and args.profile_range:
+        torch.cuda.cudart().cudaProfilerStop()
+    return step_ms, cpu_ms
+
+
+def run_gpt(args, model_name, device):
+    torch.manual_seed(args.seed)
+    cuda = device.type == "cuda"
+    n_layer, n_head, n_embd, block_size = nanogpt_model.CONFIGS[model_name]
+    seq_len = args.seq_len or block_size
+    if seq_len > block_size:
+        raise SystemExit(f"error: --seq-len {seq_len} is longer than {model_name}'s context of {block_size}")
+    attention = "sdpa" if hasattr(F, "scaled_dot_product_attention") else "manual"
+    model = nanogpt_model.GPT(n_layer, n_head, n_embd, block_size, args.vocab, attention)
+    nanogpt_model.init_weights(model, n_layer)
+    model.to(device).train()
+    fused = cuda and int(torch.__version__.split(".")[0]) >= 2
+    optimizer = nanogpt_model.adamw(model, 6e-4, 0.1, fused=fused)
+    params = list(model.parameters())
+    recipe = Recipe(args.precision, False, device.type)
+    forward = torch.compile(model) if args.compile else model
+    inputs = torch.randint(0, args.vocab, (args.batch_size, seq_len), device=device)
+    targets = torch.randint(0, args.vocab, (args.batch_size, seq_len), device=device)
+
+    def step():
+        with recipe.autocast():
+            logits = forward(inputs)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        if recipe.scaler is not None:
+            recipe.scaler.scale(loss).backward()
+            recipe.scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            recipe.scaler.step(optimizer)
+            recipe.scaler.update()
+        else:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+        value = loss.item()
+        optimizer.zero_grad(set_to_none=True)
+        return value
+
+    print(f"pytorch step: {model_name} on {device}, batch {args.batch_size} x {seq_len} tokens, attention {attention}"
+          f"{', torch.compile' if args.compile else ''}, {args.warmup} warm-up + {args.steps} timed steps",
+          file=sys.stderr)
+    compile_seconds = None
+    for i in range(max(args.warmup, 1 if args.compile else 0)):
+        start = time.perf_counter()
+        step()
+        if cuda:
+            torch.cuda.synchronize()
+        if i == 0 and args.compile:
+            compile_seconds = time.perf_counter() - start
+    step_ms, cpu_ms = time_steps(args, step, cuda)
+    ms = statistics.median(step_ms)
+    tokens_per_s = args.batch_size * seq_len * 1000.0 / ms
+    n_params = sum(p.numel() for p in model.parameters()) - model.transformer.wpe.weight.numel()
+    flops_per_token = 6.0 * n_params + 12.0 * n_layer * n_embd * seq_len
+    return {
+        "framework": f"pytorch {torch.__version__}" + (" compile" if args.compile else ""),
+        "cuda_graph": False,
+        "precision": args.precision,
+        "memory_format": "contiguous",
+        "model": model_name,
+        "device": "cuda:0" if cuda else "cpu",
+        "batch_size": args.batch_size,
+        "input": f"seq {seq_len}",
+        "classes": args.vocab,
+        "threads": torch.get_num_threads(),
+        "ms_per_step": ms,
+        "cpu_ms_per_step": statistics.median(cpu_ms),
+        "img_per_s": args.batch_size * 1000.0 / ms,
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated() if cuda else None,
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "step_ms": step_ms,
+        "seq_len": seq_len,
+        "vocab_size": args.vocab,
+        "tokens_per_s": tokens_per_s,
+        "flops_per_token": flops_per_token,
+        "mfu": flops_per_token * tokens_per_s / DENSE_BF16_PEAK_FLOPS if cuda else 0.0,
+        "attention": attention,
+        "compile_seconds": compile_seconds,
     }
 
 
@@ -267,6 +369,13 @@ def print_table(results):
               f"{format_bytes(r['peak_reserved_bytes']):>14}")
     print(f"ms/step: median over the timed steps (forward, cross-entropy, backward, SGD step, zero_grad); "
           f"cpu ms/step: process CPU time of a step, all threads; PyTorch {torch.__version__}")
+    for r in results:
+        if "tokens_per_s" not in r:
+            continue
+        mfu = f", MFU {100.0 * r['mfu']:.1f}% of 989 TFLOP/s" if r["mfu"] else ""
+        compiled = f", compile {r['compile_seconds']:.1f} s" if r.get("compile_seconds") is not None else ""
+        print(f"{r['model']}: batch {r['batch_size']} x {r['seq_len']} tokens, {r['tokens_per_s']:.0f} tokens/s{mfu}"
+              f"{compiled} (attention {r['attention']})")
 
 
 def main():
@@ -290,6 +399,9 @@ def main():
                         help="autocast dtype of the step (fp16 with GradScaler; CUDA only)")
     parser.add_argument("--channels-last", action="store_true", help="model and batch in torch.channels_last")
     parser.add_argument("--json", help="write the result(s) here: one object, or a list for several models")
+    parser.add_argument("--seq-len", type=int, default=0, help="GPT models: tokens per window (0: the context)")
+    parser.add_argument("--vocab", type=int, default=50304, help="GPT models: vocabulary size")
+    parser.add_argument("--compile", action="store_true", help="GPT models: torch.compile the model (PyTorch 2.x)")
     args = parser.parse_args()
 
     models = args.model.split(",")
@@ -313,7 +425,9 @@ def main():
         torch.set_num_threads(args.threads)
     shape = parse_input(args.input)
 
-    results = [run(args, m, device, shape) for m in models]
+    if any(m in GPT_NAMES for m in models) and (args.cuda_graph or args.channels_last):
+        raise SystemExit("error: GPT models run eager without --channels-last (as sublet's bench step)")
+    results = [run_gpt(args, m, device) if m in GPT_NAMES else run(args, m, device, shape) for m in models]
     print_table(results)
     if args.json:
         with open(args.json, "w") as out:

@@ -2,6 +2,7 @@
 //                   [--classes K] [--steps N] [--warmup W] [--small-input-stem] [--seed S] [--json PATH]
 //                   [--cuda-graph] [--allocator caching|raw|async|all] [--precision fp32|bf16|fp16] [--channels-last]
 //                   [--nproc-per-node N [--bucket-cap-mb MB] ...]   (data parallel: cli/bench_step_parallel.h)
+//                   [--seq-len N] [--vocab V]   (GPT models: token windows instead of images)
 // Times training steps of a model (bench/step); bench/pytorch_step.py takes the same flags.
 #include <filesystem>
 #include <iostream>
@@ -58,6 +59,8 @@ struct StepFlags {
   std::int64_t bucket_cap_mb = 25;
   bool nvtx = false;
   PrecisionFlags precision;
+  std::int64_t seq_len = 0;       // GPT models
+  std::int64_t vocab_size = 50304;
 };
 
 // "all": every allocator the device supports (the driver's async pool exists only on CUDA).
@@ -92,6 +95,8 @@ void run_bench_step(const StepFlags& flags) {
   options.input = bench::parse_input_shape(flags.input);
   options.batch_size = flags.batch_size;
   options.num_classes = flags.classes;
+  options.seq_len = flags.seq_len;
+  options.vocab_size = flags.vocab_size;
   options.steps = flags.steps;
   options.warmup = flags.warmup;
   options.small_input_stem = flags.small_input_stem;
@@ -187,6 +192,11 @@ void add_bench_step_command(CLI::App& app) {
   // Plain ranges: CLI11 2.1's PositiveNumber prints its bound as 0.000000 to a 309-digit number.
   step->add_option("--batch-size", flags->batch_size, "images per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   step->add_option("--classes", flags->classes, "output classes")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  step->add_option("--seq-len", flags->seq_len, "GPT models: tokens per window (default: the model's context)")
+      ->check(CLI::Range(0, 1 << 20));
+  step->add_option("--vocab", flags->vocab_size, "GPT models: vocabulary size (50304: GPT-2's, padded; 256: bytes)")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
   step->add_option("--steps", flags->steps, "timed steps")->check(CLI::Range(1, 1000000))->capture_default_str();
   step->add_option("--warmup", flags->warmup, "untimed steps first")->check(CLI::Range(0, 1000000))->capture_default_str();
   step->add_flag("--small-input-stem", flags->small_input_stem,

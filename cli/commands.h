@@ -19,5 +19,6 @@ void add_plan_command(CLI::App& app);         // `plan`: a recorded step's lower
 void add_profile_command(CLI::App& app);     // `profile`: the per-layer memory study (profile/)
 void add_train_command(CLI::App& app);        // `train`: the training loop of train/trainer.h
 void add_config_command(CLI::App& app);       // `config`: the allocator configuration and switches in force
+void add_generate_command(CLI::App& app);     // `generate`: sampling from a trained GPT
 
 }  // namespace sublet::cli

@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
   sublet::cli::add_profile_command(app);
   sublet::cli::add_train_command(app);
   sublet::cli::add_config_command(app);
+  sublet::cli::add_generate_command(app);
   int code = 0;
   try {
     app.parse(argc, argv);

@@ -1,6 +1,9 @@
 // sublet profile --model M [--device cpu|cuda] [--batch-size B] [--steps N] [--out DIR]
 //                [--alloc-conf STR] [--input CxHxW] [--classes K] [--optimizer sgd|adam]
-//                [--precision fp32|bf16|fp16] [--channels-last]
+//                [--precision fp32|bf16|fp16] [--channels-last] [--seq-len N]
+// GPT models (gpt-nano, gpt-mini, gpt2-small) train on random token windows of --seq-len (default
+// the model's context) over --classes ids (default 50304, GPT-2's padded vocabulary): the layer
+// table then has the attention, MLP and layer norms of every block, and the loss.
 // Runs N training steps of a model with hooks on every module and writes the per-layer memory
 // study (profile/profile_report.h lists the files) into DIR; prints the last step's layer table.
 #include <fmt/format.h>
@@ -18,6 +21,7 @@
 #include "memory/registry.h"
 #include "memory/recompute_plan.h"
 #include "models/registry.h"
+#include "models/gpt.h"
 #include "models/resnet_recompute.h"
 #include "runtime/amp/step_recipe.h"
 #include "runtime/nn/parameter_format.h"
@@ -51,6 +55,7 @@ struct ProfileArgs {
   bool tf32 = true;
   bool overwrite = false;
   PrecisionFlags precision;
+  std::int64_t seq_len = 0;  // GPT models; 0: the model's context
 };
 
 std::vector<std::int64_t> parse_input_shape(const std::string& text) {
@@ -130,8 +135,24 @@ void run_profile(const ProfileArgs& args) {
   options.steps = args.steps;
   options.timing_steps = args.timing_steps;
   options.alloc_conf = args.alloc_conf;
-  options.input_shape = parse_input_shape(!args.input.empty() ? args.input : imagenet_model(args.model) ? "3x224x224" : "3x32x32");
-  options.num_classes = args.classes > 0 ? args.classes : imagenet_model(args.model) ? 1000 : 10;
+  const bool language_model = models::is_language_model(args.model);
+  if (language_model) {
+    if (!args.input.empty()) throw ValueError("--input: " + args.model + " takes token windows; use --seq-len");
+    if (!args.memory_budget.empty()) throw ValueError("profile --memory-budget recomputes ResNet blocks; " + args.model + " is a GPT");
+    if (args.precision.memory_format() == MemoryFormat::ChannelsLast)
+      throw ValueError("--channels-last is for image models; " + args.model + " has no channels");
+    options.num_classes = args.classes > 0 ? args.classes : 50304;
+    const std::int64_t context = models::gpt_config(args.model, options.num_classes).block_size;
+    options.seq_len = args.seq_len > 0 ? args.seq_len : context;
+    if (options.seq_len > context)
+      throw ValueError(fmt::format("--seq-len {} is longer than {}'s context of {}", options.seq_len, args.model, context));
+    options.input_shape = {options.seq_len};
+  } else {
+    if (args.seq_len > 0) throw ValueError("--seq-len is for GPT models; " + args.model + " takes images (--input)");
+    options.input_shape =
+        parse_input_shape(!args.input.empty() ? args.input : imagenet_model(args.model) ? "3x224x224" : "3x32x32");
+    options.num_classes = args.classes > 0 ? args.classes : imagenet_model(args.model) ? 1000 : 10;
+  }
   options.optimizer = args.optimizer;
   options.learning_rate = args.lr;
   options.seed = args.seed;
@@ -145,10 +166,12 @@ void run_profile(const ProfileArgs& args) {
   const models::ModelOptions model_options{.in_channels = options.input_shape[0],
                                            .num_classes = options.num_classes,
                                            .small_input_stem = args.small_input_stem,
+                                           .vocab_size = options.num_classes,
                                            .seed = args.seed};
-  fmt::print("Profiling {} on {}: batch {}, input {}x{}x{}, {} steps (+{} unprofiled for timing)...\n", args.model,
-             options.device.str(), options.batch_size, options.input_shape[0], options.input_shape[1], options.input_shape[2],
-             options.steps, options.timing_steps);
+  const std::string input = language_model ? fmt::format("{} tokens of {}", options.seq_len, options.num_classes)
+                                           : fmt::format("{}", fmt::join(options.input_shape, "x"));
+  fmt::print("Profiling {} on {}: batch {}, input {}, {} steps (+{} unprofiled for timing)...\n", args.model,
+             options.device.str(), options.batch_size, input, options.steps, options.timing_steps);
   std::fflush(stdout);
   std::string recomputed;
   profile::ProfileRun run = profile::profile_training(
@@ -198,7 +221,11 @@ void add_profile_command(CLI::App& app) {
                 "replace the files of an earlier profile in --out (those with the names profile writes; nothing else)");
   cmd->add_option("--alloc-conf", args->alloc_conf, "SUBLET_ALLOC_CONF string for the profiled allocator (default: the environment's)");
   cmd->add_option("--input", args->input, "input shape CxHxW (default 3x224x224 for resnet18/34/50, else 3x32x32)");
-  cmd->add_option("--classes", args->classes, "number of classes (default 1000 for resnet18/34/50, else 10)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--classes", args->classes,
+                  "number of classes (default 1000 for resnet18/34/50, else 10; GPT models: the vocabulary, default 50304)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--seq-len", args->seq_len, "GPT models: tokens per window (default: the model's context)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--optimizer", args->optimizer, "sgd (momentum 0.9) or adam")->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
   cmd->add_option("--lr", args->lr, "learning rate")->capture_default_str();
   cmd->add_option("--memory-budget", args->memory_budget,

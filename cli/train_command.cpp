@@ -5,6 +5,8 @@
 //              [--nproc-per-node N [--nnodes M --node-rank R --master-addr HOST --master-port PORT]]
 //              [--bucket-cap-mb MB] [--sync-batch-norm] [--backend auto|nccl|gloo] [--dist-timeout S]
 //              [--nvtx] [--precision fp32|bf16|fp16] [--channels-last]
+// GPT models (--model gpt-nano|gpt-mini|gpt2-small, --data text|tokens): [--seq-len N] [--steps N]
+//              [--eval-interval N] [--eval-batches N] [--warmup-steps N] [--grad-clip X] [--val-fraction X]
 // Data parallel: with --nproc-per-node this process is the launcher (as torchrun): it starts N
 // workers running the same command without the launcher flags, with torchrun's variables set;
 // a process started with those variables (by this launcher, torchrun or SLURM) is a worker.
@@ -114,6 +116,11 @@ void run_train(train::TrainOptions options, const std::string& synthetic_shape, 
   if (history.empty() || !speaks) return;
   double seconds = 0;
   for (const auto& m : history) seconds += m.seconds;
+  if (history.back().language_model) {
+    printer.note(fmt::format("final validation loss {:.4f} (perplexity {:.2f}) after {} steps ({:.1f} s)",
+                             history.back().val_loss, history.back().val_perplexity, history.back().step, seconds));
+    return;
+  }
   printer.note(fmt::format("final test accuracy {:.2f}% after {} epoch{} ({:.1f} s{})", 100.0 * history.back().test_acc,
                            history.size(), history.size() == 1 ? "" : "s", seconds,
                            trainer.oom_retries() > 0 ? fmt::format(", {} out-of-memory retries", trainer.oom_retries())
@@ -123,7 +130,8 @@ void run_train(train::TrainOptions options, const std::string& synthetic_shape, 
 }  // namespace
 
 void add_train_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("train", "Train a model (ResNet family) on MNIST, CIFAR-10 or synthetic images");
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a model: a ResNet on MNIST, Fashion-MNIST, CIFAR-10 or synthetic images, or a GPT on text or token files");
   add_print_config_flag(*cmd);
   auto options = std::make_shared<train::TrainOptions>();
   auto synthetic_shape = std::make_shared<std::string>("3x32x32");
@@ -131,20 +139,26 @@ void add_train_command(CLI::App& app) {
   for (const std::string& name : models::model_names()) models += (models.empty() ? "" : ", ") + name;
   // Values are checked by train::validate (one message format for CLI and library), not CLI11.
   cmd->add_option("--model", options->model, "model: " + models)->capture_default_str();
-  cmd->add_option("--data", options->data, "mnist, fashion-mnist, cifar10 or synthetic")->capture_default_str();
-  cmd->add_option("--data-dir", options->data_dir, "dataset folder (default data/mnist, /usr/share/datasets/fashion-mnist, data/cifar-10-batches-bin)");
+  cmd->add_option("--data", options->data,
+                  "mnist, fashion-mnist, cifar10 or synthetic (images); text or tokens (GPT models, default text)")
+      ->capture_default_str();
+  cmd->add_option("--data-dir", options->data_dir,
+                  "dataset folder (default data/mnist, /usr/share/datasets/fashion-mnist, data/cifar-10-batches-bin; "
+                  "text: the default corpus); for text a file or folder, for tokens a .bin file or a folder of "
+                  "train/val .bin files");
   cmd->add_option("--device", options->device, "auto (CUDA when present), cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--epochs", options->epochs, "epochs to train (in total, counting resumed ones)")->capture_default_str();
   cmd->add_option("--batch-size", options->batch_size,
-                  "images per step; data parallel: per rank (the global batch is this times the world size, as "
-                  "torchrun + DDP)")
+                  "images per step (GPT: windows per step, default 16); data parallel: per rank (the global batch "
+                  "is this times the world size, as torchrun + DDP)")
       ->capture_default_str();
   cmd->add_option("--lr", options->lr, "learning rate (default: 0.1 for sgd, 0.001 for adam/adamw)");
-  cmd->add_option("--optimizer", options->optimizer, "sgd (momentum 0.9), adam or adamw")->capture_default_str();
+  cmd->add_option("--optimizer", options->optimizer, "sgd (momentum 0.9), adam or adamw (GPT default: adamw, betas 0.9/0.95)")
+      ->capture_default_str();
   cmd->add_option("--schedule", options->schedule, "none, step (x0.1 every third of the run) or cosine")
       ->capture_default_str();
   cmd->add_option("--momentum", options->momentum, "SGD momentum")->capture_default_str();
-  cmd->add_option("--weight-decay", options->weight_decay, "weight decay")->capture_default_str();
+  cmd->add_option("--weight-decay", options->weight_decay, "weight decay (GPT default 0.1, on 2-D weights only)")->capture_default_str();
   cmd->add_option("--label-smoothing", options->label_smoothing, "cross-entropy label smoothing in [0, 1)")
       ->capture_default_str();
   cmd->add_option("--limit-train", options->limit_train, "use the first N training images (0: all)");
@@ -166,10 +180,24 @@ void add_train_command(CLI::App& app) {
           ->capture_default_str();
   cmd->add_option("--memory-budget", options->memory_budget,
                   "fit the step's peak allocated memory into SIZE (6GiB, 512MiB) or a FRACTION of the measured peak "
-                  "(0.5) by recomputing ResNet blocks in backward, the cheapest set that fits");
+                  "(0.5) by recomputing blocks in backward (ResNet blocks, or GPT transformer blocks), the cheapest set that fits");
   add_default_on_switch(*cmd, "oom-retry", options->oom_retry, "on out of memory, halve the batch size and continue");
   cmd->add_flag("--allow-nonfinite", options->allow_nonfinite,
                 "go on when the loss becomes NaN or infinite (default: stop with an error, keeping the last checkpoint)");
+  cmd->add_option("--seq-len", options->seq_len, "GPT: tokens per training window (default: the model's context)");
+  cmd->add_option("--steps", options->steps, "GPT: optimizer steps in all")->capture_default_str();
+  cmd->add_option("--eval-interval", options->eval_interval,
+                  "GPT: steps between evaluations (validation loss, checkpoint, metrics)")
+      ->capture_default_str();
+  cmd->add_option("--eval-batches", options->eval_batches, "GPT: validation batches per evaluation (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--warmup-steps", options->warmup_steps,
+                  "GPT: linear warm-up steps of the cosine schedule (default min(100, steps / 10))");
+  cmd->add_option("--grad-clip", options->grad_clip, "GPT: clip gradients to this global norm (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--val-fraction", options->validation_fraction,
+                  "GPT: the end of a single text or token file kept for validation")
+      ->capture_default_str();
   auto launch = std::make_shared<LaunchFlags>();
   add_launch_flags(*cmd, *launch);
   auto nvtx = std::make_shared<bool>(false);
@@ -188,7 +216,8 @@ void add_train_command(CLI::App& app) {
                   "data parallel: seconds any wait for the other ranks may take (joining, store, collectives) before "
                   "the run stops naming the rank that did not answer")
       ->capture_default_str();
-  cmd->callback([options, synthetic_shape, memory_plan, launch, nvtx] {
+  cmd->callback([cmd, options, synthetic_shape, memory_plan, launch, nvtx] {
+    train::use_language_model_defaults(*options, [cmd](const char* flag) { return cmd->count(flag) > 0; });
     if (memory_plan->count() > 0 && !options->cuda_graph)
       throw ValueError("--memory-plan lays out a captured step's memory, so it needs --cuda-graph");
     if (launch->launching()) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/errors.h"
+#include "models/gpt.h"
 #include "models/resnet.h"
 
 namespace sublet::models {
@@ -28,6 +29,11 @@ const std::vector<std::pair<std::string, ConfigMaker>>& makers() {
 }  // namespace
 
 std::shared_ptr<nn::Module> create_model(const std::string& name, const ModelOptions& options) {
+  if (is_gpt_model(name)) {
+    GPTConfig config = gpt_config(name, options.vocab_size);
+    config.seed = options.seed;
+    return std::make_shared<GPT>(config);
+  }
   for (const auto& [known, make] : makers()) {
     if (known != name) continue;
     ResNetConfig config = make(options);
@@ -42,7 +48,10 @@ std::shared_ptr<nn::Module> create_model(const std::string& name, const ModelOpt
 std::vector<std::string> model_names() {
   std::vector<std::string> names;
   for (const auto& [name, make] : makers()) names.push_back(name);
+  for (const std::string& name : gpt_model_names()) names.push_back(name);
   return names;
 }
+
+bool is_language_model(const std::string& name) { return is_gpt_model(name); }
 
 }  // namespace sublet::models

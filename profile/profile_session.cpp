@@ -53,6 +53,16 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const ProfileOptions& o, const 
 // nothing about the real step. Each step still allocates its own copy (a device-to-device copy),
 // as a training step allocates the batch it uploads, so the input shows in the step's memory.
 std::pair<Tensor, Tensor> make_batch(const ProfileOptions& o, Generator& generator) {
+  if (o.seq_len > 0) {
+    auto ids = [&] {
+      std::vector<std::int64_t> values(static_cast<std::size_t>(o.batch_size * o.seq_len));
+      for (auto& v : values) v = static_cast<std::int64_t>(generator.engine()() % static_cast<std::uint64_t>(o.num_classes));
+      Tensor t = Tensor::from_vector(values, {o.batch_size, o.seq_len});
+      return o.device != Device::cpu() ? t.to(o.device) : t;
+    };
+    Tensor inputs = ids();
+    return {std::move(inputs), ids()};
+  }
   Shape shape{o.batch_size};
   shape.insert(shape.end(), o.input_shape.begin(), o.input_shape.end());
   Tensor images = randn(shape, generator, TensorOptions().device(o.device)).contiguous(o.memory_format);
@@ -103,7 +113,8 @@ double mean(const std::vector<double>& values) {
 ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions& options) {
   if (options.steps < 1) throw ValueError("profile: --steps must be at least 1, got " + std::to_string(options.steps));
   if (options.batch_size < 1) throw ValueError("profile: --batch-size must be at least 1");
-  if (options.input_shape.size() != 3) throw ValueError("profile: the input shape must be C x H x W");
+  if (options.seq_len <= 0 && options.input_shape.size() != 3)
+    throw ValueError("profile: the input shape must be C x H x W");
   ProfileRun run;
   run.options = options;
 

@@ -40,6 +40,9 @@ struct ProfileOptions {
   // "autocast" category; the model and the batch in the memory format.
   amp::Precision precision = amp::Precision::Fp32;
   MemoryFormat memory_format = MemoryFormat::Contiguous;
+  // > 0: a language model (GPT): the batch is token ids [batch_size, seq_len] below num_classes
+  // (the vocabulary) with next-token targets of the same shape; input_shape does not apply.
+  std::int64_t seq_len = 0;
 };
 
 struct StepRecord {

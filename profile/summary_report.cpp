@@ -91,8 +91,11 @@ StaticEstimate static_estimate(const ProfileRun& run) {
   e.optimizer_state = run.optimizer_state_per_parameter * e.parameters;
   const auto& shape = run.options.input_shape;
   const std::int64_t pixels = std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
-  e.input = run.options.batch_size * pixels * static_cast<std::int64_t>(sizeof(float)) +
-            run.options.batch_size * static_cast<std::int64_t>(sizeof(std::int64_t));
+  // GPT: token ids and next-token targets, both int64 [B, T]; images: float32 images and int64 labels.
+  e.input = run.options.seq_len > 0
+                ? 2 * run.options.batch_size * pixels * static_cast<std::int64_t>(sizeof(std::int64_t))
+                : run.options.batch_size * pixels * static_cast<std::int64_t>(sizeof(float)) +
+                      run.options.batch_size * static_cast<std::int64_t>(sizeof(std::int64_t));
   return e;
 }
 
@@ -128,9 +131,10 @@ std::string summary_report(const ProfileRun& run, const std::vector<LayerRow>& r
   const StepPeak& last = peaks.back();
   const int n = last.step;
   std::string out;
-  out += fmt::format("sublet profile: {} on {} ({} backend), batch {}, input {}x{}x{}, {} classes, {} optimizer, {} steps\n",
-                     o.model_name, o.device.str(), run.backend_name, o.batch_size, o.input_shape[0], o.input_shape[1],
-                     o.input_shape[2], o.num_classes, o.optimizer, o.steps);
+  const std::string input = o.seq_len > 0 ? fmt::format("{} tokens", o.seq_len) : fmt::format("{}", fmt::join(o.input_shape, "x"));
+  out += fmt::format("sublet profile: {} on {} ({} backend), batch {}, input {}, {} {}, {} optimizer, {} steps\n",
+                     o.model_name, o.device.str(), run.backend_name, o.batch_size, input, o.num_classes,
+                     o.seq_len > 0 ? "vocabulary" : "classes", o.optimizer, o.steps);
   out += fmt::format("allocator configuration: {} ({})\n\n", run.allocator_config.empty() ? "default" : run.allocator_config,
                      run.allocator_config_origin);
 

@@ -61,6 +61,7 @@ std::string count_of(std::int64_t n, const char* singular, const char* plural) {
 }  // namespace
 
 std::string ModelIdentity::describe() const {
+  if (in_channels == 0) return fmt::format("{} (vocabulary {}, optimizer {})", model, num_classes, optimizer);
   return fmt::format("{} ({}, {}{}, optimizer {})", model, count_of(in_channels, "input channel", "input channels"),
                      count_of(num_classes, "class", "classes"), small_input_stem ? ", small-input stem" : "",
                      optimizer);
@@ -157,7 +158,11 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
       throw IoError(fmt::format("{}: checkpoint loss scale {} (growth tracker {}) is invalid: expected a finite scale "
                                 ">= 0 and a count >= 0", path.string(), pos.loss_scale, pos.loss_scale_growth_tracker));
   }
-  if (pos.epoch < 0 || pos.samples_in_epoch < 0 || pos.samples_in_epoch > pos.train_images || pos.batch_size < 1 ||
+  // A language model's (in_channels 0) samples are windows over train_images tokens, which may
+  // outnumber them.
+  const bool windows = out.identity.in_channels == 0;
+  if (pos.epoch < 0 || pos.samples_in_epoch < 0 || (!windows && pos.samples_in_epoch > pos.train_images) ||
+      pos.batch_size < 1 ||
       pos.epoch_images < 0) {
     throw IoError(fmt::format("{}: checkpoint position is invalid (epoch {}, image {} of {}, batch size {})",
                               path.string(), pos.epoch, pos.samples_in_epoch, pos.train_images, pos.batch_size));

@@ -20,6 +20,7 @@ inline constexpr const char* kCheckpointFormat = "sublet-training-checkpoint";
 inline constexpr int kCheckpointFormatVersion = 1;
 
 // Which network the tensors belong to; loading into another one is refused by name.
+// GPT models: in_channels 0 and num_classes the vocabulary size.
 struct ModelIdentity {
   std::string model;
   std::int64_t in_channels = 0;

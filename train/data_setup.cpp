@@ -188,11 +188,16 @@ data::Normalization channel_statistics(const data::ImageDataset& dataset) {
 TrainingData load_training_data(const TrainOptions& options) {
   const fs::path dir = options.data_dir.empty() ? default_data_dir(options.data) : options.data_dir;
   TrainingData data;
+  if (options.data == "text" || options.data == "tokens") {
+    data.tokens = std::make_shared<const data::TokenDataset>(data::load_gpt_dataset(
+        options.data, options.data_dir, data::TokenDataOptions().validation_fraction(options.validation_fraction)));
+    return data;
+  }
   if (options.data == "mnist") data = load_idx_data(options, dir, mnist_description(), "mnist");
   else if (options.data == "fashion-mnist") data = load_idx_data(options, dir, fashion_mnist_description(), "fashion-mnist");
   else if (options.data == "cifar10") data = load_cifar10_data(options, dir);
   else if (options.data == "synthetic") data = make_synthetic_data(options);
-  else throw ValueError("--data: unknown value '" + options.data + "'; expected one of mnist, fashion-mnist, cifar10, synthetic");
+  else throw ValueError("--data: unknown value '" + options.data + "'; expected one of mnist, fashion-mnist, cifar10, synthetic, text, tokens");
   check_splits(data, options.data, dir);
   return data;
 }

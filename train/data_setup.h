@@ -5,6 +5,8 @@
 //   cifar10    the binary batches; CIFAR normalisation, random crop (4 px) + horizontal flip
 //   synthetic  runtime/data/synthetic.h's learnable task; normalised with the training set's
 //              own per-channel statistics (there are no customary ones)
+//   text       GPT models: bytes of a text file or folder (the default corpus without --data-dir)
+//   tokens     GPT models: llm.c or nanoGPT .bin token files (runtime/data/token_dataset.h)
 // --limit-train/--limit-test keep the first N images of a split: the files are in shuffled
 // order already (fetch_mnist.sh shuffles; CIFAR-10 ships shuffled), so a prefix is a fair sample.
 #include <cstdint>
@@ -12,11 +14,14 @@
 
 #include "runtime/data/dataset.h"
 #include "runtime/data/sample_transform.h"
+#include "runtime/data/token_dataset.h"
 #include "train/train_options.h"
 
 namespace sublet::train {
 
 struct TrainingData {
+  // Image models: both splits. GPT models: `tokens` only.
+  std::shared_ptr<const data::TokenDataset> tokens;
   std::shared_ptr<const data::ImageDataset> train;
   std::shared_ptr<const data::ImageDataset> test;
   data::Normalization normalization;

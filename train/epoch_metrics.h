@@ -19,6 +19,13 @@ struct EpochMetrics {
   // ranks): device-wide synchronisations to free cached memory since the process started. A
   // training run wants 0 (issue 16: stream-ordered reuse instead of waiting).
   std::int64_t device_syncs = 0;
+  // GPT runs: an "epoch" is one evaluation interval. train_loss is then the mean next-token loss
+  // (nats) of the interval's windows, img_per_s counts windows, and the accuracies are 0.
+  bool language_model = false;
+  std::int64_t step = 0;           // optimizer steps done at the evaluation
+  double val_loss = 0.0;           // mean over the evaluated validation tokens, nats
+  double val_perplexity = 0.0;     // exp(val_loss)
+  double tokens_per_s = 0.0;       // training tokens per second (training steps only)
 };
 
 }  // namespace sublet::train

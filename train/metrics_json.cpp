@@ -11,6 +11,19 @@ namespace {
 using nlohmann::json;
 
 json epoch_json(const EpochMetrics& m) {
+  if (m.language_model) {
+    return json{{"evaluation", m.epoch},
+                {"step", m.step},
+                {"train_loss", m.train_loss},
+                {"val_loss", m.val_loss},
+                {"val_perplexity", m.val_perplexity},
+                {"tokens_per_s", m.tokens_per_s},
+                {"peak_allocated_bytes", m.peak_allocated_bytes},
+                {"peak_reserved_bytes", m.peak_reserved_bytes},
+                {"seconds", m.seconds},
+                {"batch_size", m.batch_size},
+                {"num_sync_all_streams", m.device_syncs}};
+  }
   return json{{"epoch", m.epoch},
               {"train_loss", m.train_loss},
               {"train_acc", m.train_acc},
@@ -33,7 +46,12 @@ json epochs_array(const std::vector<EpochMetrics>& history) {
 
 std::string metrics_json_text(const RunDescription& run, const std::vector<EpochMetrics>& history) {
   json doc{{"model", run.model}, {"device", run.device}, {"data", run.data}, {"epochs", epochs_array(history)}};
-  doc["final_test_acc"] = history.empty() ? json(nullptr) : json(history.back().test_acc);
+  if (!history.empty() && history.back().language_model) {
+    doc["final_val_loss"] = history.back().val_loss;
+    doc["final_val_perplexity"] = history.back().val_perplexity;
+  } else {
+    doc["final_test_acc"] = history.empty() ? json(nullptr) : json(history.back().test_acc);
+  }
   return doc.dump(2) + "\n";
 }
 
@@ -52,11 +70,20 @@ std::vector<EpochMetrics> parse_epochs_json(const std::string& text, const std::
     if (!epochs.is_array()) throw IoError(origin + ": the epoch history is not a JSON array");
     for (const json& e : epochs) {
       EpochMetrics m;
-      m.epoch = e.at("epoch").get<std::int64_t>();
+      m.language_model = e.contains("evaluation");
+      if (m.language_model) {
+        m.epoch = e.at("evaluation").get<std::int64_t>();
+        m.step = e.at("step").get<std::int64_t>();
+        m.val_loss = e.at("val_loss").get<double>();
+        m.val_perplexity = e.at("val_perplexity").get<double>();
+        m.tokens_per_s = e.at("tokens_per_s").get<double>();
+      } else {
+        m.epoch = e.at("epoch").get<std::int64_t>();
+        m.train_acc = e.at("train_acc").get<double>();
+        m.test_acc = e.at("test_acc").get<double>();
+        m.img_per_s = e.at("img_per_s").get<double>();
+      }
       m.train_loss = e.at("train_loss").get<double>();
-      m.train_acc = e.at("train_acc").get<double>();
-      m.test_acc = e.at("test_acc").get<double>();
-      m.img_per_s = e.at("img_per_s").get<double>();
       m.peak_allocated_bytes = e.at("peak_allocated_bytes").get<std::size_t>();
       m.peak_reserved_bytes = e.at("peak_reserved_bytes").get<std::size_t>();
       m.seconds = e.value("seconds", 0.0);

@@ -9,6 +9,13 @@ namespace {
 
 std::string progress_text(const StepProgress& p) {
   using sublet::format_bytes;
+  if (p.language_model) {
+    return fmt::format("step {}/{} loss {:.4f} | {:.0f} tok/s | allocated {} (peak {}) | reserved {} (peak {})", p.step,
+                       p.steps, p.mean_loss, p.tokens_per_s, format_bytes(static_cast<std::int64_t>(p.allocated_bytes)),
+                       format_bytes(static_cast<std::int64_t>(p.peak_allocated_bytes)),
+                       format_bytes(static_cast<std::int64_t>(p.reserved_bytes)),
+                       format_bytes(static_cast<std::int64_t>(p.peak_reserved_bytes)));
+  }
   return fmt::format("epoch {}/{} [{}/{}] loss {:.4f} | {:.0f} img/s | allocated {} (peak {}) | reserved {} (peak {})",
                      p.epoch, p.epochs, p.batches_done, p.batches_total, p.mean_loss, p.img_per_s,
                      format_bytes(static_cast<std::int64_t>(p.allocated_bytes)),
@@ -43,6 +50,16 @@ void ProgressPrinter::step_finished(const StepProgress& p) {
 void ProgressPrinter::epoch_finished(const EpochMetrics& m, std::int64_t epochs) {
   end_open_line();
   using sublet::format_bytes;
+  if (m.language_model) {
+    fmt::print(out_,
+               "step {}: train loss {:.4f}, val loss {:.4f}, val perplexity {:.2f}, {:.0f} tok/s, peak allocated {}, "
+               "peak reserved {} ({:.1f} s)\n",
+               m.step, m.train_loss, m.val_loss, m.val_perplexity, m.tokens_per_s,
+               format_bytes(static_cast<std::int64_t>(m.peak_allocated_bytes)),
+               format_bytes(static_cast<std::int64_t>(m.peak_reserved_bytes)), m.seconds);
+    std::fflush(out_);
+    return;
+  }
   fmt::print(out_,
              "epoch {}/{}: train loss {:.4f}, train acc {:.2f}%, test acc {:.2f}%, {:.0f} img/s, peak allocated {}, "
              "peak reserved {} ({:.1f} s)\n",

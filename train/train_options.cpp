@@ -46,7 +46,17 @@ Device parse_device_text(const std::string& text) {
 
 }  // namespace
 
-std::vector<std::string> dataset_names() { return {"mnist", "fashion-mnist", "cifar10", "synthetic"}; }
+std::vector<std::string> dataset_names() { return {"mnist", "fashion-mnist", "cifar10", "synthetic", "text", "tokens"}; }
+
+bool is_language_model_run(const TrainOptions& options) { return models::is_language_model(options.model); }
+
+std::int64_t warmup_steps_of(const TrainOptions& options) {
+  return options.warmup_steps >= 0 ? options.warmup_steps : std::min<std::int64_t>(100, options.steps / 10);
+}
+
+std::int64_t evaluations_of(const TrainOptions& options) {
+  return (options.steps + options.eval_interval - 1) / options.eval_interval;
+}
 std::vector<std::string> optimizer_names() { return {"sgd", "adam", "adamw"}; }
 std::vector<std::string> schedule_names() { return {"none", "step", "cosine"}; }
 
@@ -113,6 +123,29 @@ void validate(const TrainOptions& options) {
   }
   if (options.prefetch_batches < 0 || options.prefetch_batches > 16) {
     throw ValueError("prefetch batches must be in [0, 16], got " + std::to_string(options.prefetch_batches));
+  }
+  const bool token_data = options.data == "text" || options.data == "tokens";
+  if (is_language_model_run(options)) {
+    if (!token_data)
+      throw ValueError("--data " + options.data + ": --model " + options.model + " is a GPT, which trains on text or tokens");
+    check_at_least("--seq-len", options.seq_len, 0);
+    check_at_least("--steps", options.steps, 1);
+    check_at_least("--eval-interval", options.eval_interval, 1);
+    check_at_least("--eval-batches", options.eval_batches, 0);
+    check_at_least("--warmup-steps", options.warmup_steps, -1);
+    if (options.steps > (std::int64_t{1} << 40))
+      throw ValueError("--steps must be <= 2^40, got " + std::to_string(options.steps));
+    if (!(options.grad_clip >= 0.0) || options.grad_clip > 1e6)
+      throw ValueError("--grad-clip must be in [0, 1e6] (0: no clipping), got " + number_text(options.grad_clip));
+    if (!(options.validation_fraction > 0.0 && options.validation_fraction < 1.0))
+      throw ValueError("--val-fraction must be in (0, 1), got " + number_text(options.validation_fraction));
+    if (options.cuda_graph) throw ValueError("--cuda-graph is not supported for GPT models yet; train without it");
+    if (options.data_parallel) throw ValueError("data parallel is not supported for GPT models yet; train on one device");
+    if (options.channels_last) throw ValueError("--channels-last is for image models; a GPT has no channels");
+    if (options.schedule == "step") throw ValueError("--schedule step counts epochs; GPT runs take cosine or none");
+  } else if (token_data) {
+    throw ValueError("--data " + options.data + " holds tokens for GPT models (gpt-nano, gpt-mini, gpt2-small); --model " +
+                     options.model + " is an image model");
   }
   if (options.data == "synthetic") {
     check_at_least("synthetic channels", options.synthetic_channels, 1);

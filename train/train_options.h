@@ -13,7 +13,7 @@ namespace sublet::train {
 
 struct TrainOptions {
   std::string model = "resnet20";       // models::model_names()
-  std::string data = "mnist";           // mnist | cifar10 | synthetic
+  std::string data = "mnist";           // mnist | cifar10 | synthetic (images); text | tokens (GPT models)
   std::filesystem::path data_dir;       // empty: default_data_dir(data)
   std::string device = "auto";          // auto (CUDA when present) | cpu | cuda | cuda:N
   // 30: at 10 epochs the 8,000 MNIST digits left ResNet-20 at 98.70-99.25% test accuracy with
@@ -63,6 +63,21 @@ struct TrainOptions {
   std::int64_t synthetic_train_size = 10000;
   std::int64_t synthetic_test_size = 2000;
 
+  // GPT models (models::is_language_model) train on token windows for a number of optimizer steps
+  // instead of epochs: every eval_interval steps (and after the last) the validation loss is
+  // measured, the checkpoint and the metrics written (each such interval counts as one "epoch" of
+  // the shared loop, checkpoint and metrics). AdamW's betas are nanoGPT's (0.9, 0.95), its weight
+  // decay applies to 2-D weights only, the cosine schedule starts with a linear warm-up, and the
+  // gradients are clipped to a global norm of grad_clip. use_language_model_defaults() sets the
+  // defaults that differ from the image models'.
+  std::int64_t seq_len = 0;             // tokens per window (block size); 0: the model's context
+  std::int64_t steps = 2000;            // optimizer steps in all
+  std::int64_t eval_interval = 250;     // steps between evaluations
+  std::int64_t eval_batches = 20;       // validation batches per evaluation (0: the whole split)
+  std::int64_t warmup_steps = -1;       // linear warm-up of the cosine schedule; -1: min(100, steps / 10)
+  double grad_clip = 1.0;               // global gradient norm limit; 0: no clipping
+  double validation_fraction = 0.1;     // the end of a single text or token file kept for validation
+
   // Where batch images are prepared; empty: pageable host memory. The slot where a pinned
   // host allocator goes for asynchronous host-to-device copies on CUDA.
   data::BatchBufferAllocator batch_buffer_allocator{};
@@ -83,6 +98,20 @@ double default_lr(const std::string& optimizer);
 // synthetic data, which needs no files.
 std::filesystem::path default_data_dir(const std::string& data);
 
+// The defaults of a GPT run where they differ from the image models' (nanoGPT's): optimizer adamw,
+// weight decay 0.1, no label smoothing, batch size 16. `given(flag)` says whether the user set the
+// flag ("--optimizer", "--weight-decay", "--label-smoothing", "--batch-size", "--data"); those are kept.
+// --data becomes text when it was not given. Does nothing for an image model.
+template <class Given>
+void use_language_model_defaults(TrainOptions& options, Given&& given);
+
+// True for a GPT model (token windows, steps and evaluations of the validation loss).
+bool is_language_model_run(const TrainOptions& options);
+// The warm-up of the schedule (warmup_steps resolved).
+std::int64_t warmup_steps_of(const TrainOptions& options);
+// Evaluations of a language-model run: ceil(steps / eval_interval).
+std::int64_t evaluations_of(const TrainOptions& options);
+
 // Throws ValueError naming the flag and the allowed values for the first bad option (unknown
 // model/data/optimizer/schedule/device text, non-positive or absurdly large epochs or batch
 // size, negative limits or lr). Does not touch files or devices (--cuda-graph without a GPU is
@@ -92,5 +121,15 @@ void validate(const TrainOptions& options);
 // The device the options ask for: auto is cuda:0 when a GPU is present, else the CPU. Throws
 // DeviceError when CUDA is asked for and there is none (not built, or no device).
 Device resolve_device(const std::string& text);
+
+template <class Given>
+void use_language_model_defaults(TrainOptions& options, Given&& given) {
+  if (!is_language_model_run(options)) return;
+  if (!given("--optimizer")) options.optimizer = "adamw";
+  if (!given("--weight-decay")) options.weight_decay = 0.1;
+  if (!given("--label-smoothing")) options.label_smoothing = 0.0;
+  if (!given("--batch-size")) options.batch_size = 16;
+  if (!given("--data")) options.data = "text";
+}
 
 }  // namespace sublet::train

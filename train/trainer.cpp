@@ -86,6 +86,17 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   data_ = load_training_data(options_);
   batch_size_ = options_.batch_size;
   manual_seed(options_.seed);  // the default generator (dropout, if a model has it) starts from the seed too
+  const amp::Precision precision = amp::parse_precision(options_.precision);
+  if (precision == amp::Precision::Fp16 && !device_.is_cuda())
+    throw DeviceError("--precision fp16: float16 training needs a CUDA device (as PyTorch, the CPU's autocast is "
+                      "bfloat16 only); this run is on " + device_.str());
+  recipe_ = std::make_unique<amp::StepRecipe>(precision, device_);
+  uploader_ = std::make_unique<BatchUploader>(device_);
+  language_model_ = data_.tokens != nullptr;
+  if (language_model_) {
+    setup_language_model();
+    return;
+  }
 
   const data::ImageDataset& train = *data_.train;
   model_ = models::create_model(options_.model, {.in_channels = train.channels,
@@ -97,12 +108,6 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   memory_format_ = options_.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
   model_->to(nn::parameter_format_for(device_, memory_format_));
   model_->train();
-  const amp::Precision precision = amp::parse_precision(options_.precision);
-  if (precision == amp::Precision::Fp16 && !device_.is_cuda())
-    throw DeviceError("--precision fp16: float16 training needs a CUDA device (as PyTorch, the CPU's autocast is "
-                      "bfloat16 only); this run is on " + device_.str());
-  recipe_ = std::make_unique<amp::StepRecipe>(precision, device_);
-  uploader_ = std::make_unique<BatchUploader>(device_);
   const double lr = options_.lr > 0.0 ? options_.lr : default_lr(options_.optimizer);
   optimizer_ = make_optimizer(options_, model_->parameters(), lr);
   if (worker) parallel_ = make_trainer_parallel(*worker, device_, *model_, train.size(), options_);
@@ -114,6 +119,7 @@ int Trainer::rank() const { return parallel_ ? parallel_->rank() : 0; }
 int Trainer::world_size() const { return parallel_ ? parallel_->world_size() : 1; }
 
 std::int64_t Trainer::images_in_shard() const {
+  if (language_model_) return windows_in_interval();
   return parallel_ ? parallel_->sampler().num_samples() : data_.train->size();
 }
 
@@ -136,6 +142,11 @@ Trainer::~Trainer() {
 }
 
 ModelIdentity Trainer::identity() const {
+  if (language_model_) {
+    // in_channels 0: a language model, whose "classes" are its vocabulary.
+    return {.model = options_.model, .in_channels = 0, .num_classes = data_.tokens->vocab_size,
+            .small_input_stem = false, .optimizer = options_.optimizer};
+  }
   const data::ImageDataset& train = *data_.train;
   return {.model = options_.model,
           .in_channels = train.channels,
@@ -145,6 +156,7 @@ ModelIdentity Trainer::identity() const {
 }
 
 std::string Trainer::describe() const {
+  if (language_model_) return describe_language_model();
   const data::ImageDataset& train = *data_.train;
   std::size_t parameters = 0;
   for (const Tensor& p : model_->parameters()) parameters += static_cast<std::size_t>(p.numel());
@@ -167,6 +179,10 @@ void Trainer::note(const std::string& message) const {
 
 void Trainer::apply_schedule() {
   if (!schedule_) return;
+  if (language_model_) {
+    optimizer_->set_lr(schedule_->lr_at(global_step_));
+    return;
+  }
   if (options_.schedule == "step") {
     optimizer_->set_lr(schedule_->lr_at(epoch_));
   } else {
@@ -176,6 +192,7 @@ void Trainer::apply_schedule() {
 }
 
 void Trainer::rebuild_loader() {
+  if (language_model_) return;  // the window sampler is indexed by the step
   loader_.reset();  // stops the old background thread before a new one starts
   data::LoaderOptions loader_options;
   loader_options.batch_size = batch_size_;
@@ -312,6 +329,13 @@ std::int64_t Trainer::halve_after_oom(const OutOfMemoryError& error, std::int64_
   graphed_.reset();
   graphed_logits_ = Tensor();
   empty_cache(device_);
+  if (language_model_) {
+    throw OutOfMemoryError(fmt::format(
+        "out of memory in the {} of {} at batch size {} x {} tokens on {}; GPT runs do not halve the batch (the "
+        "window sampler is indexed by the step): restart with a smaller --batch-size or --seq-len, or --precision "
+        "bf16: {}",
+        what, options_.model, batch_size, seq_len_, device_.str(), error.what()));
+  }
   if (parallel_) {
     // Every rank must step with the same batch size, and an out-of-memory error is one rank's:
     // refused rather than halved on one rank alone.
@@ -337,6 +361,7 @@ std::int64_t Trainer::halve_after_oom(const OutOfMemoryError& error, std::int64_
 
 std::optional<float> Trainer::train_step() {
   open_epoch();
+  if (language_model_) return language_model_step();
   for (;;) {
     const double started = now_seconds();
     std::optional<data::Batch> batch = loader_->next();
@@ -385,6 +410,12 @@ void Trainer::report_step() {
   p.batches_total = p.batches_done + (remaining + batch_size_ - 1) / batch_size_;
   p.mean_loss = epoch_images_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_images_) : 0.0;
   p.img_per_s = epoch_step_seconds_ > 0 ? static_cast<double>(epoch_timed_images_) / epoch_step_seconds_ : 0.0;
+  if (language_model_) {
+    p.language_model = true;
+    p.step = global_step_;
+    p.steps = options_.steps;
+    p.tokens_per_s = p.img_per_s * static_cast<double>(seq_len_);
+  }
   p.allocated_bytes = memory_allocated(device_);
   p.peak_allocated_bytes = max_memory_allocated(device_);
   p.reserved_bytes = memory_reserved(device_);
@@ -393,6 +424,7 @@ void Trainer::report_step() {
 }
 
 double Trainer::evaluate() {
+  if (language_model_) return validation_loss();
   NoGradGuard no_grad;
   model_->eval();
   std::int64_t eval_batch = batch_size_;
@@ -438,7 +470,16 @@ EpochMetrics Trainer::finish_epoch() {
   m.train_loss = epoch_images_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_images_) : 0.0;
   m.train_acc = epoch_images_ > 0 ? static_cast<double>(epoch_correct_) / static_cast<double>(epoch_images_) : 0.0;
   m.img_per_s = epoch_step_seconds_ > 0 ? static_cast<double>(epoch_timed_images_) / epoch_step_seconds_ : 0.0;
-  m.test_acc = evaluate();
+  if (language_model_) {
+    m.language_model = true;
+    m.train_acc = 0.0;
+    m.step = global_step_;
+    m.val_loss = evaluate();
+    m.val_perplexity = std::exp(m.val_loss);
+    m.tokens_per_s = m.img_per_s * static_cast<double>(seq_len_);
+  } else {
+    m.test_acc = evaluate();
+  }
   m.peak_allocated_bytes = max_memory_allocated(device_);
   m.peak_reserved_bytes = max_memory_reserved(device_);
   m.seconds = now_seconds() - epoch_started_;
@@ -474,7 +515,13 @@ const std::vector<EpochMetrics>& Trainer::fit() {
     if (rank() != 0) continue;  // rank 0 writes for all (every rank holds the same parameters)
     if (!options_.checkpoint.empty()) {
       save_checkpoint(options_.checkpoint);
-      note("checkpoint written to " + options_.checkpoint.string());
+      if (language_model_) {
+        const std::filesystem::path weights = language_model_weights_path(options_.checkpoint);
+        save_language_model_weights(weights);
+        note("checkpoint written to " + options_.checkpoint.string() + ", weights for PyTorch to " + weights.string());
+      } else {
+        note("checkpoint written to " + options_.checkpoint.string());
+      }
     }
     if (!options_.metrics_json.empty()) write_metrics_json(options_.metrics_json, run, history_);
   }

@@ -20,6 +20,11 @@
 // the error is final. An OutOfMemoryError inside the optimizer update is not retried: the
 // parameters may be half updated then.
 //
+// GPT models (--data text|tokens, train_options.h): the same loop, checkpoints and metrics over
+// random token windows; an "epoch" is one evaluation interval (eval_interval steps), evaluate()
+// gives the validation loss, and batch `k` of the run is the sampler's batch k (a function of the
+// seed and the step), so a resumed run sees the same windows. No out-of-memory halving there.
+//
 // --cuda-graph (CUDA only): the step (zero_grad, forward, loss, backward, optimizer step) runs
 // through runtime/graphed_train_step.h: three eager warm-up steps, then one capture, then
 // replays. A graph has fixed shapes, so the training loader drops each epoch's short last batch
@@ -53,6 +58,9 @@ namespace sublet::train {
 class BatchUploader;    // train/batch_upload.h
 class TrainerParallel;  // train/trainer_data_parallel.h
 
+// "run/gpt.safetensors" -> "run/gpt.weights.safetensors" ("run/gpt.ckpt" -> "run/gpt.ckpt.weights.safetensors").
+std::filesystem::path language_model_weights_path(const std::filesystem::path& checkpoint);
+
 class Trainer {
  public:
   // Validates the options, loads the data, builds the model (on the device) and the optimizer.
@@ -73,6 +81,10 @@ class Trainer {
   // model, optimizer or training-set size; IoError for a corrupt file.
   void resume_from(const std::filesystem::path& path);
   void save_checkpoint(const std::filesystem::path& path) const;
+  // GPT runs: the model alone under nanoGPT's names (models/gpt_export.h), which PyTorch loads with
+  // load_state_dict(strict=True). fit() writes it beside each checkpoint, at
+  // language_model_weights_path(checkpoint).
+  void save_language_model_weights(const std::filesystem::path& path) const;
 
   // One optimizer step on the next batch of the epoch in progress: its loss, or nullopt when the
   // epoch has no batch left (then call finish_epoch()).
@@ -82,8 +94,12 @@ class Trainer {
   EpochMetrics finish_epoch();
   // The remaining steps of the epoch in progress, then finish_epoch().
   EpochMetrics train_epoch();
-  // Test-set accuracy in [0, 1], in eval mode without recording a graph.
+  // Test-set accuracy in [0, 1] (GPT models: the validation loss in nats, over eval_batches
+  // batches), in eval mode without recording a graph.
   double evaluate();
+  // GPT models: the training window length (--seq-len, or the model's context); 0 otherwise.
+  std::int64_t seq_len() const { return seq_len_; }
+  bool language_model() const { return language_model_; }
   // Epochs until options.epochs are complete; after each, the checkpoint and the metrics file
   // when the options name them. Returns the whole history (resumed epochs included).
   const std::vector<EpochMetrics>& fit();
@@ -114,6 +130,14 @@ class Trainer {
     std::int64_t correct = 0;
     std::int64_t images = 0;
   };
+
+  // GPT models (train/trainer_language_model.cpp): model, optimizer groups and schedule; one
+  // step on the sampler's batch for global_step_; the validation loss; windows per interval.
+  void setup_language_model();
+  std::optional<float> language_model_step();
+  double validation_loss();
+  std::int64_t windows_in_interval() const;
+  std::string describe_language_model() const;
 
   void open_epoch();
   void rebuild_loader();
@@ -158,6 +182,9 @@ class Trainer {
   std::unique_ptr<amp::StepRecipe> recipe_;
   MemoryFormat memory_format_ = MemoryFormat::Contiguous;  // --channels-last: the batches' and model's
   TrainingObserver* observer_ = nullptr;
+  bool language_model_ = false;
+  std::int64_t seq_len_ = 0;
+  std::unique_ptr<data::RandomWindowSampler> token_sampler_;
   // shared_ptr: its deleter is bound where the step is made (CUDA builds only), so CPU builds can
   // hold and reset it without the complete type.
   std::shared_ptr<GraphedTrainStep> graphed_;  // graph mode, created at the first step

@@ -17,7 +17,7 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
   pos.epoch = epoch_;
   // Data parallel: the position and batch are global (all ranks), so any world size can resume.
   pos.samples_in_epoch = samples_in_epoch_ * world_size();
-  pos.train_images = data_.train->size();
+  pos.train_images = language_model_ ? data_.tokens->train.size() : data_.train->size();  // GPT: tokens
   pos.global_step = global_step_;
   pos.batch_size = batch_size_ * world_size();
   pos.seed = options_.seed;
@@ -44,7 +44,13 @@ void Trainer::resume_from(const std::filesystem::path& path) {
   Checkpoint checkpoint = load_checkpoint(path);
   check_same_model(path, identity(), checkpoint.identity);
   const TrainingPosition& pos = checkpoint.position;
-  if (pos.train_images != data_.train->size()) {
+  const std::int64_t train_size = language_model_ ? data_.tokens->train.size() : data_.train->size();
+  if (pos.train_images != train_size) {
+    if (language_model_) {
+      throw ValueError(fmt::format("checkpoint {} was written for a training split of {} tokens, this run has {}; pass "
+                                   "the --data, --data-dir and --val-fraction of the run that wrote it",
+                                   path.string(), pos.train_images, train_size));
+    }
     throw ValueError(fmt::format("checkpoint {} was written for a training set of {} images, this run has {}; pass the "
                                  "--data and --limit-train of the run that wrote it",
                                  path.string(), pos.train_images, data_.train->size()));
@@ -112,6 +118,10 @@ void Trainer::resume_from(const std::filesystem::path& path) {
   epoch_open_ = false;  // the next step restarts the loader at the saved position
   loader_.reset();
   apply_schedule();
+  if (language_model_) {
+    note(fmt::format("resumed from {} at step {} of {}", path.string(), global_step_, options_.steps));
+    return;
+  }
   note(fmt::format("resumed from {} at epoch {}, image {} of {} (step {})", path.string(), epoch_ + 1,
                    samples_in_epoch_, data_.train->size(), global_step_));
 }

@@ -6,11 +6,25 @@
 
 #include "core/errors.h"
 #include "models/resnet_recompute.h"
+#include "train/gpt_memory_budget.h"
 #include "train/trainer.h"
 
 namespace sublet::train {
 
 void Trainer::fit_memory_budget() {
+  if (language_model_) {
+    // The first training batch (the sampler's batch 0): drawing it advances nothing.
+    const data::TokenBatch batch =
+        data::RandomWindowSampler(data_.tokens->train,
+                                  data::TokenBatchOptions(batch_size_, seq_len_).seed(options_.seed).device(device_))
+            .batch(0);
+    const GptRecomputeReport report =
+        fit_gpt_memory_budget(dynamic_cast<models::GPT&>(*model_), memory::parse_memory_budget(options_.memory_budget),
+                              batch.inputs, batch.targets, *recipe_, optimizer_->state_bytes_to_come());
+    note(report.summary());
+    memory_budget_fitted_ = true;
+    return;
+  }
   auto* resnet = dynamic_cast<models::ResNet*>(model_.get());
   if (!resnet) throw ValueError("--memory-budget recomputes ResNet blocks; --model " + options_.model + " is not a ResNet");
   const data::ImageDataset& train = *data_.train;

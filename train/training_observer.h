@@ -19,6 +19,11 @@ struct StepProgress {
   std::size_t peak_allocated_bytes = 0;
   std::size_t reserved_bytes = 0;
   std::size_t peak_reserved_bytes = 0;
+  // GPT runs: the step count in the whole run, and tokens per second (img_per_s counts windows).
+  bool language_model = false;
+  std::int64_t step = 0;
+  std::int64_t steps = 0;
+  double tokens_per_s = 0.0;
 };
 
 class TrainingObserver {

@@ -92,7 +92,37 @@ double process_cpu_ms() {
 
 }  // namespace
 
+void time_eager_steps(const std::function<void()>& step, const StepBenchOptions& options, StepBenchResult& result) {
+  const Device device = options.device;
+  for (std::int64_t i = 0; i < options.warmup; ++i) step();
+  synchronize(device);
+  reset_peak_memory_stats(device);
+  const std::int64_t device_allocs_before = memory::allocator_for(device).stats().num_device_alloc;
+
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> cpu_ms;
+  if (options.profile_range) ops::profiler_range_start();
+  for (std::int64_t i = 0; i < options.steps; ++i) {
+    const auto start = Clock::now();
+    const double cpu_start = process_cpu_ms();
+    step();
+    synchronize(device);
+    result.step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    cpu_ms.push_back(process_cpu_ms() - cpu_start);
+  }
+  if (options.profile_range) ops::profiler_range_stop();
+  result.device_allocs_per_step =
+      static_cast<double>(memory::allocator_for(device).stats().num_device_alloc - device_allocs_before) /
+      static_cast<double>(options.steps);
+  result.ms_per_step = median(result.step_ms);
+  result.cpu_ms_per_step = median(cpu_ms);
+  result.img_per_s = static_cast<double>(options.batch_size) * 1000.0 / result.ms_per_step;
+  result.peak_allocated_bytes = max_memory_allocated(device);
+  result.peak_reserved_bytes = max_memory_reserved(device);
+}
+
 StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* progress) {
+  if (models::is_language_model(options.model)) return run_gpt_step_bench(options, progress);
   check_options(options);
   StepBenchResult result;
   result.options = options;
@@ -159,31 +189,7 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
     result.img_per_s = static_cast<double>(options.batch_size) * 1000.0 / result.ms_per_step;
     return result;
   }
-  for (std::int64_t i = 0; i < options.warmup; ++i) training_step(*model, optimizer, images, labels, parallel.get(), &recipe);
-  synchronize(device);
-  reset_peak_memory_stats(device);
-  const std::int64_t device_allocs_before = memory::allocator_for(device).stats().num_device_alloc;
-
-  using Clock = std::chrono::steady_clock;
-  std::vector<double> cpu_ms;
-  if (options.profile_range) ops::profiler_range_start();
-  for (std::int64_t i = 0; i < options.steps; ++i) {
-    const auto start = Clock::now();
-    const double cpu_start = process_cpu_ms();
-    training_step(*model, optimizer, images, labels, parallel.get(), &recipe);
-    synchronize(device);
-    result.step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-    cpu_ms.push_back(process_cpu_ms() - cpu_start);
-  }
-  if (options.profile_range) ops::profiler_range_stop();
-  result.device_allocs_per_step =
-      static_cast<double>(memory::allocator_for(device).stats().num_device_alloc - device_allocs_before) /
-      static_cast<double>(options.steps);
-  result.ms_per_step = median(result.step_ms);
-  result.cpu_ms_per_step = median(cpu_ms);
-  result.img_per_s = static_cast<double>(options.batch_size) * 1000.0 / result.ms_per_step;
-  result.peak_allocated_bytes = max_memory_allocated(device);
-  result.peak_reserved_bytes = max_memory_reserved(device);
+  time_eager_steps([&] { training_step(*model, optimizer, images, labels, parallel.get(), &recipe); }, options, result);
   return result;
 }
 

@@ -80,6 +80,10 @@ struct StepBenchOptions {
   MemoryFormat memory_format = MemoryFormat::Contiguous;
   // Set: every step is a data-parallel step (eager only).
   StepParallelFactory parallel;
+  // GPT models (bench/step/gpt_step_bench.h): random token windows of seq_len (0: the model's
+  // context) over a vocabulary of vocab_size; input and num_classes do not apply.
+  std::int64_t seq_len = 0;
+  std::int64_t vocab_size = 50304;
 };
 
 struct StepBenchResult {
@@ -101,6 +105,14 @@ struct StepBenchResult {
   std::size_t setup_peak_reserved_bytes = 0;
   MemoryPlanReport plan_report;
   std::optional<models::RecomputeReport> recompute;  // with a memory budget
+  // GPT models: training tokens per second, the model FLOPs per token (nanoGPT's estimate:
+  // 6 N + 12 layers x width x seq_len, N without the position embeddings) and the model FLOPs
+  // utilisation against a dense bf16 peak of 989 TFLOP/s (H100/H200 SXM; 0 on the CPU).
+  bool language_model = false;
+  std::int64_t seq_len = 0;
+  double tokens_per_s = 0;
+  double flops_per_token = 0;
+  double mfu = 0;
 };
 
 // One training step: forward and cross-entropy (under the recipe's autocast), backward (of the
@@ -115,6 +127,12 @@ float training_step(nn::Module& model, optim::Optimizer& optimizer, const Tensor
 // known ones); DeviceError when the device is not usable. `progress` (if given) gets one line
 // per phase.
 StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* progress = nullptr);
+// The GPT step (bench/step/gpt_step_bench.cpp): what run_step_bench runs for a GPT model.
+StepBenchResult run_gpt_step_bench(const StepBenchOptions& options, std::ostream* progress = nullptr);
+
+// Runs options.warmup steps, resets the peaks, then times options.steps steps, filling the
+// result's times, peaks and driver calls per step.
+void time_eager_steps(const std::function<void()>& step, const StepBenchOptions& options, StepBenchResult& result);
 
 double median(std::vector<double> values);
 

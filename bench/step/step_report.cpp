@@ -15,7 +15,8 @@ void print_step_table(const std::vector<StepBenchResult>& results, std::ostream&
     const std::string precision = std::string(amp::precision_name(r.options.precision)) +
                                   (r.options.memory_format == MemoryFormat::ChannelsLast ? "+cl" : "");
     out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>9} {:>8} {:>11.2f} {:>10.1f} {:>14} {:>14} {:>8} {:>6} {:>12.1f}\n",
-                       r.options.model, r.options.device.str(), r.options.batch_size, r.options.input.str(), precision,
+                       r.options.model, r.options.device.str(), r.options.batch_size,
+                       r.language_model ? fmt::format("seq {}", r.seq_len) : r.options.input.str(), precision,
                        r.threads, r.ms_per_step, r.img_per_s,
                        sublet::format_bytes(static_cast<std::int64_t>(r.peak_allocated_bytes)),
                        sublet::format_bytes(static_cast<std::int64_t>(r.peak_reserved_bytes)),
@@ -26,6 +27,13 @@ void print_step_table(const std::vector<StepBenchResult>& results, std::ostream&
          "peaks: over the timed steps (with a graph: allocated = the capture's live peak, reserved = what the replays "
          "hold); driver/step: backend allocation "
          "calls per timed step\n";
+  for (const auto& r : results) {
+    if (!r.language_model) continue;
+    out << fmt::format("{}: batch {} x {} tokens, {:.0f} tokens/s, {:.3g} model FLOPs per token (6N + attention){}\n",
+                       r.options.model, r.options.batch_size, r.seq_len, r.tokens_per_s, r.flops_per_token,
+                       r.mfu > 0 ? fmt::format(", MFU {:.1f}% of 989 TFLOP/s (dense bf16, H100/H200 SXM)", 100.0 * r.mfu)
+                                 : std::string());
+  }
   for (const auto& r : results) {
     const MemoryPlanReport& p = r.plan_report;
     if (!r.options.cuda_graph || p.plan != MemoryPlan::Static) continue;
@@ -47,7 +55,7 @@ nlohmann::json step_json(const StepBenchResult& r) {
           {"model", r.options.model},
           {"device", r.options.device.str()},
           {"batch_size", r.options.batch_size},
-          {"input", r.options.input.str()},
+          {"input", r.language_model ? fmt::format("seq {}", r.seq_len) : r.options.input.str()},
           {"classes", r.options.num_classes},
           {"threads", r.threads},
           {"ms_per_step", r.ms_per_step},
@@ -63,6 +71,13 @@ nlohmann::json step_json(const StepBenchResult& r) {
           {"precision", amp::precision_name(r.options.precision)},
           {"memory_format", memory_format_name(r.options.memory_format)},
           {"device_allocs_per_step", r.device_allocs_per_step}};
+  if (r.language_model) {
+    j["seq_len"] = r.seq_len;
+    j["vocab_size"] = r.options.vocab_size;
+    j["tokens_per_s"] = r.tokens_per_s;
+    j["flops_per_token"] = r.flops_per_token;
+    j["mfu"] = r.mfu;
+  }
   if (r.recompute) {
     const models::RecomputeReport& c = *r.recompute;
     j["memory_budget"] = {{"text", r.options.memory_budget},

@@ -163,7 +163,7 @@ std::vector<Case> all_cases() {
 
   std::vector<Case> cases = {
       // The command line itself (CLI11, with sublet's wording for conversions and commands).
-      {"NoCommand", {}, {"sublet: expected a command (demo, bench, replay, plan, profile, train, config), got none"}},
+      {"NoCommand", {}, {"sublet: expected a command (demo, bench, replay, plan, profile, train, config, generate), got none"}},
       {"UnknownCommand", {"bogus"}, {"sublet: expected a command (", "got 'bogus'"}},
       {"BenchWithoutItsCommand", {"bench"}, {"sublet bench: expected a command (alloc, step)"}},
       {"UnknownFlag", {"train", "--no-such-flag"}, {"The following argument was not expected: --no-such-flag"}},
@@ -378,7 +378,7 @@ std::vector<Case> all_cases() {
 
       // sublet profile.
       {"ProfileUnknownModel", with(kProfile, {"--model", "resnet99"}),
-       {"--model: resnet99 not in {resnet20,resnet32,resnet56,resnet18,resnet34,resnet50}"}},
+       {"--model: resnet99 not in {resnet20,resnet32,resnet56,resnet18,resnet34,resnet50,gpt-nano,gpt-mini,gpt2-small}"}},
       {"ProfileMalformedDevice", {"profile", "--device", "cuda:x"},
        {"--device: unknown value 'cuda:x'; expected auto, cpu, cuda or cuda:N"}},
       {"ProfileCudaWithoutGpu", {"profile", "--device", "cuda"}, {"--device cuda: ", "use --device cpu"}, {}, {}, true},
@@ -463,7 +463,7 @@ std::vector<Case> all_cases() {
       {"BenchStepAllocTraceIsAFolder", {"bench", "step", "--model", "resnet20", "--alloc-trace", "out"},
        {"--alloc-trace out: expected a file name, found a folder"}, {}, folder("out")},
       {"BenchStepUnknownModel", {"bench", "step", "--model", "vgg16"},
-       {"--model: vgg16 not in {resnet20,resnet32,resnet56,resnet18,resnet34,resnet50}"}},
+       {"--model: vgg16 not in {resnet20,resnet32,resnet56,resnet18,resnet34,resnet50,gpt-nano,gpt-mini,gpt2-small}"}},
       {"BenchStepMalformedInput", {"bench", "step", "--model", "resnet20", "--input", "3x32"},
        {"--input '3x32': expected CxHxW with positive integers, e.g. 3x32x32"}},
       {"BenchStepNegativeBatch", {"bench", "step", "--model", "resnet20", "--batch-size", "-4"},

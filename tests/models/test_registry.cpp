@@ -9,11 +9,13 @@
 namespace sublet {
 namespace {
 
-TEST(ModelRegistry, ListsTheResNets) {
-  EXPECT_EQ(models::model_names(),
-            (std::vector<std::string>{"resnet20", "resnet32", "resnet56", "resnet18", "resnet34", "resnet50"}));
+TEST(ModelRegistry, ListsTheResNetsAndTheGPTs) {
+  EXPECT_EQ(models::model_names(), (std::vector<std::string>{"resnet20", "resnet32", "resnet56", "resnet18", "resnet34",
+                                                             "resnet50", "gpt-nano", "gpt-mini", "gpt2-small"}));
   for (const auto& name : models::model_names()) {
-    EXPECT_NE(models::create_model(name, {.num_classes = 3}), nullptr) << name;
+    if (name == "gpt2-small") continue;  // 124M parameters: test_gpt checks its shapes from the config
+    EXPECT_NE(models::create_model(name, {.num_classes = 3, .vocab_size = 256}), nullptr) << name;
+    EXPECT_EQ(models::is_language_model(name), name.rfind("gpt", 0) == 0) << name;
   }
 }
 

@@ -1,0 +1,95 @@
+// `sublet bench step --model gpt-mini`: nanoGPT's training step on random token windows: forward
+// and next-token cross-entropy (under the precision's autocast), backward, gradient clipping to
+// norm 1.0, AdamW (lr 6e-4, betas 0.9/0.95, weight decay 0.1 on 2-D weights, fused update),
+// zero_grad. bench/pytorch_step.py runs the same step in PyTorch.
+#include <fmt/format.h>
+
+#include <random>
+
+#include "bench/step/step_bench.h"
+#include "core/errors.h"
+#include "models/gpt.h"
+#include "models/registry.h"
+#include "runtime/factories.h"
+#include "runtime/nn/clip_grad.h"
+#include "runtime/nn/functional.h"
+#include "runtime/optim/adam.h"
+
+namespace sublet::bench {
+namespace {
+
+constexpr double kDenseBf16PeakFlops = 989e12;  // H100/H200 SXM, dense bfloat16
+
+Tensor random_ids(std::int64_t batch, std::int64_t tokens, std::int64_t vocab, std::mt19937_64& engine, Device device) {
+  Tensor ids = empty({batch, tokens}, DType::Int64);
+  std::uniform_int_distribution<std::int64_t> pick(0, vocab - 1);
+  std::int64_t* out = ids.data<std::int64_t>();
+  for (std::int64_t i = 0; i < batch * tokens; ++i) out[i] = pick(engine);
+  return ids.to(device);
+}
+
+}  // namespace
+
+StepBenchResult run_gpt_step_bench(const StepBenchOptions& options, std::ostream* progress) {
+  if (options.cuda_graph || !options.memory_budget.empty() || options.parallel ||
+      options.memory_format != MemoryFormat::Contiguous) {
+    throw ValueError("bench step --model " + options.model +
+                     ": GPT steps run eager on one device; drop --cuda-graph, --memory-budget, --nproc-per-node and "
+                     "--channels-last");
+  }
+  if (options.batch_size <= 0 || options.steps <= 0 || options.warmup < 0 || options.seq_len < 0 ||
+      options.vocab_size <= 0) {
+    throw ValueError(fmt::format("bench step: batch size, steps, vocabulary must be positive, warm-up and --seq-len "
+                                 "non-negative, got {}, {}, {}, {}, {}",
+                                 options.batch_size, options.steps, options.vocab_size, options.warmup, options.seq_len));
+  }
+  StepBenchResult result;
+  result.options = options;
+  result.language_model = true;
+  const Device device = options.device;
+  auto model = std::dynamic_pointer_cast<models::GPT>(
+      models::create_model(options.model, {.vocab_size = options.vocab_size, .seed = options.seed}));
+  const models::GPTConfig& config = model->config();
+  const std::int64_t seq_len = options.seq_len > 0 ? options.seq_len : config.block_size;
+  if (seq_len > config.block_size) {
+    throw ValueError(fmt::format("bench step: --seq-len {} is longer than {}'s context of {}", seq_len, options.model,
+                                 config.block_size));
+  }
+  result.seq_len = seq_len;
+  model->train();
+  if (device != Device::cpu()) model->to(device);
+  amp::StepRecipe recipe(options.precision, device);
+  optim::AdamW optimizer({{model->decay_parameters(), 0.1}, {model->no_decay_parameters(), 0.0}},
+                         optim::AdamOptions(6e-4).betas(0.9, 0.95).weight_decay(0.1));
+  std::mt19937_64 engine(options.seed + 1);
+  const Tensor inputs = random_ids(options.batch_size, seq_len, options.vocab_size, engine, device);
+  const Tensor targets = random_ids(options.batch_size, seq_len, options.vocab_size, engine, device);
+  const std::vector<Tensor> parameters = model->parameters();
+  if (progress) {
+    *progress << fmt::format("bench step: {} ({:.2f} M parameters) on {}, batch {} x {} tokens, {} warm-up + {} timed steps\n",
+                             options.model, static_cast<double>(model->num_parameters()) / 1e6, device.str(),
+                             options.batch_size, seq_len, options.warmup, options.steps);
+  }
+  auto step = [&] {
+    {
+      const Tensor loss = recipe.forward([&] {
+        return nn::functional::cross_entropy((*model)(inputs), targets, nn::functional::CrossEntropyFuncOptions());
+      });
+      recipe.backward(loss);
+      if (amp::GradScaler* scaler = recipe.scaler()) scaler->unscale_(optimizer);
+      nn::utils::clip_grad_norm_tensor_(parameters, 1.0);
+      recipe.step(optimizer);
+      (void)loss.item<float>();
+    }
+    optimizer.zero_grad();
+  };
+  time_eager_steps(step, options, result);
+  const double tokens = static_cast<double>(options.batch_size * seq_len);
+  result.tokens_per_s = tokens * 1000.0 / result.ms_per_step;
+  result.flops_per_token = 6.0 * static_cast<double>(model->num_parameters(/*with_position_embeddings=*/false)) +
+                           12.0 * static_cast<double>(config.n_layer * config.n_embd * seq_len);
+  result.mfu = device.is_cuda() ? result.flops_per_token * result.tokens_per_s / kDenseBf16PeakFlops : 0.0;
+  return result;
+}
+
+}  // namespace sublet::bench

@@ -1,0 +1,183 @@
+// The Trainer's GPT side (trainer.h): nanoGPT's optimizer setup and schedule, one step on a
+// batch of random token windows, and the validation loss. The loop, checkpoints, metrics and
+// progress are the Trainer's own, shared with the image models.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/errors.h"
+#include "models/gpt.h"
+#include "models/gpt_export.h"
+#include "models/registry.h"
+#include "runtime/autograd/grad_mode.h"
+#include "runtime/nn/clip_grad.h"
+#include "runtime/nn/functional.h"
+#include "runtime/optim/adam.h"
+#include "runtime/optim/sgd.h"
+#include "train/trainer.h"
+
+namespace sublet::train {
+namespace {
+
+namespace F = nn::functional;
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Next-token cross-entropy of logits [B, T, V] against targets [B, T]: the mean over B x T.
+Tensor next_token_loss(const Tensor& logits, const Tensor& targets) {
+  return F::cross_entropy(logits, targets, F::CrossEntropyFuncOptions());
+}
+
+// nanoGPT's configure_optimizers: weight decay on the 2-D tensors (matmul weights, embeddings)
+// only, betas (0.9, 0.95).
+std::unique_ptr<optim::Optimizer> make_language_model_optimizer(const TrainOptions& options, models::GPT& model,
+                                                                double lr) {
+  if (options.optimizer == "sgd") {
+    return std::make_unique<optim::SGD>(
+        model.parameters(), optim::SGDOptions(lr).momentum(options.momentum).weight_decay(options.weight_decay));
+  }
+  std::vector<optim::AdamParamGroup> groups = {{model.decay_parameters(), options.weight_decay},
+                                               {model.no_decay_parameters(), 0.0}};
+  const optim::AdamOptions adam = optim::AdamOptions(lr).betas(0.9, 0.95).weight_decay(options.weight_decay);
+  if (options.optimizer == "adamw") return std::make_unique<optim::AdamW>(std::move(groups), adam);
+  return std::make_unique<optim::Adam>(std::move(groups), adam);
+}
+
+}  // namespace
+
+std::filesystem::path language_model_weights_path(const std::filesystem::path& checkpoint) {
+  std::filesystem::path out = checkpoint;
+  if (out.extension() == ".safetensors") out.replace_extension();
+  out += ".weights.safetensors";
+  return out;
+}
+
+void Trainer::save_language_model_weights(const std::filesystem::path& path) const {
+  const auto& gpt = dynamic_cast<const models::GPT&>(*model_);
+  models::save_gpt_weights(path, gpt, options_.model,
+                           {{"step", std::to_string(global_step_)}, {"data", data_.tokens->name}});
+}
+
+void Trainer::setup_language_model() {
+  const data::TokenDataset& tokens = *data_.tokens;
+  model_ = models::create_model(options_.model, {.vocab_size = tokens.vocab_size, .seed = options_.seed});
+  auto& gpt = dynamic_cast<models::GPT&>(*model_);
+  const std::int64_t context = gpt.config().block_size;
+  seq_len_ = options_.seq_len > 0 ? options_.seq_len : context;
+  if (seq_len_ > context) {
+    throw ValueError(fmt::format("--seq-len {} is longer than {}'s context of {} tokens (its position embeddings)",
+                                 seq_len_, options_.model, context));
+  }
+  options_.epochs = evaluations_of(options_);  // the shared loop's "epochs": evaluation intervals
+  model_->to(device_);
+  model_->train();
+  const double lr = options_.lr > 0.0 ? options_.lr : default_lr(options_.optimizer);
+  optimizer_ = make_language_model_optimizer(options_, gpt, lr);
+  if (options_.schedule == "cosine") {
+    // nanoGPT's get_lr: lr (it + 1) / (warmup + 1) during the warm-up, then cosine down to lr / 10
+    // at the last step. The cosine is made first: it takes the optimizer's lr as its base before
+    // the warm-up lowers it.
+    const std::int64_t warmup = warmup_steps_of(options_);
+    auto cosine = std::make_unique<optim::CosineAnnealingLR>(
+        *optimizer_, std::max<std::int64_t>(1, options_.steps - warmup), lr / 10.0);
+    if (warmup > 0) {
+      schedule_ = std::make_unique<optim::LinearWarmupLR>(*optimizer_, warmup, 1.0 / static_cast<double>(warmup + 1),
+                                                          std::move(cosine));
+    } else {
+      schedule_ = std::move(cosine);
+    }
+  }
+  apply_schedule();
+}
+
+std::int64_t Trainer::windows_in_interval() const {
+  const std::int64_t steps_before = epoch_ * options_.eval_interval;
+  const std::int64_t steps = std::min(options_.eval_interval, options_.steps - steps_before);
+  return std::max<std::int64_t>(steps, 0) * batch_size_;
+}
+
+std::string Trainer::describe_language_model() const {
+  const auto& gpt = dynamic_cast<const models::GPT&>(*model_);
+  const data::TokenDataset& tokens = *data_.tokens;
+  const double base_lr = schedule_ ? schedule_->base_lr() : optimizer_->lr();
+  const std::string schedule =
+      options_.schedule == "cosine"
+          ? fmt::format("warm-up {} steps, cosine to {:g}", warmup_steps_of(options_), base_lr / 10.0)
+          : std::string("constant");
+  return fmt::format(
+      "training {} ({:.2f} M parameters, context {}) on {} ({}) on {}: "
+      "{} lr {:g} ({}), weight decay {:g} on 2-D weights, gradient clip {:g}, batch {} x {} tokens, {} steps, "
+      "evaluation every {} steps on {} validation batches, {}, seed {}",
+      options_.model, static_cast<double>(gpt.num_parameters()) / 1e6, gpt.config().block_size, options_.data,
+      tokens.description, device_.str(),
+      options_.optimizer, base_lr, schedule, options_.weight_decay, options_.grad_clip, batch_size_, seq_len_,
+      options_.steps, options_.eval_interval, options_.eval_batches == 0 ? std::string("all") : std::to_string(options_.eval_batches),
+      options_.precision, options_.seed);
+}
+
+std::optional<float> Trainer::language_model_step() {
+  if (samples_in_epoch_ >= images_per_epoch()) return std::nullopt;
+  if (!token_sampler_ || token_sampler_->options().batch_size() != batch_size_) {
+    token_sampler_ = std::make_unique<data::RandomWindowSampler>(
+        data_.tokens->train, data::TokenBatchOptions(batch_size_, seq_len_).seed(options_.seed).device(device_));
+  }
+  const double started = now_seconds();
+  const data::TokenBatch batch = token_sampler_->batch(global_step_);
+  optimizer_->zero_grad();
+  float loss_value = 0.0f;
+  try {
+    const Tensor loss = recipe_->forward([&] { return next_token_loss((*model_)(batch.inputs), batch.targets); });
+    recipe_->backward(loss);
+    loss_value = loss.item<float>();
+  } catch (const OutOfMemoryError& error) {
+    halve_after_oom(error, batch_size_, "training step");  // throws for a GPT run
+    throw;
+  }
+  check_finite_loss(loss_value);
+  try {
+    if (options_.grad_clip > 0.0) {
+      // Clipping sees the true gradients: an fp16 run unscales them first (the step then does not).
+      if (amp::GradScaler* scaler = recipe_->scaler()) scaler->unscale_(*optimizer_);
+      nn::utils::clip_grad_norm_tensor_(model_->parameters(), options_.grad_clip);
+    }
+    recipe_->step(*optimizer_);
+  } catch (const OutOfMemoryError& error) {
+    throw OutOfMemoryError(fmt::format(
+        "out of memory in the optimizer update at batch size {} (not retried: the parameters may be partly updated; "
+        "resume from the last checkpoint with a smaller --batch-size): {}",
+        batch_size_, error.what()));
+  }
+  ++global_step_;
+  samples_in_epoch_ += batch_size_;
+  epoch_images_ += batch_size_;
+  epoch_loss_sum_ += static_cast<double>(loss_value) * static_cast<double>(batch_size_);
+  epoch_timed_images_ += batch_size_;
+  epoch_step_seconds_ += now_seconds() - started;
+  apply_schedule();
+  report_step();
+  return loss_value;
+}
+
+double Trainer::validation_loss() {
+  NoGradGuard no_grad;
+  model_->eval();
+  data::ValidationBatches batches(data_.tokens->validation, data::TokenBatchOptions(batch_size_, seq_len_).device(device_),
+                                  options_.eval_batches);
+  double loss_sum = 0.0;
+  std::int64_t tokens = 0;
+  while (std::optional<data::TokenBatch> batch = batches.next()) {
+    // Under the training step's autocast, as nanoGPT's estimate_loss.
+    const Tensor loss = recipe_->forward([&] { return next_token_loss((*model_)(batch->inputs), batch->targets); });
+    const std::int64_t n = batch->targets.numel();
+    loss_sum += loss.item<double>() * static_cast<double>(n);
+    tokens += n;
+  }
+  model_->train();
+  return tokens > 0 ? loss_sum / static_cast<double>(tokens) : std::nan("");
+}
+
+}  // namespace sublet::train
