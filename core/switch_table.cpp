@@ -21,6 +21,8 @@ constexpr std::array kSwitches{
                "run the CPU convolutions and GEMMs on their AVX2 kernels even where the CPU has AVX-512"},
     SwitchSpec{kNcclLibrarySwitch, Path, Runtime, "libnccl.so.2",
                "the NCCL library data parallel loads (found on the library path when unset)"},
+    SwitchSpec{kGlooLibrarySwitch, Path, Runtime, "",
+               "the Gloo shim (libsublet_gloo.so) --backend gloo loads (next to the sublet binary when unset)"},
     SwitchSpec{kNvtxCaptureSwitch, Path, Runtime, "",
                "the JSON file libsublet_nvtx_capture.so writes NVTX ranges to (%p: the process id)"},
     // Their own readers.

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/recompute_plan.h"
+#include "runtime/recompute_plan.h"
 
 namespace sublet::models {
 
@@ -18,7 +18,7 @@ inline constexpr std::size_t kMaxRecomputeUnits = 1000;
 inline constexpr std::size_t kMaxRecomputeBytes = std::size_t{1} << 50;
 
 struct MeasuredBudgetInput {
-  std::vector<memory::RecomputeUnit> units;
+  std::vector<RecomputeUnit> units;
   std::size_t baseline_peak = 0;  // from 1 to kMaxRecomputeBytes
   double forward_ms = 0;
   std::string model;              // the report's "model" and "batch_size", for titles

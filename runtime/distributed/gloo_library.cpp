@@ -7,6 +7,8 @@
 #include <mutex>
 
 #include "core/errors.h"
+#include "core/switch_table.h"
+#include "core/tuning.h"
 
 namespace sublet::distributed {
 namespace {
@@ -37,14 +39,13 @@ GlooLibrary load() {
                          ") and Debian's libgloo0 (libgloo.so.0 with libhiredis, libibverbs and libnl), and none "
                          "loaded:" + tried +
                          "\ninstall libgloo-dev (scripts/setup.sh), copy the shim and those libraries next to the "
-                         "sublet binary, or set SUBLET_GLOO_LIBRARY to the shim; or use --backend nccl on GPUs");
+                         "sublet binary, or set " + std::string(kGlooLibrarySwitch) + " to the shim; or use --backend nccl on GPUs");
 }
 
 }  // namespace
 
 std::vector<std::string> gloo_shim_candidates() {
-  if (const char* override_path = std::getenv("SUBLET_GLOO_LIBRARY"); override_path && *override_path)
-    return {override_path};
+  if (!tuning().gloo_library.empty()) return {tuning().gloo_library};
   std::vector<std::string> candidates;
   std::error_code error;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", error);

@@ -1,7 +1,7 @@
 #pragma once
 // Gloo, loaded at run time through sublet's shim (gloo_shim_abi.h), as NCCL is (nccl_library.h):
 // sublet links no Gloo, so a binary starts on machines without libgloo and only `--backend gloo`
-// needs it. Where: $SUBLET_GLOO_LIBRARY if set; else libsublet_gloo.so next to the running
+// needs it. Where: the tuning table's gloo_library if set; else libsublet_gloo.so next to the running
 // program; else the shim this build made (its path is compiled in). The shim finds libgloo.so.0
 // and its dependencies next to itself first (its run path is $ORIGIN), then on the loader's path.
 #include <string>
