@@ -241,6 +241,7 @@ Block* CachingAllocator::allocate(std::size_t bytes, StreamHandle stream, BlockC
   s.active_stats.on_allocate(s.stats, small);
   s.emit(AllocatorEventKind::Alloc, b, b->size);
   if (private_pool) [[unlikely]] s.record_request(b, bytes);
+  if (s.peak_waste_due) [[unlikely]] s.capture_peak_waste();
   return b;
 }
 
