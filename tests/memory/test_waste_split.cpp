@@ -293,6 +293,19 @@ TEST(WasteSplit, OutOfMemoryWithHolesNamesExpandableSegments) {
   for (std::size_t i = 1; i < blocks.size(); i += 2) a.allocator.free(blocks[i]);
 }
 
+TEST(WasteSplit, OutOfMemoryNeverSuggestsASettingThatIsOn) {
+  SimulatedAllocator a(20 * kMiB, "expandable_segments:True");
+  std::vector<Block*> blocks;  // ten 2 MiB blocks map the whole device; every other one freed
+  for (int i = 0; i < 10; ++i) blocks.push_back(a.allocator.allocate(2 * kMiB));
+  for (std::size_t i = 0; i < blocks.size(); i += 2) a.allocator.free(blocks[i]);
+  const std::string message = oom_message(a.allocator, 4 * kMiB);
+  EXPECT_TRUE(contains(message, "holes between live blocks 10.00 MiB")) << message;
+  EXPECT_TRUE(contains(message, "The largest kind is holes.")) << message;
+  EXPECT_FALSE(contains(message, "expandable_segments:True")) << message;
+  EXPECT_FALSE(contains(message, "max_split_size_mb")) << message;
+  for (std::size_t i = 1; i < blocks.size(); i += 2) a.allocator.free(blocks[i]);
+}
+
 TEST(WasteSplit, OutOfMemoryFromRoundingNamesTheDivisions) {
   SimulatedAllocator a(20 * kMiB, "roundup_power2_divisions:2");
   Block* held = a.allocator.allocate(8 * kMiB + 1);  // rounds to 12 MiB: 4 MiB - 1 B of rounding
