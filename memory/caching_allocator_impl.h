@@ -47,14 +47,11 @@ struct CachingAllocator::Impl {
   Backend& backend;
   const AllocatorConfig& config;
   mutable AllocatorMutex mutex;
-  // Before the pools and the segment list: members are destroyed in reverse order, and those
-  // intrusive containers unlink whatever Blocks they still hold (live blocks of an allocator
-  // destroyed while tensors hold them), so the Blocks must outlive them.
-  BlockArena arena;
   BlockPool small_pool{true};
   BlockPool large_pool{false};
   SegmentList segments;  // head block of every non-expandable segment
   std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments;
+  BlockArena arena;
   DeviceStats stats;          // all but the active families, which active_stats derives
   ActiveStats active_stats;
   // In recording order; `stream` is the one the event was recorded on (process_events).
