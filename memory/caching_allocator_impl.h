@@ -47,6 +47,7 @@ struct CachingAllocator::Impl {
   Backend& backend;
   const AllocatorConfig& config;
   mutable AllocatorMutex mutex;
+  bool peak_waste_due = false;  // next to the lock, which every call touches: waste_at_peak below
   BlockPool small_pool{true};
   BlockPool large_pool{false};
   SegmentList segments;  // head block of every non-expandable segment
@@ -92,7 +93,6 @@ struct CachingAllocator::Impl {
   // flagged on the cache-miss path (count_new_reserved); allocate() measures once its block is
   // handed out, so the cache-hit path pays one test of the flag.
   WasteSplit waste_at_peak;
-  bool peak_waste_due = false;
 
   // ---- small helpers (inline: used on the hot path) -------------------------------------
 
