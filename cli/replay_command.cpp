@@ -50,10 +50,37 @@ void print_results(const std::vector<memory::ReplayResult>& results, std::size_t
                100.0 * r.fragmentation_at_peak, r.device_allocs,
                r.out_of_memory ? fmt::format("OOM@{}", r.oom_event) : "yes");
   }
+  fmt::print("\nWaste at the reserved peak (the first moment reserved memory reached it): reserved = requested + the kinds\n");
+  fmt::print("{:<40} {:>14} {:>12} {:>12} {:>12} {:>13} {:>12}\n", "setting", "peak reserved", "requested", "rounding",
+             "holes", "free segments", "mapped unused");
+  for (const auto& r : results) {
+    const std::string label = r.label.empty() ? r.setting : r.label + " (" + r.setting + ")";
+    if (!r.has_waste_at_peak) {
+      fmt::print("{:<40} {:>14} {:>12}\n", label, bytes(r.peak_reserved), "n/a (pytorch rules)");
+      continue;
+    }
+    const memory::WasteSplit& w = r.waste_at_peak;
+    fmt::print("{:<40} {:>14} {:>12} {:>12} {:>12} {:>13} {:>12}\n", label, bytes(w.reserved), bytes(w.requested),
+               bytes(w.rounding), bytes(w.holes.all()), bytes(w.free_segments.all()), bytes(w.mapped_unused));
+  }
   fmt::print("\nfrag@peak: share of the free reserved memory outside the largest free block, at the (last) moment\n"
              "allocated memory peaked, as sublet profile's \"at the peak\".\n");
   if (std::any_of(results.begin(), results.end(), [](const memory::ReplayResult& r) { return r.out_of_memory; }))
     fmt::print("OOM@N: out of memory at event N of the trace (counting from 0): the setting does not fit the capacity.\n");
+}
+
+// The row's waste split at the reserved peak in bytes, or null under PyTorch's rules.
+nlohmann::json waste_json(const memory::ReplayResult& r) {
+  if (!r.has_waste_at_peak) return nullptr;
+  const memory::WasteSplit& w = r.waste_at_peak;
+  return {{"reserved_bytes", w.reserved},
+          {"requested_bytes", w.requested},
+          {"rounding_bytes", w.rounding},
+          {"holes_bytes", w.holes.all()},
+          {"holes_small_pool_bytes", w.holes.small_pool},
+          {"holes_large_pool_bytes", w.holes.large_pool},
+          {"free_segments_bytes", w.free_segments.all()},
+          {"mapped_unused_bytes", w.mapped_unused}};
 }
 
 // {"format": "sublet-replay-report", "source": {...}, "rows": [...]}: the layout `sublet replay`
@@ -70,6 +97,7 @@ void write_report_json(const std::string& path, const std::vector<memory::Replay
                     {"device_allocations", r.device_allocs},
                     {"fragmentation_at_peak", r.fragmentation_at_peak},
                     {"fits", !r.out_of_memory},
+                    {"waste_at_peak", waste_json(r)},
                     {"oom_event", r.out_of_memory ? nlohmann::json(r.oom_event) : nlohmann::json(nullptr)}});
   }
   const nlohmann::json doc = {{"format", "sublet-replay-report"},

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <string>
+#include <vector>
 
 #include "core/errors.h"
 #include "memory/annotation.h"
@@ -202,6 +203,15 @@ CachingAllocator::~CachingAllocator() {
   // Whatever callers still hold is lost with the allocator; give back what is cached.
   std::lock_guard lock(impl_->mutex);
   impl_->release_all_cached();
+  // Segments that still hold callers' blocks stay in the segment list and their free blocks in
+  // the bins. Those intrusive containers unlink their Blocks when destroyed, after the arena that
+  // owns the Blocks (members die in reverse order): unlink them now.
+  for (BlockPool* pool : {&impl_->small_pool, &impl_->large_pool}) {
+    std::vector<Block*> cached;
+    pool->free_blocks.for_each([&](Block& b) { cached.push_back(&b); });
+    for (Block* b : cached) pool->free_blocks.erase(*b);
+  }
+  impl_->segments.clear();
 }
 
 Block* CachingAllocator::allocate(std::size_t bytes, StreamHandle stream, BlockCategory category) {
@@ -241,6 +251,7 @@ Block* CachingAllocator::allocate(std::size_t bytes, StreamHandle stream, BlockC
   s.active_stats.on_allocate(s.stats, small);
   s.emit(AllocatorEventKind::Alloc, b, b->size);
   if (private_pool) [[unlikely]] s.record_request(b, bytes);
+  if (s.peak_waste_due) [[unlikely]] s.capture_peak_waste();
   return b;
 }
 

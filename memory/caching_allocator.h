@@ -29,6 +29,7 @@
 #include "memory/config.h"
 #include "memory/stats.h"
 #include "memory/trace_event.h"
+#include "memory/waste.h"
 
 namespace sublet::memory {
 
@@ -110,12 +111,18 @@ class CachingAllocator {
   void reset_peak_memory_stats();
   void reset_accumulated_memory_stats();
   DeviceStats stats() const;
-  std::map<std::string, std::int64_t> memory_stats() const { return stats().to_map(); }
+  // torch.cuda.memory_stats()'s flat keys, and the waste split's (waste.*, memory/waste.h).
+  std::map<std::string, std::int64_t> memory_stats() const;
   std::string memory_summary() const;
   std::vector<SegmentInfo> snapshot() const;
   // Largest free cached block and the share of free reserved memory outside it.
   std::size_t largest_free_block() const;
   double fragmentation() const;
+  // Reserved memory split into requested bytes and kinds of waste (memory/waste.h,
+  // docs/fragmentation.md): now, and at the first moment reserved memory reached its peak (since
+  // the last reset_peak_memory_stats()).
+  WasteSplit waste() const;
+  WasteSplit waste_at_peak() const;
 
   // Private pools, as PyTorch's graph pools: while a capture is active on `stream`, that stream's
   // allocations come from (and its frees return to) the pool's own segments, so the addresses a

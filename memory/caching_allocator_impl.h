@@ -8,6 +8,7 @@
 //   caching_allocator_planned_pools.cpp recorded and statically planned private pools
 //   caching_allocator_reading.cpp       statistics, snapshot, fragmentation (reading only)
 //   caching_allocator_oom.cpp           the cache-miss path: new memory, retries, out of memory
+//   caching_allocator_waste.cpp         the waste split (memory/waste.h), now and at the reserved peak
 // Every function here runs with `mutex` held. The cache-hit path (take_free_block, split,
 // return_block) lives in caching_allocator.cpp next to allocate() and free(), so that the
 // compiler inlines it there as it did when the allocator was one file.
@@ -27,6 +28,7 @@
 #include "memory/allocator_mutex.h"
 #include "memory/block_pool.h"
 #include "memory/caching_allocator.h"
+#include "memory/waste.h"
 
 namespace sublet::memory {
 
@@ -45,6 +47,7 @@ struct CachingAllocator::Impl {
   Backend& backend;
   const AllocatorConfig& config;
   mutable AllocatorMutex mutex;
+  bool peak_waste_due = false;  // next to the lock, which every call touches: waste_at_peak below
   BlockPool small_pool{true};
   BlockPool large_pool{false};
   SegmentList segments;  // head block of every non-expandable segment
@@ -86,6 +89,10 @@ struct CachingAllocator::Impl {
   struct CaptureTarget { StreamHandle stream; PrivatePool* pool; };
   std::vector<CaptureTarget> captures;  // streams whose allocations go to a private pool
   std::uint64_t next_private_pool_id = 1;
+  // The waste split at the first moment reserved memory reached its peak. A new peak is only
+  // flagged on the cache-miss path (count_new_reserved); allocate() measures once its block is
+  // handed out, so the cache-hit path pays one test of the flag.
+  WasteSplit waste_at_peak;
 
   // ---- small helpers (inline: used on the hot path) -------------------------------------
 
@@ -109,7 +116,9 @@ struct CachingAllocator::Impl {
   std::size_t reserved() const { return static_cast<std::size_t>(stats.reserved_bytes[StatType::All].current); }
   bool within_memory_limit(std::size_t extra) const { return memory_limit == 0 || reserved() + extra <= memory_limit; }
   void count_new_reserved(bool small, std::size_t bytes) {
+    const std::int64_t peak_before = stats.reserved_bytes[StatType::All].peak;
     stats.reserved_bytes.increase(small, static_cast<std::int64_t>(bytes));
+    if (stats.reserved_bytes[StatType::All].peak > peak_before) peak_waste_due = true;
   }
   static void apply_change(StatArray& stat, bool small, std::int64_t change) {
     if (change > 0) stat.increase(small, change);
@@ -210,6 +219,15 @@ struct CachingAllocator::Impl {
   std::size_t free_cached_bytes() const;
   double fragmentation() const;
   SegmentInfo describe(const Block* head, bool expandable) const;
+
+  // ---- the waste split (caching_allocator_waste.cpp) ---------------------------------------
+  // Walks every segment. With `request_pool` (an out-of-memory error), free segments of another
+  // pool or stream than the request's are counted apart too.
+  WasteSplit measure_waste(const BlockPool* request_pool = nullptr, StreamHandle request_stream = nullptr) const;
+  void capture_peak_waste() {
+    peak_waste_due = false;
+    waste_at_peak = measure_waste();
+  }
 
   // ---- the cache-miss and out-of-memory path (caching_allocator_oom.cpp) -------------------
   Block* allocate_new_memory(BlockPool& pool, StreamHandle stream, std::size_t size, std::size_t requested);

@@ -35,6 +35,7 @@ void CachingAllocator::Impl::throw_out_of_memory(std::size_t requested, std::siz
   facts.fragmentation = fragmentation();
   facts.memory_limit = memory_limit;
   facts.config = config;
+  facts.waste = measure_waste(&pool_for(rounded, stream), stream);
   throw OutOfMemoryError(describe_out_of_memory(facts));
 }
 

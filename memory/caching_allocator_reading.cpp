@@ -74,6 +74,7 @@ void CachingAllocator::reset_peak_memory_stats() {
   impl_->emit(AllocatorEventKind::PeaksReset);
   impl_->stats.reset_peak();
   impl_->active_stats.reset_peak(impl_->stats);
+  impl_->capture_peak_waste();
 }
 void CachingAllocator::reset_accumulated_memory_stats() {
   std::lock_guard lock(impl_->mutex);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/format_bytes.h"
 
 namespace sublet::memory {
@@ -18,15 +20,15 @@ std::string describe_out_of_memory(const OomFacts& f) {
   if (f.memory_limit != 0)
     text += fmt::format(" The per-process memory fraction caps sublet at {}.", b(f.memory_limit));
 
+  text += waste_sentence(f.waste);
+
+  // The kind of waste to address, when without the waste the request would have fit.
   std::string advice;
-  const bool fragmented = unallocated >= f.requested_bytes && f.largest_free_block < f.requested_bytes;
-  if (fragmented) {
-    if (!f.config.expandable_segments)
-      advice += " Reserved but unallocated memory would cover the request but is fragmented: try "
-                "SUBLET_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
-    if (!f.config.max_split_size_set() && !f.config.expandable_segments)
-      advice += " Setting max_split_size_mb (e.g. max_split_size_mb:128) stops large cached blocks from being split.";
-  }
+  const std::size_t wasted = f.waste.wasted();
+  std::size_t headroom = f.device_info.free_bytes;
+  if (f.memory_limit != 0) headroom = std::min(headroom, f.memory_limit - std::min(f.memory_limit, f.reserved_bytes));
+  if (wasted != 0 && wasted + headroom >= f.requested_bytes)
+    advice += waste_knob_advice(f.waste.largest(), f.waste, f.config, /*after_cache_release=*/true);
   if (f.memory_limit != 0 && f.reserved_bytes + f.requested_bytes > f.memory_limit &&
       f.device_info.free_bytes >= f.requested_bytes)
     advice += " The device itself has room: raise the memory fraction (set_memory_fraction).";

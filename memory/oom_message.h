@@ -6,6 +6,7 @@
 
 #include "memory/backend.h"
 #include "memory/config.h"
+#include "memory/waste.h"
 
 namespace sublet::memory {
 
@@ -19,6 +20,7 @@ struct OomFacts {
   double fragmentation = 0.0;   // share of free reserved memory outside the largest free block
   std::size_t memory_limit = 0; // 0 = no per-process fraction
   AllocatorConfig config;
+  WasteSplit waste;             // at the failure, after the cache was released
 };
 
 std::string describe_out_of_memory(const OomFacts& facts);

@@ -90,6 +90,8 @@ ReplayResult replay_trace(const std::vector<TraceEvent>& events, const std::stri
   }
   settle_peak();
   result.peak_allocated = allocator.max_memory_allocated();
+  result.has_waste_at_peak = true;
+  result.waste_at_peak = allocator.waste_at_peak();
   const DeviceStats stats = allocator.stats();
   result.device_allocs = stats.num_device_alloc;
   result.alloc_retries = stats.num_alloc_retries;

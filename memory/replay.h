@@ -11,6 +11,7 @@
 #include "memory/config.h"
 #include "memory/history.h"
 #include "memory/trace_event.h"
+#include "memory/waste.h"
 
 namespace sublet::memory {
 
@@ -44,6 +45,10 @@ struct ReplayResult {
   // moment sublet profile calls the peak): the share of free cached memory a request as large as
   // the largest free block could not use.
   double fragmentation_at_peak = 0;
+  // The waste split at the first moment reserved memory reached its peak (memory/waste.h); only
+  // under sublet's rules (has_waste_at_peak), since it reads sublet's allocator.
+  bool has_waste_at_peak = false;
+  WasteSplit waste_at_peak;
   std::int64_t device_allocs = 0;
   std::int64_t alloc_retries = 0;
   bool out_of_memory = false;

@@ -1,5 +1,6 @@
 // memory_summary(): the table users know from torch.cuda.memory_summary(), same rows and
-// columns, same unit rules (a column's unit is chosen from the row's peak so a row reads evenly).
+// columns, same unit rules (a column's unit is chosen from the row's peak so a row reads evenly),
+// then sublet's own section: reserved memory split into requested bytes and kinds of waste.
 #include <fmt/format.h>
 
 #include <array>
@@ -82,6 +83,7 @@ std::string CachingAllocator::memory_summary() const {
   append_single(out, "Oversize allocations", s.oversize_allocations);
   append_single(out, "Oversize segments", s.oversize_segments);
   out += rule('=');
+  out += waste_summary_section(waste(), waste_at_peak());
   return out;
 }
 

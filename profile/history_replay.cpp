@@ -99,6 +99,8 @@ ReplayedState replay_through(const ProfileRun& run, std::uint64_t through) {
   state.peak_reserved = allocator.max_memory_reserved();
   state.largest_free_block = allocator.largest_free_block();
   state.fragmentation = allocator.fragmentation();
+  state.waste = allocator.waste();
+  state.waste_at_reserved_peak = allocator.waste_at_peak();
   for (auto& [address, block] : live) allocator.free(block);
   return state;
 }

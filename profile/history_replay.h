@@ -24,6 +24,8 @@ struct ReplayedState {
   std::size_t peak_reserved = 0;              // max_memory_reserved() of the replay so far
   std::size_t largest_free_block = 0;
   double fragmentation = 0;                   // 1 - largest free block / free reserved
+  memory::WasteSplit waste;                   // reserved memory by use at that moment
+  memory::WasteSplit waste_at_reserved_peak;  // the same, when reserved memory first reached peak_reserved
 };
 
 // Replays events [0, through] (alloc and free requests; the allocator makes its own segment calls).

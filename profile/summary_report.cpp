@@ -45,6 +45,28 @@ double fragmentation_of(const std::vector<memory::SegmentInfo>& segments, std::i
   return *free_total == 0 ? 0.0 : 1.0 - static_cast<double>(*largest) / static_cast<double>(*free_total);
 }
 
+// Reserved memory by use at the step's peak and at the reserved peak (memory/waste.h).
+std::string waste_lines(int step, const ReplayedState& state) {
+  const memory::WasteSplit& at = state.waste;
+  const memory::WasteSplit& res = state.waste_at_reserved_peak;
+  const auto u = [](std::size_t v) { return b(static_cast<std::int64_t>(v)); };
+  std::string out = "Reserved memory by use (reserved = requested + rounding + holes + free segments + mapped but unused)\n";
+  out += fmt::format("  {:<46} {:>14} {:>14}\n", "", fmt::format("step {} peak", step), "reserved peak");
+  const auto row = [&](const char* name, std::size_t a, std::size_t r) {
+    out += fmt::format("  {:<46} {:>14} {:>14}\n", name, u(a), u(r));
+  };
+  row("requested by live tensors", at.requested, res.requested);
+  row("rounding (live blocks beyond their request)", at.rounding, res.rounding);
+  row("holes (free blocks in segments with live ones)", at.holes.all(), res.holes.all());
+  row("  of which in the large pool", at.holes.large_pool, res.holes.large_pool);
+  row("free segments (no live block)", at.free_segments.all(), res.free_segments.all());
+  row("mapped but unused (expandable segments)", at.mapped_unused, res.mapped_unused);
+  row("reserved", at.reserved, res.reserved);
+  if (at.wasted() != 0)
+    out += fmt::format("  largest kind at the step's peak: {}\n", memory::waste_kind_name(at.largest()));
+  return out + "\n";
+}
+
 // Mean and standard deviation of step times.
 struct StepTimes {
   double mean = 0, sd = 0;
@@ -215,6 +237,8 @@ std::string summary_report(const ProfileRun& run, const std::vector<LayerRow>& r
                      b(static_cast<std::int64_t>(peak_state.reserved - peak_state.allocated)));
   out += fmt::format("  at the end:         {:.1f}% (largest free block {}, free reserved {})\n\n", 100.0 * fragmentation_end,
                      b(largest_end), b(free_end));
+
+  out += waste_lines(n, peak_state);
 
   if (diff) out += "Step " + std::to_string(diff->later) + " against step " + std::to_string(diff->earlier) + "\n" + format_step_diff(*diff) + "\n";
 

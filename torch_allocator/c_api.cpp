@@ -72,7 +72,9 @@ std::map<std::string, std::int64_t> stats_of(int device) {
   sublet::memory::DeviceStats empty;
   const sublet::memory::AllocatorConfig config = table.config_for(device);
   empty.max_split_size = config.max_split_size_set() ? static_cast<std::int64_t>(config.max_split_size) : -1;
-  return empty.to_map();
+  std::map<std::string, std::int64_t> out = empty.to_map();
+  sublet::memory::put_waste_stats(out, {}, {});
+  return out;
 }
 
 template <typename F>

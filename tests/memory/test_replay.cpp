@@ -51,6 +51,15 @@ TEST(Replay, ReproducesTheLiveRunsPeakReservedExactly) {
   EXPECT_EQ(replayed.peak_allocated, live.allocator.max_memory_allocated());
   EXPECT_EQ(replayed.device_allocs, live.stat("num_device_alloc"));
   EXPECT_FALSE(replayed.out_of_memory);
+  // The waste split at the reserved peak too, kind by kind.
+  const WasteSplit at_peak = live.allocator.waste_at_peak();
+  ASSERT_TRUE(replayed.has_waste_at_peak);
+  EXPECT_EQ(replayed.waste_at_peak.reserved, at_peak.reserved);
+  EXPECT_EQ(replayed.waste_at_peak.requested, at_peak.requested);
+  EXPECT_EQ(replayed.waste_at_peak.rounding, at_peak.rounding);
+  EXPECT_EQ(replayed.waste_at_peak.holes.all(), at_peak.holes.all());
+  EXPECT_EQ(replayed.waste_at_peak.free_segments.all(), at_peak.free_segments.all());
+  EXPECT_TRUE(at_peak.holes.all() > 0) << "the workload leaves holes at its peak";
 }
 
 TEST(Replay, OtherKnobsChangeTheAnswer) {
@@ -135,6 +144,20 @@ TEST(Replay, FragmentationIsTakenWhereAllocatedMemoryPeaks) {
   EXPECT_EQ(r.peak_reserved, 32 * kMiB);
   EXPECT_EQ(r.peak_allocated, 24 * kMiB);
   EXPECT_EQ(r.fragmentation_at_peak, 0.0);  // was 1/3: the moment reserved memory peaked
+}
+
+TEST(Replay, WasteIsSplitAtTheReservedPeak) {
+  using Action = TraceEvent::Action;
+  const auto alloc = [](std::uint64_t id, std::size_t mib) { return TraceEvent{.action = Action::Alloc, .id = id, .size = mib * kMiB}; };
+  const auto free_of = [](std::uint64_t id) { return TraceEvent{.action = Action::Free, .id = id}; };
+  // A 20 MiB segment holds 1 and 3 around a 4 MiB hole and an 8 MiB free tail; 4 takes its own 12 MiB.
+  const std::vector<TraceEvent> events = {alloc(1, 4), alloc(2, 4), alloc(3, 4), free_of(2), alloc(4, 12), free_of(4)};
+  const ReplayResult r = replay_trace(events, "", std::size_t{1} << 30);
+  ASSERT_TRUE(r.has_waste_at_peak);
+  EXPECT_EQ(r.waste_at_peak.reserved, 32 * kMiB);
+  EXPECT_EQ(r.waste_at_peak.requested, 20 * kMiB);
+  EXPECT_EQ(r.waste_at_peak.holes.large_pool, 12 * kMiB);
+  EXPECT_EQ(r.waste_at_peak.rounding + r.waste_at_peak.free_segments.all() + r.waste_at_peak.mapped_unused, 0u);
 }
 
 TEST(Replay, TraceFilesRoundTripAndBadOnesAreRejected) {

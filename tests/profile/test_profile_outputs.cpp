@@ -205,6 +205,11 @@ TEST(ProfileOutputs, ReplayedStateAtTheEndHasTheLiveSegmentsAndBlocks) {
   };
   EXPECT_EQ(layout(end.segments), layout(p.run.final_segments));
   EXPECT_EQ(end.reserved, p.run.steps.back().reserved_at_end);
+  // Its waste split adds up to the replayed reserved memory, now and at the reserved peak.
+  EXPECT_EQ(end.waste.reserved, end.reserved);
+  EXPECT_EQ(end.waste.requested + end.waste.wasted(), end.reserved);
+  EXPECT_EQ(end.waste_at_reserved_peak.reserved, end.peak_reserved);
+  EXPECT_EQ(end.waste_at_reserved_peak.requested + end.waste_at_reserved_peak.wasted(), end.peak_reserved);
 }
 
 TEST(ProfileOutputs, SummaryExplainsPeakEstimateFragmentationAndTheStepDiff) {
@@ -212,6 +217,7 @@ TEST(ProfileOutputs, SummaryExplainsPeakEstimateFragmentationAndTheStepDiff) {
   const std::string summary = read(p.dir / "summary.txt");
   for (const char* part : {"Step peaks", "adds up per layer", "Static estimate vs measured", "parameters (", "rounding:",
                            "caching:", "Fragmentation", "Step 2 against step 1", "Overhead of profiling",
+                           "Reserved memory by use", "holes (free blocks in segments with live ones)",
                            "memory_summary() at step 2's peak", "memory_summary() at the end", "Allocated memory"})
     EXPECT_NE(summary.find(part), std::string::npos) << part;
   // ResNet-20 has 0.27 M parameters: about 1.04 MiB of float32 weights.
