@@ -224,8 +224,23 @@ struct CachingAllocator::Impl {
   // Walks every segment. With `request_pool` (an out-of-memory error), free segments of another
   // pool or stream than the request's are counted apart too.
   WasteSplit measure_waste(const BlockPool* request_pool = nullptr, StreamHandle request_stream = nullptr) const;
+  // Measuring walks every segment, so with many segments a trace whose every step is a new peak
+  // (each request on a stream of its own) would be quadratic. Up to kExactPeakSegments segments the
+  // split is taken at every new peak; above, at most once per (segments / 8) new peaks, so the
+  // walks cost O(1) per request on average and waste_at_peak() may come from an earlier, lower peak
+  // (peak_waste_exact says which).
+  static constexpr std::int64_t kExactPeakSegments = 4096;
+  std::int64_t peaks_since_capture = 0;
+  bool peak_waste_exact = true;
   void capture_peak_waste() {
     peak_waste_due = false;
+    const std::int64_t segments = stats.segment[StatType::All].current;
+    if (segments > kExactPeakSegments && ++peaks_since_capture < segments / 8) {
+      peak_waste_exact = false;
+      return;
+    }
+    peaks_since_capture = 0;
+    peak_waste_exact = true;
     waste_at_peak = measure_waste();
   }
 

@@ -201,7 +201,7 @@ std::vector<Case> all_cases() {
       {"TrainUnknownModel", {"train", "--model", "resnet99"},
        {"--model: unknown value 'resnet99'; expected one of resnet20, resnet32, resnet56, resnet18, resnet34, resnet50"}},
       {"TrainUnknownData", {"train", "--data", "imagenet"},
-       {"--data: unknown value 'imagenet'; expected one of mnist, cifar10, synthetic"}},
+       {"--data: unknown value 'imagenet'; expected one of mnist, fashion-mnist, cifar10, synthetic, text, tokens"}},
       {"TrainUnknownOptimizer", {"train", "--optimizer", "rmsprop"},
        {"--optimizer: unknown value 'rmsprop'; expected one of sgd, adam, adamw"}},
       {"TrainUnknownSchedule", {"train", "--schedule", "linear"},
