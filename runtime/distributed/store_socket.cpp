@@ -5,8 +5,10 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstring>
 
@@ -109,6 +111,23 @@ std::string error_text(int error_number) {
   if (::strerror_r(error_number, buffer, sizeof(buffer)) != 0) return "error " + std::to_string(error_number);
   return buffer;
 #endif
+}
+
+std::string send_all(int fd, const void* data, std::size_t size, Clock::time_point deadline, const std::string& where) {
+  const char* bytes = static_cast<const char*>(data);
+  std::size_t sent = 0;
+  while (sent < size) {
+    const ssize_t n = ::send(fd, bytes + sent, size - sent, MSG_NOSIGNAL);
+    if (n >= 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return "store: sending to " + where + " failed: " + error_text(errno);
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, poll_timeout_until(deadline)) == 0) return "store: " + where + " accepted no data in time";
+  }
+  return {};
 }
 
 }  // namespace sublet::distributed::detail

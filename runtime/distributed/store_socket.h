@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -66,5 +67,8 @@ void set_nonblocking(int fd);
 void set_no_delay(int fd);
 // errno as text (strerror is not thread-safe; this is).
 std::string error_text(int error_number);
+// Sends all `size` bytes on the non-blocking socket `fd` before `deadline`. Returns "" when sent,
+// else why not (naming `where`), for the caller's own failure path.
+std::string send_all(int fd, const void* data, std::size_t size, Clock::time_point deadline, const std::string& where);
 
 }  // namespace sublet::distributed::detail

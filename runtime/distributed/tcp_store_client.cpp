@@ -141,18 +141,7 @@ proto::Response StoreClient::Impl::call(const proto::Request& request, Clock::ti
 }
 
 void StoreClient::Impl::send_all(const std::vector<std::uint8_t>& bytes, Clock::time_point deadline) {
-  std::size_t sent = 0;
-  while (sent < bytes.size()) {
-    const ssize_t n = ::send(fd.get(), bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n >= 0) {
-      sent += static_cast<std::size_t>(n);
-      continue;
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) fail("store: sending to " + where + " failed: " + detail::error_text(errno));
-    pollfd p{fd.get(), POLLOUT, 0};
-    if (::poll(&p, 1, detail::poll_timeout_until(deadline)) == 0) fail("store: " + where + " accepted no data in time");
-  }
+  if (std::string error = detail::send_all(fd.get(), bytes.data(), bytes.size(), deadline, where); !error.empty()) fail(error);
 }
 
 proto::Response StoreClient::Impl::receive(Clock::time_point deadline) {

@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <chrono>
 #include <cstdint>
@@ -20,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/gzip_bytes.h"
 #include "profile/pickle_writer.h"
 #include "tests/cli/cli_process.h"
 
@@ -57,20 +57,7 @@ void write_mnist(const fs::path& dir) {
   write_text(dir / "t10k-labels-idx1-ubyte", idx_labels(2));
 }
 
-// One gzip member of `bytes`.
-std::string gzip(const std::string& bytes) {
-  z_stream s{};
-  EXPECT_EQ(deflateInit2(&s, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&s, static_cast<uLong>(bytes.size())), '\0');
-  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
-  s.avail_in = static_cast<uInt>(bytes.size());
-  s.next_out = reinterpret_cast<Bytef*>(out.data());
-  s.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&s, Z_FINISH), Z_STREAM_END);
-  out.resize(s.total_out);
-  deflateEnd(&s);
-  return out;
-}
+using sublet::testing::gzip;
 
 std::string alloc_trace(const std::vector<std::string>& events) {
   std::string text = R"({"format": "sublet-alloc-trace", "version": 2, "events": [)";

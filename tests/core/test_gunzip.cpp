@@ -1,29 +1,17 @@
 // core/gunzip.h: decompression bounded by the format's header or a stated limit, so that a gzip
 // bomb ends with an error after the bound, not with the machine out of memory.
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <string>
 
+#include "tests/gzip_bytes.h"
 #include "core/errors.h"
 #include "core/gunzip.h"
 
 namespace sublet::io {
 namespace {
 
-std::string gzip(const std::string& bytes) {
-  z_stream s{};
-  EXPECT_EQ(deflateInit2(&s, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&s, static_cast<uLong>(bytes.size())), '\0');
-  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
-  s.avail_in = static_cast<uInt>(bytes.size());
-  s.next_out = reinterpret_cast<Bytef*>(out.data());
-  s.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&s, Z_FINISH), Z_STREAM_END);
-  out.resize(s.total_out);
-  deflateEnd(&s);
-  return out;
-}
+using sublet::testing::gzip;
 
 std::string error_of(const std::string& compressed, const GunzipLimit& limit) {
   try {
