@@ -3,21 +3,28 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "core/errors.h"
 
 namespace sublet::io {
 
+namespace {
+std::atomic<std::size_t> default_limit_cap{SIZE_MAX};
+}  // namespace
+
 std::size_t default_gunzip_limit(std::size_t compressed_bytes) {
   constexpr std::size_t kFloor = std::size_t{256} << 20;
   constexpr std::size_t kRatio = 100;
   const std::size_t scaled = compressed_bytes > SIZE_MAX / kRatio ? SIZE_MAX : compressed_bytes * kRatio;
-#ifdef SUBLET_GUNZIP_LIMIT_BYTES
-  return std::min<std::size_t>(std::max(kFloor, scaled), SUBLET_GUNZIP_LIMIT_BYTES);
-#else
-  return std::max(kFloor, scaled);
-#endif
+  return std::min(std::max(kFloor, scaled), default_limit_cap.load(std::memory_order_relaxed));
+}
+
+void cap_default_gunzip_limit(std::size_t max_bytes) {
+  std::size_t current = default_limit_cap.load();
+  while (max_bytes < current && !default_limit_cap.compare_exchange_weak(current, max_bytes)) {
+  }
 }
 
 bool is_gzip(std::string_view bytes) {

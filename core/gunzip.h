@@ -21,7 +21,12 @@ struct GunzipLimit {
 
 // The stated limit of a decompressing reader with no size header: 100 times the compressed
 // size (real snapshots and datasets compress 3-20x), and at least 256 MiB.
+// Lowered (never raised) by cap_default_gunzip_limit.
 std::size_t default_gunzip_limit(std::size_t compressed_bytes);
+
+// Caps default_gunzip_limit for the whole process: the fuzz targets cap it at 1 MiB at start-up so
+// that gzip bombs in their corpora end in microseconds. Thread-safe.
+void cap_default_gunzip_limit(std::size_t max_bytes);
 
 bool is_gzip(std::string_view bytes);
 

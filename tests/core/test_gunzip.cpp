@@ -52,6 +52,19 @@ TEST(Gunzip, TheStatedLimitIsAHundredTimesTheInputAndAtLeast256MiB) {
   EXPECT_EQ(default_gunzip_limit(SIZE_MAX / 2), SIZE_MAX);
 }
 
+// The cap cannot be lifted again: this test comes after every test of the default limit in this
+// file (ctest also runs each test in a process of its own).
+TEST(Gunzip, AProcessCapLowersTheDefaultAndIsNeverRaised) {
+  cap_default_gunzip_limit(std::size_t{1} << 20);
+  EXPECT_EQ(default_gunzip_limit(1000), std::size_t{1} << 20);
+  EXPECT_EQ(default_gunzip_limit(std::size_t{10} << 20), std::size_t{1} << 20);
+  cap_default_gunzip_limit(std::size_t{2} << 20);
+  EXPECT_EQ(default_gunzip_limit(1000), std::size_t{1} << 20);
+  EXPECT_NE(error_of(gzip(std::string((std::size_t{1} << 20) + 1, 'z')), {.max_bytes = default_gunzip_limit(1000)})
+                .find("decompresses to more than 1048576 bytes"),
+            std::string::npos);
+}
+
 TEST(Gunzip, CorruptAndTruncatedDataAreErrors) {
   const std::string gz = gzip(std::string(1000, 'b'));
   EXPECT_NE(error_of(gz.substr(0, gz.size() - 6), {.max_bytes = 1 << 20}).find("the gzip data ends early"), std::string::npos);
