@@ -132,7 +132,10 @@ std::vector<SweepEntry> run_sweep(bench::StepBenchOptions options, const std::ve
     memory::replace_allocator(options.device, memory::make_allocator(options.device, memory::AllocatorKind::Caching,
                                                                      setting.config));
     std::cerr << "bench step: " << options.model << " under allocator setting " << setting.label
-              << (setting.label == setting.config.to_string() ? "" : " (" + setting.config.to_string() + ")") << "\n";
+              << (setting.label == setting.config.to_string()
+                      ? ""
+                      : " (" + (setting.config.to_string().empty() ? "no knob set" : setting.config.to_string()) + ")")
+              << "\n";
     SweepEntry entry;
     try {
       entry.run = bench::run_step_bench(options, &std::cerr);

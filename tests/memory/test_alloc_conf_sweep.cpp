@@ -96,6 +96,28 @@ TEST(AllocConfSweep, ExpandableSegmentsLeaveNoHoleInTheSameCase) {
   EXPECT_EQ(row.segments_created, 1);
 }
 
+// A cached small-pool segment (2 MiB, freed) beside a new 10 MiB segment for a large request: at
+// the reserved peak (12 MiB) the free segment is what is reserved and unallocated.
+TEST(AllocConfSweep, AFreeSegmentAtThePeakCountsAsUnallocated) {
+  SimulatedAllocator a(1024 * kMiB);
+  a.allocator.free(a.allocator.allocate(4096));
+  Block* big = a.allocator.allocate(10 * kMiB);
+  const SweepRow row = sweep_row_from_stats("pytorch", "", a.allocator.memory_stats());
+  EXPECT_EQ(row.peak_reserved, std::int64_t{12 * kMiB});
+  EXPECT_EQ(*row.unallocated_at_peak, std::int64_t{2 * kMiB});
+  a.allocator.free(big);
+}
+
+// An expandable segment maps whole 2 MiB pages: 3 MiB asked for maps 4 MiB, 1 MiB of it unused.
+TEST(AllocConfSweep, MappedButUnusedBytesAtThePeakCountAsUnallocated) {
+  SimulatedAllocator a(1024 * kMiB, "expandable_segments:True");
+  Block* b = a.allocator.allocate(3 * kMiB);
+  const SweepRow row = sweep_row_from_stats("expandable_segments:True", "expandable_segments:True", a.allocator.memory_stats());
+  EXPECT_EQ(row.peak_reserved, std::int64_t{4 * kMiB});
+  EXPECT_EQ(*row.unallocated_at_peak, std::int64_t{1 * kMiB});
+  a.allocator.free(b);
+}
+
 // A request that does not fit after the cache is released: one retry, one OOM.
 TEST(AllocConfSweep, RetriesAndOutOfMemoryAreCounted) {
   SimulatedAllocator a(24 * kMiB);
