@@ -372,14 +372,15 @@ void add_bench_step_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   step->add_option("--write-shape-schedule", flags->write_shape_schedule_path,
                    "write the schedule drawn from --seq-len-range or --resolutions to this file before the run");
-  step->add_flag("--alloc-conf-sweep{}", flags->alloc_conf_sweep_list,
+  step->add_flag("--alloc-conf-sweep", flags->alloc_conf_sweep_list,
                  "run the same steps under each allocator setting, a fresh caching allocator each, and print one row "
                  "per setting from its memory_stats(). Alone: pytorch (PyTorch's defaults, fixed segments), "
                  "max_split_size_mb:512, roundup_power2_divisions:16, both, expandable_segments:True and sublet "
                  "(sublet's defaults for the device; on the CPU the same as PyTorch's). "
                  "--alloc-conf-sweep='A;B;...' tries that list (';' between settings; pytorch, sublet, or "
                  "SUBLET_ALLOC_CONF strings applied to PyTorch's defaults; SUBLET_ALLOC_CONF itself is not read). "
-                 "CPU tensors use the same caching allocator over host memory, so the sweep runs on the CPU too");
+                 "CPU tensors use the same caching allocator over host memory, so the sweep runs on the CPU too")
+      ->option_text("[=LIST]");
   step->add_option("--steps", flags->steps, "timed steps")->check(CLI::Range(1, 1000000))->capture_default_str();
   step->add_option("--warmup", flags->warmup, "untimed steps first")->check(CLI::Range(0, 1000000))->capture_default_str();
   step->add_flag("--small-input-stem", flags->small_input_stem,
@@ -434,6 +435,8 @@ void add_bench_step_command(CLI::App& app) {
   step->callback([flags, memory_plan, launch, step] {
     flags->memory_plan_given = memory_plan->count() > 0;
     flags->alloc_conf_sweep = step->get_option("--alloc-conf-sweep")->count() > 0;
+    // CLI11 gives a flag without a value as "true", which no setting can be: the standard list.
+    if (flags->alloc_conf_sweep_list == "true") flags->alloc_conf_sweep_list.clear();
     flags->batch_size_given = step->get_option("--batch-size")->count() > 0;
     flags->seq_len_given = step->get_option("--seq-len")->count() > 0;
     flags->input_given = step->get_option("--input")->count() > 0;

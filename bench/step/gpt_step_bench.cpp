@@ -3,6 +3,7 @@
 // norm 1.0, AdamW (lr 6e-4, betas 0.9/0.95, weight decay 0.1 on 2-D weights, fused update),
 // zero_grad. bench/pytorch_step.py runs the same step in PyTorch.
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <random>
@@ -48,6 +49,7 @@ StepBenchResult run_gpt_step_bench(const StepBenchOptions& options, std::ostream
   StepBenchResult result;
   result.options = options;
   result.language_model = true;
+  result.threads = omp_get_max_threads();
   const Device device = options.device;
   auto model = std::dynamic_pointer_cast<models::GPT>(models::create_model(
       options.model, {.vocab_size = options.vocab_size, .seed = options.seed, .block_size = options.block_size}));

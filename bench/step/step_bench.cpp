@@ -135,13 +135,12 @@ void time_eager_steps(const std::function<void(std::int64_t)>& step, const std::
 }
 
 StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* progress) {
-  if (models::is_language_model(options.model)) return run_gpt_step_bench(options, progress);
-  check_options(options);
-  if (options.schedule)
-    check_schedule_for_run(*options.schedule, /*language_model=*/false, 0, options.warmup + options.steps, options.model);
-  StepBenchResult result;
-  result.options = options;
-  result.threads = omp_get_max_threads();
+  const bool language_model = models::is_language_model(options.model);
+  if (!language_model) {
+    check_options(options);
+    if (options.schedule)
+      check_schedule_for_run(*options.schedule, /*language_model=*/false, 0, options.warmup + options.steps, options.model);
+  }
   const Device device = options.device;
   // Only when asked for (the history's ring reserves a few MiB). Saved however the run ends (an
   // OOM in a step included), since the trace is what explains it.
@@ -160,6 +159,10 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
       }
     }
   } save_trace{options.alloc_trace_path, history};
+  if (language_model) return run_gpt_step_bench(options, progress);
+  StepBenchResult result;
+  result.options = options;
+  result.threads = omp_get_max_threads();
 
   auto model = models::create_model(options.model, {.in_channels = options.input.channels,
                                                     .num_classes = options.num_classes,

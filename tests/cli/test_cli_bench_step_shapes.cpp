@@ -138,6 +138,32 @@ TEST_F(BenchStepShapesCli, TheSweepPrintsOneRowPerSettingReadFromTheAllocatorsSt
   }
 }
 
+// `sublet replay` of the run's allocation trace gives the sweep's columns: the same requests
+// through the same allocator rules, so the same figures for each setting.
+TEST_F(BenchStepShapesCli, AReplayOfTheRecordedTraceGivesTheSweepsColumns) {
+  const std::vector<std::string> workload = {"--model", "gpt-nano", "--vocab", "4096", "--seq-len-range", "8:64",
+                                             "--tokens-per-batch", "2048", "--warmup", "1", "--steps", "2"};
+  const Outcome recorded = run(with(workload, {"--alloc-trace", "trace.json"}));
+  ASSERT_EQ(recorded.exit_code, 0) << both(recorded);
+  const Outcome swept = run(with(workload, {"--alloc-conf-sweep=pytorch;expandable_segments:True", "--json", "s.json"}));
+  ASSERT_EQ(swept.exit_code, 0) << both(swept);
+  const Outcome replayed = run_sublet({"replay", "trace.json", "--alloc-conf", "", "--alloc-conf", "expandable_segments:True",
+                                       "--json", "r.json"},
+                                      {}, dir_);
+  ASSERT_EQ(replayed.exit_code, 0) << both(replayed);
+  EXPECT_NE(replayed.out.find("unalloc@peak"), std::string::npos) << replayed.out;
+  const nlohmann::json sweep = json("s.json"), replay = json("r.json");
+  ASSERT_EQ(replay["rows"].size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const nlohmann::json& a = sweep["rows"][i];
+    const nlohmann::json& b = replay["rows"][i]["sweep"];
+    for (const char* key : {"peak_allocated_bytes", "peak_reserved_bytes", "reserved_unallocated_at_peak_bytes",
+                            "segments_created", "device_allocations", "alloc_retries", "ooms"})
+      EXPECT_EQ(a[key], b[key]) << "row " << i << ": " << key;
+    EXPECT_TRUE(b["us_per_token"].is_null());
+  }
+}
+
 TEST_F(BenchStepShapesCli, AGivenSweepListRunsThoseSettings) {
   const Outcome o = run(with(kNanoSchedule, {"--alloc-conf-sweep=expandable_segments:True;pytorch", "--json", "l.json"}));
   ASSERT_EQ(o.exit_code, 0) << both(o);
