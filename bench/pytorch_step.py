@@ -44,8 +44,9 @@ defaults); default: pytorch, max_split_size_mb:512, roundup_power2_divisions:16,
 expandable_segments:True. The reserved-but-unallocated bytes at the reserved peak are not among
 PyTorch's statistics: with --snapshot-dir DIR each setting's run records its allocation history
 from the start and writes DIR/<setting>.pickle, and `sublet replay --rules pytorch` of that
-snapshot gives the column (its "recorded" row). A sweep needs CUDA (PyTorch keeps no CPU
-allocator statistics); on the CPU --sweep-dry-run prints the commands it would run.
+snapshot gives the column (its "recorded" row). PyTorch keeps no CPU allocator statistics, so on
+the CPU the processes run and the memory columns read n/a; --sweep-dry-run prints each setting's
+command and environment instead of running it.
 Works with PyTorch 1.13 (Debian 12) and 2.x.
 """
 import argparse
