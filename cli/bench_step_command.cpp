@@ -97,7 +97,12 @@ std::shared_ptr<const bench::ShapeSchedule> schedule_from_flags(const StepFlags&
   if (flags.seq_len_given && (drawn_tokens || read))
     throw ValueError("bench step --seq-len: the shape schedule sets every step's length; drop --seq-len");
   const std::int64_t steps = flags.warmup + flags.steps;
-  if (read) return std::make_shared<const bench::ShapeSchedule>(bench::load_shape_schedule(flags.shape_schedule_path));
+  if (read) {
+    if (flags.batch_size_given || flags.input_given)
+      throw ValueError("bench step --shape-schedule: the file sets every step's batch and shape; drop --batch-size "
+                       "and --input");
+    return std::make_shared<const bench::ShapeSchedule>(bench::load_shape_schedule(flags.shape_schedule_path));
+  }
   if (drawn_tokens) {
     if (flags.seq_len_range.empty() || flags.tokens_per_batch <= 0)
       throw ValueError("bench step: --seq-len-range and --tokens-per-batch go together (a length each step, and the "
@@ -230,8 +235,6 @@ void run_bench_step(const StepFlags& flags) {
                      "--memory-budget and --nproc-per-node");
   options.schedule = schedule_from_flags(flags, options.input.channels);
   if (options.schedule && !options.schedule->tokens()) options.batch_size = options.schedule->batch_size;
-  if (options.schedule && flags.input_given && !options.schedule->tokens() && !flags.shape_schedule_path.empty())
-    throw ValueError("bench step --input: the shape schedule sets every step's input; drop --input");
   if (options.schedule)  // before the first model is built, so a bad schedule fails at once
     for (const auto& model : flags.models)
       bench::check_schedule_for_run(

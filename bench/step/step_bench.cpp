@@ -164,7 +164,9 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   result.options = options;
   result.threads = omp_get_max_threads();
 
-  auto model = models::create_model(options.model, {.in_channels = options.input.channels,
+  // Under a schedule the model takes the schedule's channels (a file read may differ from --input).
+  const std::int64_t in_channels = options.schedule ? options.schedule->steps.front().channels : options.input.channels;
+  auto model = models::create_model(options.model, {.in_channels = in_channels,
                                                     .num_classes = options.num_classes,
                                                     .small_input_stem = options.small_input_stem,
                                                     .seed = options.seed});

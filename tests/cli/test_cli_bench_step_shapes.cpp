@@ -193,6 +193,9 @@ TEST_F(BenchStepShapesCli, RefusesFlagsThatDoNotGoTogether) {
   refused(with(kNanoSchedule, {"--alloc-conf-sweep", "--allocator", "raw"}), "drop --allocator raw");
   refused(with(kNanoSchedule, {"--alloc-conf-sweep=pytorch;max_split_size_mb:8"}),
           "--alloc-conf-sweep: bad value '8' for max_split_size_mb");
+  ASSERT_EQ(run(with(kNanoSchedule, {"--write-shape-schedule", "ok.json"})).exit_code, 0);
+  refused({"--model", "gpt-nano", "--shape-schedule", "ok.json", "--batch-size", "4"},
+          "the file sets every step's batch and shape; drop --batch-size and --input");
   std::ofstream(dir_ / "v2.json") << R"({"format": "sublet-shape-schedule", "version": 2})";
   refused({"--model", "gpt-nano", "--shape-schedule", "v2.json"}, "unknown \"version\" 2");
   EXPECT_FALSE(fs::exists(dir_ / "w.json"));
@@ -210,6 +213,11 @@ TEST_F(BenchStepShapesCli, ImageModelsTakeAResolutionEachStep) {
   }
   EXPECT_EQ(json("r.json")["timed_samples"], 8);
   EXPECT_GT(json("r.json")["us_per_image"].get<double>(), 0.0);
+  // Read back without --input: the model takes the file's one channel.
+  const Outcome read = run({"--model", "resnet20", "--classes", "3", "--warmup", "1", "--steps", "4", "--shape-schedule",
+                            "img.json", "--json", "r2.json"});
+  ASSERT_EQ(read.exit_code, 0) << both(read);
+  EXPECT_EQ(json("r2.json")["timed_samples"], 8);
 }
 
 }  // namespace
