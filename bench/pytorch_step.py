@@ -4,7 +4,8 @@
     python3 bench/pytorch_step.py [--device cpu|cuda|auto] --model M[,M...] [--input CxHxW]
         [--batch-size B] [--classes K] [--steps N] [--warmup W] [--small-input-stem] [--seed S]
         [--threads T] [--cuda-graph] [--precision fp32|bf16|fp16] [--channels-last] [--json PATH]
-        [--seq-len N] [--vocab V] [--compile]                                   (GPT models)
+        [--seq-len N] [--vocab V] [--block-size N] [--compile]                  (GPT models)
+        [--shape-schedule FILE] [--alloc-conf-sweep [LIST]] [--snapshot-dir DIR]
 
 Step: forward, cross-entropy, backward, SGD(lr 0.1, momentum 0.9) step, zero_grad(set_to_none).
 --cuda-graph (CUDA): the warm-up runs on a side stream, then one whole step is captured with
@@ -30,14 +31,33 @@ Attention through F.scaled_dot_product_attention where PyTorch has it (2.x), wri
 includes the compilation, is reported as compile_seconds. Tokens/s and MFU (6N + 12 L C T FLOPs
 per token over 989 TFLOP/s, dense bf16 of an H100/H200 SXM) are reported as sublet's bench step
 does.
+--shape-schedule FILE: step i (warm-up steps first) trains on the i-th shape of a
+sublet-shape-schedule file, as `sublet bench step --write-shape-schedule FILE` writes it (token
+windows of a length and batch per step for GPT models, or a resolution per step for the image
+models), with a fresh batch each step; the report adds the time per token (or image) over the
+timed steps.
+--alloc-conf-sweep [LIST]: runs the same steps once per allocator setting, each in its own process
+(PyTorch reads PYTORCH_CUDA_ALLOC_CONF once, when CUDA starts), and prints the columns of `sublet
+bench step --alloc-conf-sweep` from torch.cuda.memory_stats() over the whole run (peaks are not
+reset after the warm-up there). LIST: settings separated by ';' ("pytorch" for PyTorch's
+defaults); default: pytorch, max_split_size_mb:512, roundup_power2_divisions:16, both,
+expandable_segments:True. The reserved-but-unallocated bytes at the reserved peak are not among
+PyTorch's statistics: with --snapshot-dir DIR each setting's run records its allocation history
+from the start and writes DIR/<setting>.pickle, and `sublet replay --rules pytorch` of that
+snapshot gives the column (its "recorded" row). PyTorch keeps no CPU allocator statistics, so on
+the CPU the processes run and the memory columns read n/a; --sweep-dry-run prints each setting's
+command and environment instead of running it.
 Works with PyTorch 1.13 (Debian 12) and 2.x.
 """
 import argparse
 import contextlib
 import json
 import os
+import shlex
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -51,6 +71,9 @@ IMAGENET_MODELS = ("resnet18", "resnet34", "resnet50")
 GPT_NAMES = tuple(nanogpt_model.CONFIGS)
 MODEL_NAMES = ("resnet20", "resnet32", "resnet56") + IMAGENET_MODELS + GPT_NAMES
 DENSE_BF16_PEAK_FLOPS = 989e12  # H100/H200 SXM
+SHAPE_SCHEDULE_FORMAT, SHAPE_SCHEDULE_VERSION = "sublet-shape-schedule", 1
+DEFAULT_SWEEP = ("pytorch", "max_split_size_mb:512", "roundup_power2_divisions:16",
+                 "max_split_size_mb:512,roundup_power2_divisions:16", "expandable_segments:True")
 
 
 class BasicBlock(nn.Module):
@@ -135,6 +158,76 @@ def format_bytes(n):
     return f"{n} B"
 
 
+def load_shape_schedule(path):
+    """A sublet-shape-schedule file (bench/step/shape_schedule.h): {"kind", "steps": [(batch, seq_len or (C, H, W))],
+    "describe"}; SystemExit naming what was expected and found."""
+    def fail(what):
+        raise SystemExit(f"error: --shape-schedule {path}: {what}")
+
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as e:
+        fail(e.strerror or str(e))
+    except ValueError:
+        fail("not valid JSON")
+    if not isinstance(doc, dict):
+        fail(f"expected a JSON object, found {type(doc).__name__}")
+    if doc.get("format") != SHAPE_SCHEDULE_FORMAT:
+        fail(f'"format" must be "{SHAPE_SCHEDULE_FORMAT}", found {json.dumps(doc.get("format"))}')
+    if doc.get("version") != SHAPE_SCHEDULE_VERSION:
+        fail(f'unknown "version" {json.dumps(doc.get("version"))} (this script reads version {SHAPE_SCHEDULE_VERSION})')
+    kind = doc.get("kind")
+    if kind not in ("tokens", "images"):
+        fail(f'"kind" must be "tokens" or "images", found {json.dumps(kind)}')
+
+    def positive(value, where):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            fail(f"{where} must be a positive integer, found {json.dumps(value)}")
+        return value
+
+    raw = doc.get("steps")
+    if not isinstance(raw, list) or not raw:
+        fail('"steps" must be a non-empty list')
+    steps = []
+    for i, step in enumerate(raw):
+        if not isinstance(step, dict):
+            fail(f"step {i}: expected a JSON object, found {json.dumps(step)}")
+        batch = positive(step.get("batch"), f'step {i}: "batch"')
+        if kind == "tokens":
+            steps.append((batch, positive(step.get("seq_len"), f'step {i}: "seq_len"')))
+        else:
+            dims = step.get("input")
+            if not isinstance(dims, list) or len(dims) != 3:
+                fail(f'step {i}: "input" must be [C, H, W], found {json.dumps(dims)}')
+            steps.append((batch, tuple(positive(d, f'step {i}: "input"') for d in dims)))
+    if kind == "tokens":
+        describe = (f"seq {doc.get('seq_len_min')}..{doc.get('seq_len_max')} (multiples of {doc.get('multiple')}), "
+                    f"about {doc.get('tokens_per_batch')} tokens per step")
+    else:
+        describe = f"{doc.get('channels')}x{{{','.join(str(r) for r in doc.get('resolutions', []))}}}"
+    return {"kind": kind, "steps": steps, "describe": describe}
+
+
+def check_schedule(args, schedule, language_model, model_name, context=None):
+    if schedule is None:
+        return
+    if (schedule["kind"] == "tokens") != language_model:
+        raise SystemExit(f"error: --shape-schedule: {model_name} takes "
+                         f"{'token windows' if language_model else 'images'}, the schedule holds "
+                         f"{'token windows' if schedule['kind'] == 'tokens' else 'images'}")
+    if len(schedule["steps"]) < args.warmup + args.steps:
+        raise SystemExit(f"error: --shape-schedule: {len(schedule['steps'])} steps, but the run needs "
+                         f"{args.warmup + args.steps} (warm-up + timed steps)")
+    if language_model and max(t for _, t in schedule["steps"]) > context:
+        raise SystemExit(f"error: --shape-schedule: a length of {max(t for _, t in schedule['steps'])} passes "
+                         f"{model_name}'s context of {context} (--block-size sets a longer one)")
+
+
+def us_per_sample(step_ms, samples):
+    return sum(step_ms) * 1000.0 / max(samples, 1)
+
+
 class Recipe:
     """How a step runs: precision (autocast dtype, GradScaler for fp16) and memory format."""
 
@@ -194,18 +287,34 @@ def run(args, model_name, device, shape):
     labels = torch.randint(0, args.classes, (args.batch_size,)).to(device)
     cuda = device.type == "cuda"
 
-    def step():
-        return training_step(model, optimizer, images, labels, recipe)
+    schedule = args.schedule
+    check_schedule(args, schedule, False, model_name)
+
+    def step(i):
+        if schedule is None:
+            return training_step(model, optimizer, images, labels, recipe)
+        batch, dims = schedule["steps"][i]  # a fresh batch of the step's shape, as a loader hands over
+        x = torch.randn(batch, *dims).to(device).contiguous(memory_format=recipe.memory_format)
+        y = torch.randint(0, args.classes, (batch,)).to(device)
+        return training_step(model, optimizer, x, y, recipe)
+
+    def samples(i):
+        return schedule["steps"][i][0] if schedule else args.batch_size
 
     print(f"pytorch step: {model_name} on {device}, {args.warmup} warm-up + {args.steps} timed steps"
-          + (" (CUDA graph replays)" if args.cuda_graph else ""), file=sys.stderr)
+          + (" (CUDA graph replays)" if args.cuda_graph else "")
+          + (f", inputs {schedule['describe']}" if schedule else ""), file=sys.stderr)
+    if schedule is not None:
+        images = labels = None
     if args.cuda_graph:
-        step = capture_step(args, model, optimizer, images, labels, recipe)
+        replay = capture_step(args, model, optimizer, images, labels, recipe)
+        step = lambda i: replay()  # noqa: E731
     else:
-        for _ in range(args.warmup):
-            step()
+        for i in range(args.warmup):
+            step(i)
     step_ms, cpu_ms = time_steps(args, step, cuda)
     ms = statistics.median(step_ms)
+    timed = sum(samples(i) for i in range(args.warmup, args.warmup + args.steps))
     return {
         "framework": f"pytorch {torch.__version__}",
         "cuda_graph": bool(args.cuda_graph),
@@ -225,6 +334,9 @@ def run(args, model_name, device, shape):
         "steps": args.steps,
         "warmup": args.warmup,
         "step_ms": step_ms,
+        "us_per_image": us_per_sample(step_ms, timed),
+        **({"shape_schedule": schedule["describe"], "timed_samples": timed, "input": "varies", "batch_size": "varies"}
+           if schedule else {}),
     }
 
 
@@ -232,14 +344,14 @@ def time_steps(args, step, cuda):
     """The timed steps after the warm-up: wall and process CPU milliseconds of each."""
     if cuda:
         torch.cuda.synchronize()
-        if not args.cuda_graph:  # a graph's peaks count from its capture on
+        if not args.cuda_graph and not args.stats_from_start:  # a graph's peaks count from its capture on
             torch.cuda.reset_peak_memory_stats()
     step_ms, cpu_ms = [], []
     if cuda and args.profile_range:
         torch.cuda.cudart().cudaProfilerStart()
-    for _ in range(args.steps):
+    for i in range(args.warmup, args.warmup + args.steps):
         start, cpu_start = time.perf_counter(), time.process_time()
-        step()
+        step(i)
         if cuda:
             torch.cuda.synchronize()
         step_ms.append((time.perf_counter() - start) * 1000.0)
@@ -253,7 +365,10 @@ def run_gpt(args, model_name, device):
     torch.manual_seed(args.seed)
     cuda = device.type == "cuda"
     n_layer, n_head, n_embd, block_size = nanogpt_model.CONFIGS[model_name]
+    block_size = args.block_size or block_size
     seq_len = args.seq_len or block_size
+    schedule = args.schedule
+    check_schedule(args, schedule, True, model_name, block_size)
     if seq_len > block_size:
         raise SystemExit(f"error: --seq-len {seq_len} is longer than {model_name}'s context of {block_size}")
     attention = "sdpa" if hasattr(F, "scaled_dot_product_attention") else "manual"
@@ -265,13 +380,21 @@ def run_gpt(args, model_name, device):
     params = list(model.parameters())
     recipe = Recipe(args.precision, False, device.type)
     forward = torch.compile(model) if args.compile else model
-    inputs = torch.randint(0, args.vocab, (args.batch_size, seq_len), device=device)
-    targets = torch.randint(0, args.vocab, (args.batch_size, seq_len), device=device)
+    inputs = targets = None
+    if schedule is None:
+        inputs = torch.randint(0, args.vocab, (args.batch_size, seq_len), device=device)
+        targets = torch.randint(0, args.vocab, (args.batch_size, seq_len), device=device)
 
-    def step():
+    def step(i):
+        if schedule is not None:  # the step's windows, drawn afresh as a loader's batch would be
+            batch, length = schedule["steps"][i]
+            x = torch.randint(0, args.vocab, (batch, length), device=device)
+            y = torch.randint(0, args.vocab, (batch, length), device=device)
+        else:
+            x, y = inputs, targets
         with recipe.autocast():
-            logits = forward(inputs)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+            logits = forward(x)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.reshape(-1))
         if recipe.scaler is not None:
             recipe.scaler.scale(loss).backward()
             recipe.scaler.unscale_(optimizer)
@@ -286,22 +409,29 @@ def run_gpt(args, model_name, device):
         optimizer.zero_grad(set_to_none=True)
         return value
 
-    print(f"pytorch step: {model_name} on {device}, batch {args.batch_size} x {seq_len} tokens, attention {attention}"
+    shapes = f"inputs {schedule['describe']}" if schedule else f"batch {args.batch_size} x {seq_len} tokens"
+    print(f"pytorch step: {model_name} on {device}, {shapes}, attention {attention}"
           f"{', torch.compile' if args.compile else ''}, {args.warmup} warm-up + {args.steps} timed steps",
           file=sys.stderr)
     compile_seconds = None
     for i in range(max(args.warmup, 1 if args.compile else 0)):
         start = time.perf_counter()
-        step()
+        step(i)
         if cuda:
             torch.cuda.synchronize()
         if i == 0 and args.compile:
             compile_seconds = time.perf_counter() - start
     step_ms, cpu_ms = time_steps(args, step, cuda)
     ms = statistics.median(step_ms)
-    tokens_per_s = args.batch_size * seq_len * 1000.0 / ms
+    timed_steps = [schedule["steps"][i] if schedule else (args.batch_size, seq_len)
+                   for i in range(args.warmup, args.warmup + args.steps)]
+    timed = sum(b * t for b, t in timed_steps)
+    # Fixed shapes: from the median step; a schedule's steps differ, so all of them count.
+    tokens_per_s = 1e6 / us_per_sample(step_ms, timed) if schedule else args.batch_size * seq_len * 1000.0 / ms
     n_params = sum(p.numel() for p in model.parameters()) - model.transformer.wpe.weight.numel()
-    flops_per_token = 6.0 * n_params + 12.0 * n_layer * n_embd * seq_len
+    # Attention's FLOPs grow with the window: averaged over the timed tokens.
+    mean_len = sum(b * t * t for b, t in timed_steps) / timed
+    flops_per_token = 6.0 * n_params + 12.0 * n_layer * n_embd * mean_len
     return {
         "framework": f"pytorch {torch.__version__}" + (" compile" if args.compile else ""),
         "cuda_graph": False,
@@ -309,8 +439,8 @@ def run_gpt(args, model_name, device):
         "memory_format": "contiguous",
         "model": model_name,
         "device": "cuda:0" if cuda else "cpu",
-        "batch_size": args.batch_size,
-        "input": f"seq {seq_len}",
+        "batch_size": "varies" if schedule else args.batch_size,
+        "input": "varies" if schedule else f"seq {seq_len}",
         "classes": args.vocab,
         "threads": torch.get_num_threads(),
         "ms_per_step": ms,
@@ -321,8 +451,10 @@ def run_gpt(args, model_name, device):
         "steps": args.steps,
         "warmup": args.warmup,
         "step_ms": step_ms,
-        "seq_len": seq_len,
+        "seq_len": max(t for _, t in timed_steps),  # the longest under a schedule
         "vocab_size": args.vocab,
+        "us_per_token": us_per_sample(step_ms, timed),
+        **({"shape_schedule": schedule["describe"], "timed_samples": timed} if schedule else {}),
         "tokens_per_s": tokens_per_s,
         "flops_per_token": flops_per_token,
         "mfu": flops_per_token * tokens_per_s / DENSE_BF16_PEAK_FLOPS if cuda else 0.0,
@@ -370,12 +502,120 @@ def print_table(results):
     print(f"ms/step: median over the timed steps (forward, cross-entropy, backward, SGD step, zero_grad); "
           f"cpu ms/step: process CPU time of a step, all threads; PyTorch {torch.__version__}")
     for r in results:
+        if "us_per_image" in r and "shape_schedule" in r:
+            print(f"{r['model']}: inputs {r['shape_schedule']}, {r['us_per_image']:.3f} us per image")
         if "tokens_per_s" not in r:
             continue
         mfu = f", MFU {100.0 * r['mfu']:.1f}% of 989 TFLOP/s" if r["mfu"] else ""
         compiled = f", compile {r['compile_seconds']:.1f} s" if r.get("compile_seconds") is not None else ""
-        print(f"{r['model']}: batch {r['batch_size']} x {r['seq_len']} tokens, {r['tokens_per_s']:.0f} tokens/s{mfu}"
+        shapes = (f"inputs {r['shape_schedule']}, {r['us_per_token']:.3f} us per token" if "shape_schedule" in r
+                  else f"batch {r['batch_size']} x {r['seq_len']} tokens")
+        print(f"{r['model']}: {shapes}, {r['tokens_per_s']:.0f} tokens/s{mfu}"
               f"{compiled} (attention {r['attention']})")
+
+
+SWEEP_CHILD_ENV = "SUBLET_PYTORCH_STEP_SWEEP_ROW"         # set in a sweep's child: where it writes its row
+SWEEP_SNAPSHOT_ENV = "SUBLET_PYTORCH_STEP_SWEEP_SNAPSHOT"  # and where its memory snapshot goes
+
+
+def sweep_settings(text):
+    if not text.strip():
+        return list(DEFAULT_SWEEP)
+    settings = [entry.strip() for entry in text.split(";")]
+    if any(not entry for entry in settings):
+        raise SystemExit(f"error: --alloc-conf-sweep '{text}': an empty entry; expected settings separated by ';'")
+    if "sublet" in settings:
+        raise SystemExit("error: --alloc-conf-sweep: 'sublet' names sublet's own defaults, which PyTorch's allocator "
+                         "has no setting for; use expandable_segments:True (sublet's CUDA default) instead")
+    return settings
+
+
+def sweep_row(label, stats, result):
+    """The columns of `sublet bench step --alloc-conf-sweep` (bench/step/sweep_report.h) from memory_stats()."""
+    sample = "token" if "us_per_token" in result else "image"
+
+    def stat(key):
+        return stats.get(key) if stats is not None else None
+
+    peak_allocated, peak_reserved = stat("allocated_bytes.all.peak"), stat("reserved_bytes.all.peak")
+    return {"label": label,
+            "alloc_conf": "" if label == "pytorch" else label,
+            "peak_allocated_bytes": peak_allocated,
+            "peak_reserved_bytes": peak_reserved,
+            "reserved_per_allocated": peak_reserved / peak_allocated if peak_allocated else None,
+            "reserved_unallocated_at_peak_bytes": None,  # not among PyTorch's statistics: see --snapshot-dir
+            "segments_created": stat("segment.all.allocated"),
+            "device_allocations": stat("num_device_alloc"),
+            "alloc_retries": stat("num_alloc_retries"),
+            "ooms": stat("num_ooms"),
+            "us_per_" + sample: result.get("us_per_" + sample),
+            "memory_stats": stats,
+            "run": result}
+
+
+def run_sweep(args):
+    """One process per setting (PyTorch reads its allocator settings once), each running this script's steps
+    with PYTORCH_CUDA_ALLOC_CONF set; prints and writes the rows."""
+    settings = sweep_settings(args.alloc_conf_sweep)
+    if len(args.model.split(",")) != 1:
+        raise SystemExit("error: --alloc-conf-sweep: one --model per sweep")
+    if args.snapshot_dir and not os.path.isdir(args.snapshot_dir):
+        raise SystemExit(f"error: --snapshot-dir {args.snapshot_dir}: not a folder")
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for n, setting in enumerate(settings):
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")}
+            if setting != "pytorch":
+                env["PYTORCH_CUDA_ALLOC_CONF"] = setting
+            env[SWEEP_CHILD_ENV] = os.path.join(scratch, f"row{n}.json")
+            if args.snapshot_dir:
+                name = "".join(c if c.isalnum() or c in "_-." else "_" for c in setting)
+                env[SWEEP_SNAPSHOT_ENV] = os.path.join(args.snapshot_dir, f"{name}.pickle")
+            command = [sys.executable, os.path.abspath(__file__)] + [a for a in sys.argv[1:] if a != "--sweep-dry-run"]
+            if args.sweep_dry_run:
+                print(shlex.join([f"PYTORCH_CUDA_ALLOC_CONF={env.get('PYTORCH_CUDA_ALLOC_CONF', '')}",
+                                  f"{SWEEP_CHILD_ENV}={env[SWEEP_CHILD_ENV]}"] + command))
+                continue
+            print(f"pytorch step: allocator setting {setting}", file=sys.stderr)
+            done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL)
+            if done.returncode != 0 or not os.path.exists(env[SWEEP_CHILD_ENV]):
+                # An OOM ends the child; its row says so without figures.
+                rows.append(dict(sweep_row(setting, None, {}), ooms=None, failed=f"exit code {done.returncode}"))
+                continue
+            with open(env[SWEEP_CHILD_ENV]) as f:
+                child = json.load(f)
+            rows.append(sweep_row(setting, child["memory_stats"], child["result"]))
+    if args.sweep_dry_run:
+        return None
+    print_sweep_table(rows)
+    if args.json:
+        report = {"format": "sublet-alloc-conf-sweep", "framework": f"pytorch {torch.__version__}",
+                  "model": args.model, "steps": args.steps, "warmup": args.warmup, "precision": args.precision,
+                  "shape_schedule": args.shape_schedule, "rows": rows}
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=2)
+            out.write("\n")
+        print(f"wrote {args.json}")
+    return None
+
+
+def print_sweep_table(rows):
+    sample = next((k[len("us_per_"):] for r in rows for k in r if k.startswith("us_per_")), "token")
+    width = max([7] + [len(r["label"]) for r in rows])
+
+    def cell(value, fmt="{}"):
+        return "n/a" if value is None else fmt.format(value)
+
+    print(f"{'setting':<{width}} {'peak alloc':>12} {'peak reserved':>13} {'res/alloc':>9} {'unalloc@peak':>12} "
+          f"{'segments':>8} {'device allocs':>13} {'retries':>7} {'OOMs':>4} {'us/' + sample:>10}")
+    for r in rows:
+        print(f"{r['label']:<{width}} {format_bytes(r['peak_allocated_bytes']):>12} "
+              f"{format_bytes(r['peak_reserved_bytes']):>13} {cell(r['reserved_per_allocated'], '{:.3f}'):>9} "
+              f"{'n/a':>12} {cell(r['segments_created']):>8} {cell(r['device_allocations']):>13} "
+              f"{cell(r['alloc_retries']):>7} {cell(r['ooms']):>4} {cell(r.get('us_per_' + sample), '{:.3f}'):>10}")
+    print("columns as sublet bench step --alloc-conf-sweep, from torch.cuda.memory_stats() over the whole run; "
+          "unalloc@peak: sublet replay --rules pytorch of the --snapshot-dir snapshot gives it; "
+          f"PyTorch {torch.__version__}")
 
 
 def main():
@@ -402,7 +642,35 @@ def main():
     parser.add_argument("--seq-len", type=int, default=0, help="GPT models: tokens per window (0: the context)")
     parser.add_argument("--vocab", type=int, default=50304, help="GPT models: vocabulary size")
     parser.add_argument("--compile", action="store_true", help="GPT models: torch.compile the model (PyTorch 2.x)")
+    parser.add_argument("--block-size", type=int, default=0,
+                        help="GPT models: the context, positions with embeddings (0: the model's own)")
+    parser.add_argument("--shape-schedule", help="read every step's shape from this sublet-shape-schedule file "
+                        "(sublet bench step --write-shape-schedule writes one)")
+    parser.add_argument("--alloc-conf-sweep", nargs="?", const="", default=None, metavar="LIST",
+                        help="run the steps once per PYTORCH_CUDA_ALLOC_CONF setting, a process each; LIST: settings "
+                        "separated by ';' (pytorch: PyTorch's defaults); default: " + "; ".join(DEFAULT_SWEEP))
+    parser.add_argument("--snapshot-dir", help="with --alloc-conf-sweep: write each setting's memory snapshot here "
+                        "(for sublet replay --rules pytorch)")
+    parser.add_argument("--sweep-dry-run", action="store_true",
+                        help="with --alloc-conf-sweep: print each setting's command and environment, run nothing")
     args = parser.parse_args()
+    args.schedule = load_shape_schedule(args.shape_schedule) if args.shape_schedule else None
+    if args.block_size < 0:
+        raise SystemExit("error: --block-size must be non-negative")
+    child = os.environ.get(SWEEP_CHILD_ENV)
+    # A sweep's child: counters and peaks over the whole run, as sublet's sweep keeps them.
+    args.stats_from_start = child is not None
+    if args.alloc_conf_sweep is not None and child is None:
+        return run_sweep(args)
+    if args.alloc_conf_sweep is None and (args.snapshot_dir or args.sweep_dry_run):
+        raise SystemExit("error: --snapshot-dir and --sweep-dry-run go with --alloc-conf-sweep")
+    snapshot = os.environ.get(SWEEP_SNAPSHOT_ENV)
+    if snapshot and torch.cuda.is_available():
+        # Before anything is allocated: sublet replay rebuilds the run from an empty allocator.
+        try:
+            torch.cuda.memory._record_memory_history(max_entries=4_000_000, context=None, stacks="python")
+        except TypeError:
+            torch.cuda.memory._record_memory_history(max_entries=4_000_000)
 
     models = args.model.split(",")
     unknown = [m for m in models if m not in MODEL_NAMES]
@@ -427,7 +695,25 @@ def main():
 
     if any(m in GPT_NAMES for m in models) and (args.cuda_graph or args.channels_last):
         raise SystemExit("error: GPT models run eager without --channels-last (as sublet's bench step)")
-    results = [run_gpt(args, m, device) if m in GPT_NAMES else run(args, m, device, shape) for m in models]
+    if child is not None and len(models) != 1:
+        raise SystemExit("error: --alloc-conf-sweep: one --model per sweep (each setting's process reports its "
+                         "allocator's statistics, which several models would mix)")
+    try:
+        results = [run_gpt(args, m, device) if m in GPT_NAMES else run(args, m, device, shape) for m in models]
+    except RuntimeError as e:  # torch.cuda.OutOfMemoryError is one; the sweep's row keeps the statistics
+        if child is None or "out of memory" not in str(e):
+            raise
+        print(f"pytorch step: {e}", file=sys.stderr)
+        results = [{"out_of_memory": True}]
+    if child is not None:
+        cuda = device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize()
+        if snapshot and cuda:
+            torch.cuda.memory._dump_snapshot(snapshot)
+        with open(child, "w") as out:
+            json.dump({"memory_stats": dict(torch.cuda.memory_stats()) if cuda else None, "result": results[0]}, out)
+        return None
     print_table(results)
     if args.json:
         with open(args.json, "w") as out:

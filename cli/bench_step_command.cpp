@@ -2,17 +2,23 @@
 //                   [--classes K] [--steps N] [--warmup W] [--small-input-stem] [--seed S] [--json PATH]
 //                   [--cuda-graph] [--allocator caching|raw|async|all] [--precision fp32|bf16|fp16] [--channels-last]
 //                   [--nproc-per-node N [--bucket-cap-mb MB] ...]   (data parallel: cli/bench_step_parallel.h)
-//                   [--seq-len N] [--vocab V]   (GPT models: token windows instead of images)
+//                   [--seq-len N] [--vocab V] [--block-size N]   (GPT models: token windows instead of images)
+//                   [--seq-len-range MIN:MAX --tokens-per-batch N | --resolutions R,R,...]   (a shape each step)
+//                   [--shape-schedule FILE] [--write-shape-schedule FILE] [--alloc-conf-sweep[=LIST]]
 // Times training steps of a model (bench/step); bench/pytorch_step.py takes the same flags.
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bench/alloc/report_json.h"
+#include "bench/step/shape_schedule.h"
 #include "bench/step/step_bench.h"
 #include "bench/step/step_report.h"
+#include "bench/step/sweep_report.h"
 #include "cli/bench_step_parallel.h"
 #include "cli/commands.h"
 #include "cli/config_report.h"
@@ -22,9 +28,11 @@
 #include "cli/precision_flags.h"
 #include "ops/conv_settings.h"
 #include "core/errors.h"
+#include "memory/alloc_conf_sweep.h"
 #include "memory/recompute_plan.h"
 #include "memory/static_plan.h"
 #include "memory/registry.h"
+#include "models/gpt.h"
 #include "models/registry.h"
 #include "runtime/nn/module_ranges.h"
 
@@ -61,7 +69,92 @@ struct StepFlags {
   PrecisionFlags precision;
   std::int64_t seq_len = 0;       // GPT models
   std::int64_t vocab_size = 50304;
+  std::int64_t block_size = 0;
+  // A shape each step: drawn here (seq_len_range + tokens_per_batch, or resolutions) or read.
+  std::string seq_len_range;
+  std::int64_t tokens_per_batch = 0;
+  std::string resolutions;
+  std::string shape_schedule_path;
+  std::string write_shape_schedule_path;
+  bool alloc_conf_sweep = false;
+  std::string alloc_conf_sweep_list;  // empty: the standard list
+  // Given on the command line (not just defaults): refused together with a schedule.
+  bool batch_size_given = false, seq_len_given = false, input_given = false;
 };
+
+// The schedule the flags ask for, or null. Drawn from --seed for warm-up + timed steps.
+std::shared_ptr<const bench::ShapeSchedule> schedule_from_flags(const StepFlags& flags, std::int64_t channels) {
+  const bool drawn_tokens = !flags.seq_len_range.empty() || flags.tokens_per_batch > 0;
+  const bool drawn_images = !flags.resolutions.empty();
+  const bool read = !flags.shape_schedule_path.empty();
+  if (int(drawn_tokens) + int(drawn_images) + int(read) > 1)
+    throw ValueError("bench step: --seq-len-range/--tokens-per-batch, --resolutions and --shape-schedule each give the "
+                     "shapes; use one of them");
+  if (!flags.write_shape_schedule_path.empty() && !drawn_tokens && !drawn_images)
+    throw ValueError("bench step --write-shape-schedule: writes the schedule drawn from --seq-len-range and "
+                     "--tokens-per-batch, or from --resolutions; give one of them");
+  if (!drawn_tokens && !drawn_images && !read) return nullptr;
+  if (flags.seq_len_given && (drawn_tokens || read))
+    throw ValueError("bench step --seq-len: the shape schedule sets every step's length; drop --seq-len");
+  const std::int64_t steps = flags.warmup + flags.steps;
+  if (read) {
+    if (flags.batch_size_given || flags.input_given)
+      throw ValueError("bench step --shape-schedule: the file sets every step's batch and shape; drop --batch-size "
+                       "and --input");
+    return std::make_shared<const bench::ShapeSchedule>(bench::load_shape_schedule(flags.shape_schedule_path));
+  }
+  if (drawn_tokens) {
+    if (flags.seq_len_range.empty() || flags.tokens_per_batch <= 0)
+      throw ValueError("bench step: --seq-len-range and --tokens-per-batch go together (a length each step, and the "
+                       "tokens a batch keeps about)");
+    if (flags.batch_size_given)
+      throw ValueError("bench step --batch-size: with --tokens-per-batch each step's batch is tokens / length; drop "
+                       "--batch-size");
+    const auto [lo, hi] = bench::parse_seq_len_range(flags.seq_len_range);
+    return std::make_shared<const bench::ShapeSchedule>(bench::token_schedule(
+        {.seed = flags.seed, .steps = steps, .min_len = lo, .max_len = hi, .tokens_per_batch = flags.tokens_per_batch}));
+  }
+  return std::make_shared<const bench::ShapeSchedule>(
+      bench::image_schedule({.seed = flags.seed, .steps = steps, .batch_size = flags.batch_size, .channels = channels,
+                             .resolutions = bench::parse_resolutions(flags.resolutions)}));
+}
+
+// One setting's outcome: the row, the run (none when it ran out of memory) and the statistics
+// the row was read from.
+struct SweepEntry {
+  memory::SweepRow row;
+  std::optional<bench::StepBenchResult> run;
+  std::map<std::string, std::int64_t> memory_stats;
+};
+
+// One model under every setting of the sweep, each with a fresh caching allocator whose
+// statistics cover the whole run (model, warm-up and timed steps); a setting that runs out of
+// memory keeps its row (its statistics say so) without a time.
+std::vector<SweepEntry> run_sweep(bench::StepBenchOptions options, const std::vector<memory::SweepSetting>& settings) {
+  options.memory_stats_from_start = true;
+  std::vector<SweepEntry> entries;
+  for (const memory::SweepSetting& setting : settings) {
+    memory::replace_allocator(options.device, memory::make_allocator(options.device, memory::AllocatorKind::Caching,
+                                                                     setting.config));
+    std::cerr << "bench step: " << options.model << " under allocator setting " << setting.label
+              << (setting.label == setting.config.to_string()
+                      ? ""
+                      : " (" + (setting.config.to_string().empty() ? "no knob set" : setting.config.to_string()) + ")")
+              << "\n";
+    SweepEntry entry;
+    try {
+      entry.run = bench::run_step_bench(options, &std::cerr);
+      entry.memory_stats = entry.run->memory_stats;
+    } catch (const OutOfMemoryError& e) {
+      std::cerr << "bench step: " << setting.label << ": " << e.what() << "\n";
+      entry.memory_stats = memory::allocator_for(options.device).memory_stats();
+    }
+    entry.row = memory::sweep_row_from_stats(setting.label, setting.config.to_string(), entry.memory_stats);
+    if (entry.run) entry.row.us_per_sample = entry.run->us_per_sample;
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
 
 // "all": every allocator the device supports (the driver's async pool exists only on CUDA).
 std::vector<memory::AllocatorKind> allocator_kinds(const std::string& text, Device device) {
@@ -97,6 +190,7 @@ void run_bench_step(const StepFlags& flags) {
   options.num_classes = flags.classes;
   options.seq_len = flags.seq_len;
   options.vocab_size = flags.vocab_size;
+  options.block_size = flags.block_size;
   options.steps = flags.steps;
   options.warmup = flags.warmup;
   options.small_input_stem = flags.small_input_stem;
@@ -110,7 +204,10 @@ void run_bench_step(const StepFlags& flags) {
       (options.memory_plan != MemoryPlan::Static || !flags.cuda_graph))
     throw ValueError("bench step --plan-heuristic and --plan-trace: need --cuda-graph with --memory-plan static");
   check_output_file("--plan-trace", flags.plan_trace_path);
+  check_output_file("--write-shape-schedule", flags.write_shape_schedule_path);
   RunFiles()
+      .input("--shape-schedule", flags.shape_schedule_path, "shape schedule")
+      .output("--write-shape-schedule", flags.write_shape_schedule_path, "shape schedule")
       .output("--json", flags.json_path, "report")
       .output("--alloc-trace", flags.alloc_trace_path, "allocation trace")
       .output("--plan-trace", flags.plan_trace_path, "plan trace")
@@ -131,6 +228,68 @@ void run_bench_step(const StepFlags& flags) {
   if (options.device.is_cuda())
     std::cerr << "bench step: cuDNN algorithms " << (flags.cudnn_benchmark ? "timed per shape" : "from heuristics")
               << ", TF32 " << (flags.tf32 ? "allowed" : "off") << " for convolutions\n";
+  if ((!flags.seq_len_range.empty() || flags.tokens_per_batch > 0 || !flags.shape_schedule_path.empty() ||
+       !flags.resolutions.empty()) &&
+      (flags.cuda_graph || !flags.memory_budget.empty() || launched_as_worker()))
+    throw ValueError("bench step: with a shape each step the steps run eager on one device; drop --cuda-graph, "
+                     "--memory-budget and --nproc-per-node");
+  options.schedule = schedule_from_flags(flags, options.input.channels);
+  if (options.schedule && !options.schedule->tokens()) options.batch_size = options.schedule->batch_size;
+  if (options.schedule)  // before the first model is built, so a bad schedule fails at once
+    for (const auto& model : flags.models)
+      bench::check_schedule_for_run(
+          *options.schedule, models::is_language_model(model),
+          flags.block_size > 0 ? flags.block_size
+          : models::is_language_model(model) ? models::gpt_config(model, flags.vocab_size).block_size
+                                             : 0,
+          flags.warmup + flags.steps, model);
+  if (!flags.write_shape_schedule_path.empty()) {
+    bench::save_shape_schedule(flags.write_shape_schedule_path, *options.schedule);
+    std::cout << "wrote " << flags.write_shape_schedule_path << "\n";
+  }
+  if (flags.alloc_conf_sweep) {
+    if (flags.allocator != "caching")
+      throw ValueError("bench step --alloc-conf-sweep: tries settings of the caching allocator; drop --allocator " +
+                       flags.allocator);
+    if (!flags.alloc_trace_path.empty() || flags.cuda_graph || launched_as_worker())
+      throw ValueError("bench step --alloc-conf-sweep: runs eager steps once per setting; drop --alloc-trace, "
+                       "--cuda-graph and --nproc-per-node");
+    const std::vector<memory::SweepSetting> settings = memory::parse_sweep_settings(flags.alloc_conf_sweep_list, options.device);
+    nlohmann::json reports = nlohmann::json::array();
+    for (const auto& model : flags.models) {
+      options.model = model;
+      const std::vector<SweepEntry> entries = run_sweep(options, settings);
+      const std::string sample = models::is_language_model(model) ? "token" : "image";
+      std::cout << model << " on " << options.device.str() << ", " << flags.warmup << " warm-up + " << flags.steps
+                << " timed steps"
+                << (options.schedule ? ", inputs " + options.schedule->describe() : std::string()) << ":\n";
+      std::vector<memory::SweepRow> rows;
+      for (const auto& entry : entries) rows.push_back(entry.row);
+      bench::print_sweep_table(rows, sample, std::cout);
+      nlohmann::json json_rows = nlohmann::json::array();
+      for (const auto& entry : entries) {
+        nlohmann::json row = bench::sweep_row_json(entry.row, sample);
+        row["memory_stats"] = entry.memory_stats;  // what the columns were read from
+        row["run"] = entry.run ? bench::step_json(*entry.run) : nlohmann::json(nullptr);
+        json_rows.push_back(row);
+      }
+      reports.push_back({{"format", "sublet-alloc-conf-sweep"},
+                         {"framework", "sublet"},
+                         {"model", model},
+                         {"device", options.device.str()},
+                         {"precision", amp::precision_name(options.precision)},
+                         {"steps", flags.steps},
+                         {"warmup", flags.warmup},
+                         {"shape_schedule", options.schedule ? bench::shape_schedule_json(*options.schedule)
+                                                             : nlohmann::json(nullptr)},
+                         {"rows", json_rows}});
+    }
+    if (!flags.json_path.empty()) {
+      bench::write_text_file(flags.json_path, (reports.size() == 1 ? reports[0] : reports).dump(2) + "\n");
+      std::cout << "wrote " << flags.json_path << "\n";
+    }
+    return;
+  }
   const auto kinds = allocator_kinds(flags.allocator, options.device);
   if (!flags.alloc_trace_path.empty() && (flags.models.size() != 1 || kinds.size() != 1))
     throw ValueError("bench step --alloc-trace: records one run, so give one --model and one --allocator; got " +
@@ -197,6 +356,34 @@ void add_bench_step_command(CLI::App& app) {
   step->add_option("--vocab", flags->vocab_size, "GPT models: vocabulary size (50304: GPT-2's, padded; 256: bytes)")
       ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
+  step->add_option("--block-size", flags->block_size,
+                   "GPT models: the context, i.e. positions with embeddings (default: the model's; gpt-nano 64, "
+                   "gpt-mini 256, gpt2-small 1024)")
+      ->check(CLI::Range(1, 1 << 20));
+  step->add_option("--seq-len-range", flags->seq_len_range,
+                   "GPT models: a new window length each step, drawn uniformly from MIN:MAX (seeded by --seed) and "
+                   "rounded up to a multiple of 8, so MAX must be one; with --tokens-per-batch");
+  step->add_option("--tokens-per-batch", flags->tokens_per_batch,
+                   "with --seq-len-range: each step's batch is max(1, N / length), about N tokens a step")
+      ->check(CLI::Range(1, 1 << 24));
+  step->add_option("--resolutions", flags->resolutions,
+                   "image models: a new resolution each step, drawn uniformly from this list of sides (224,192,160: "
+                   "Cx224x224, ...; C from --input, the batch from --batch-size; seeded by --seed)");
+  step->add_option("--shape-schedule", flags->shape_schedule_path,
+                   "read every step's shape from this file (sublet-shape-schedule JSON, as --write-shape-schedule "
+                   "writes it; bench/pytorch_step.py reads it too); its first --warmup + --steps entries are used")
+      ->check(CLI::ExistingFile);
+  step->add_option("--write-shape-schedule", flags->write_shape_schedule_path,
+                   "write the schedule drawn from --seq-len-range or --resolutions to this file before the run");
+  step->add_flag("--alloc-conf-sweep", flags->alloc_conf_sweep_list,
+                 "run the same steps under each allocator setting, a fresh caching allocator each, and print one row "
+                 "per setting from its memory_stats(). Alone: pytorch (PyTorch's defaults, fixed segments), "
+                 "max_split_size_mb:512, roundup_power2_divisions:16, both, expandable_segments:True and sublet "
+                 "(sublet's defaults for the device; on the CPU the same as PyTorch's). "
+                 "--alloc-conf-sweep='A;B;...' tries that list (';' between settings; pytorch, sublet, or "
+                 "SUBLET_ALLOC_CONF strings applied to PyTorch's defaults; SUBLET_ALLOC_CONF itself is not read). "
+                 "CPU tensors use the same caching allocator over host memory, so the sweep runs on the CPU too")
+      ->option_text("[=LIST]");
   step->add_option("--steps", flags->steps, "timed steps")->check(CLI::Range(1, 1000000))->capture_default_str();
   step->add_option("--warmup", flags->warmup, "untimed steps first")->check(CLI::Range(0, 1000000))->capture_default_str();
   step->add_flag("--small-input-stem", flags->small_input_stem,
@@ -248,8 +435,14 @@ void add_bench_step_command(CLI::App& app) {
       ->capture_default_str();
   auto launch = std::make_shared<LaunchFlags>();
   add_launch_flags(*step, *launch);
-  step->callback([flags, memory_plan, launch] {
+  step->callback([flags, memory_plan, launch, step] {
     flags->memory_plan_given = memory_plan->count() > 0;
+    flags->alloc_conf_sweep = step->get_option("--alloc-conf-sweep")->count() > 0;
+    // CLI11 gives a flag without a value as "true", which no setting can be: the standard list.
+    if (flags->alloc_conf_sweep_list == "true") flags->alloc_conf_sweep_list.clear();
+    flags->batch_size_given = step->get_option("--batch-size")->count() > 0;
+    flags->seq_len_given = step->get_option("--seq-len")->count() > 0;
+    flags->input_given = step->get_option("--input")->count() > 0;
     if (launch->launching()) {
       const int code = launch_workers(*launch, flags->device, "bench step", /*cpu_workers=*/false);
       if (code != 0) throw ExitWith{code};

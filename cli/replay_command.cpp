@@ -14,7 +14,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 
+#include "bench/step/sweep_report.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/run_files.h"
@@ -63,6 +65,14 @@ void print_results(const std::vector<memory::ReplayResult>& results, std::size_t
     fmt::print("{:<40} {:>14} {:>12} {:>12} {:>12} {:>13} {:>12}\n", label, bytes(w.reserved), bytes(w.requested),
                bytes(w.rounding), bytes(w.holes.all()), bytes(w.free_segments.all()), bytes(w.mapped_unused));
   }
+  std::vector<memory::SweepRow> rows;
+  for (const auto& r : results) {
+    rows.push_back(r.sweep);
+    rows.back().label = r.label.empty() ? r.setting : r.label + " (" + r.setting + ")";
+  }
+  std::ostringstream table;
+  bench::print_sweep_table(rows, "token", table);
+  fmt::print("\nThe columns of bench step --alloc-conf-sweep:\n{}", table.str());
   fmt::print("\nfrag@peak: share of the free reserved memory outside the largest free block, at the (last) moment\n"
              "allocated memory peaked, as sublet profile's \"at the peak\".\n");
   if (std::any_of(results.begin(), results.end(), [](const memory::ReplayResult& r) { return r.out_of_memory; }))
@@ -98,6 +108,7 @@ void write_report_json(const std::string& path, const std::vector<memory::Replay
                     {"fragmentation_at_peak", r.fragmentation_at_peak},
                     {"fits", !r.out_of_memory},
                     {"waste_at_peak", waste_json(r)},
+                    {"sweep", bench::sweep_row_json(r.sweep, "token")},
                     {"oom_event", r.out_of_memory ? nlohmann::json(r.oom_event) : nlohmann::json(nullptr)}});
   }
   const nlohmann::json doc = {{"format", "sublet-replay-report"},

@@ -142,6 +142,7 @@ class Model {
   std::size_t peak_reserved() const { return peak_reserved_; }
   std::int64_t device_allocs() const { return device_allocs_; }
   std::int64_t retries() const { return retries_; }
+  std::int64_t segments_created() const { return segments_created_; }
 
   double fragmentation() const {
     std::size_t largest = 0;
@@ -270,6 +271,7 @@ class Model {
     if (reserved_ + alloc_size > capacity_) return nullptr;  // cudaMalloc fails
     PBlock* b = make_block(stream, alloc_size, &pool, next_device_address(alloc_size));
     add_reserved(alloc_size);
+    ++segments_created_;
     return b;
   }
 
@@ -343,6 +345,7 @@ class Model {
     // PyTorch reserves 1 1/8 of the device's memory; the replay's capacity stands for it.
     const std::size_t pages = (capacity_ + capacity_ / 8 + seg->page - 1) / seg->page;
     const std::size_t i = segments_made_++;
+    ++segments_created_;
     seg->base = recorded_ && i < recorded_->expandable_bases.size() ? recorded_->expandable_bases[i]
                                                                     : synthetic_address(pages * seg->page);
     seg->mapped.assign(pages, false);
@@ -447,7 +450,7 @@ class Model {
   std::unordered_set<PBlock*> all_;
   std::vector<std::unique_ptr<Segment>> segments_;
   std::size_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
-  std::int64_t device_allocs_ = 0, retries_ = 0;
+  std::int64_t device_allocs_ = 0, retries_ = 0, segments_created_ = 0;
   std::size_t device_allocs_made_ = 0, segments_made_ = 0;
   std::uint64_t synthetic_used_ = 0;
 };
@@ -463,6 +466,9 @@ ReplayResult replay_trace_pytorch(const std::vector<TraceEvent>& events, const s
   Model model(AllocatorConfig::parse(config_text), capacity, recorded);
   std::unordered_map<std::uint64_t, PBlock*> live;
   std::size_t peak_allocated_seen = 0;
+  // Reserved but unallocated right after the allocation that first reached the reserved peak, as
+  // sublet's waste split at the peak takes it.
+  std::size_t peak_reserved_seen = 0, unallocated_at_peak = 0;
   // Read once per peak, as replay_trace does (replay.cpp says why).
   bool peak_pending = false;
   const auto settle_peak = [&] {
@@ -478,6 +484,8 @@ ReplayResult replay_trace_pytorch(const std::vector<TraceEvent>& events, const s
       settle_peak();
       model.reset_peaks();
       peak_allocated_seen = model.allocated();
+      peak_reserved_seen = model.reserved();
+      unallocated_at_peak = model.reserved() - model.allocated();
       result.fragmentation_at_peak = model.fragmentation();
     } else if (e.action == TraceEvent::Action::Free) {
       settle_peak();
@@ -498,6 +506,10 @@ ReplayResult replay_trace_pytorch(const std::vector<TraceEvent>& events, const s
         break;
       }
       live[e.id] = block;
+      if (model.reserved() > peak_reserved_seen) {
+        peak_reserved_seen = model.reserved();
+        unallocated_at_peak = model.reserved() - model.allocated();
+      }
       if (model.allocated() >= peak_allocated_seen) {
         peak_allocated_seen = model.allocated();
         peak_pending = true;
@@ -510,6 +522,16 @@ ReplayResult replay_trace_pytorch(const std::vector<TraceEvent>& events, const s
   result.peak_reserved = model.peak_reserved();
   result.device_allocs = model.device_allocs();
   result.alloc_retries = model.retries();
+  SweepRow& row = result.sweep;
+  row.label = result.setting;
+  row.alloc_conf = config_text;
+  row.peak_allocated = static_cast<std::int64_t>(result.peak_allocated);
+  row.peak_reserved = static_cast<std::int64_t>(result.peak_reserved);
+  row.unallocated_at_peak = static_cast<std::int64_t>(unallocated_at_peak);
+  row.segments_created = model.segments_created();
+  row.device_allocs = result.device_allocs;
+  row.retries = result.alloc_retries;
+  row.ooms = result.out_of_memory ? 1 : 0;
   return result;
 }
 

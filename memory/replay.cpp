@@ -95,6 +95,7 @@ ReplayResult replay_trace(const std::vector<TraceEvent>& events, const std::stri
   const DeviceStats stats = allocator.stats();
   result.device_allocs = stats.num_device_alloc;
   result.alloc_retries = stats.num_alloc_retries;
+  result.sweep = sweep_row_from_stats(result.setting, config_text, allocator.memory_stats());
   for (auto& [id, block] : live) allocator.free(block);
   return result;
 }

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "memory/alloc_conf_sweep.h"
 #include "memory/config.h"
 #include "memory/history.h"
 #include "memory/trace_event.h"
@@ -55,6 +56,11 @@ struct ReplayResult {
   std::size_t events_replayed = 0;   // up to the OOM when there is one
   std::size_t oom_event = 0;         // out_of_memory: the 0-based index of the event that failed
   std::string oom_message;
+  // The sweep's columns (memory/alloc_conf_sweep.h) for this row, from the allocator's
+  // memory_stats() at the end of the replay under sublet's rules; under PyTorch's, from the
+  // model's counters (segments: those cudaMalloc'd and expandable ones made; OOMs: 0 or 1, since
+  // the replay stops at the first).
+  SweepRow sweep;
 };
 
 ReplayResult replay_trace(const std::vector<TraceEvent>& events, const std::string& config_text, std::size_t capacity);

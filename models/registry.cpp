@@ -32,6 +32,7 @@ std::shared_ptr<nn::Module> create_model(const std::string& name, const ModelOpt
   if (is_gpt_model(name)) {
     GPTConfig config = gpt_config(name, options.vocab_size);
     config.seed = options.seed;
+    if (options.block_size > 0) config.block_size = options.block_size;
     return std::make_shared<GPT>(config);
   }
   for (const auto& [known, make] : makers()) {

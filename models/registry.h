@@ -25,6 +25,7 @@ struct ModelOptions {
   bool small_input_stem = false;
   std::int64_t vocab_size = 256;  // GPT models only
   std::uint64_t seed = 0;  // every parameter is drawn from a Generator with this seed
+  std::int64_t block_size = 0;  // GPT models only: the context (positions with embeddings); 0: the model's own
 };
 
 // ValueError listing the known names for an unknown one.

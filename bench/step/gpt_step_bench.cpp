@@ -3,7 +3,9 @@
 // norm 1.0, AdamW (lr 6e-4, betas 0.9/0.95, weight decay 0.1 on 2-D weights, fused update),
 // zero_grad. bench/pytorch_step.py runs the same step in PyTorch.
 #include <fmt/format.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <random>
 
 #include "bench/step/step_bench.h"
@@ -37,40 +39,54 @@ StepBenchResult run_gpt_step_bench(const StepBenchOptions& options, std::ostream
                      ": GPT steps run eager on one device; drop --cuda-graph, --memory-budget, --nproc-per-node and "
                      "--channels-last");
   }
-  if (options.batch_size <= 0 || options.steps <= 0 || options.warmup < 0 || options.seq_len < 0 ||
+  if (options.batch_size <= 0 || options.steps <= 0 || options.warmup < 0 || options.seq_len < 0 || options.block_size < 0 ||
       options.vocab_size <= 0) {
-    throw ValueError(fmt::format("bench step: batch size, steps, vocabulary must be positive, warm-up and --seq-len "
-                                 "non-negative, got {}, {}, {}, {}, {}",
-                                 options.batch_size, options.steps, options.vocab_size, options.warmup, options.seq_len));
+    throw ValueError(fmt::format("bench step: batch size, steps, vocabulary must be positive, warm-up, --seq-len and "
+                                 "--block-size non-negative, got {}, {}, {}, {}, {}, {}",
+                                 options.batch_size, options.steps, options.vocab_size, options.warmup, options.seq_len,
+                                 options.block_size));
   }
   StepBenchResult result;
   result.options = options;
   result.language_model = true;
+  result.threads = omp_get_max_threads();
   const Device device = options.device;
-  auto model = std::dynamic_pointer_cast<models::GPT>(
-      models::create_model(options.model, {.vocab_size = options.vocab_size, .seed = options.seed}));
+  auto model = std::dynamic_pointer_cast<models::GPT>(models::create_model(
+      options.model, {.vocab_size = options.vocab_size, .seed = options.seed, .block_size = options.block_size}));
   const models::GPTConfig& config = model->config();
+  const ShapeSchedule* schedule = options.schedule.get();
+  if (schedule)
+    check_schedule_for_run(*schedule, /*language_model=*/true, config.block_size, options.warmup + options.steps,
+                           options.model);
   const std::int64_t seq_len = options.seq_len > 0 ? options.seq_len : config.block_size;
-  if (seq_len > config.block_size) {
+  if (!schedule && seq_len > config.block_size) {
     throw ValueError(fmt::format("bench step: --seq-len {} is longer than {}'s context of {}", seq_len, options.model,
                                  config.block_size));
   }
-  result.seq_len = seq_len;
+  result.seq_len = schedule ? schedule->longest() : seq_len;
   model->train();
   if (device != Device::cpu()) model->to(device);
   amp::StepRecipe recipe(options.precision, device);
   optim::AdamW optimizer({{model->decay_parameters(), 0.1}, {model->no_decay_parameters(), 0.0}},
                          optim::AdamOptions(6e-4).betas(0.9, 0.95).weight_decay(0.1));
   std::mt19937_64 engine(options.seed + 1);
-  const Tensor inputs = random_ids(options.batch_size, seq_len, options.vocab_size, engine, device);
-  const Tensor targets = random_ids(options.batch_size, seq_len, options.vocab_size, engine, device);
+  // With a schedule: token pools on the host, as long as the largest step; step i's windows are
+  // their first batch x seq_len ids, copied to the device each step as a loader's batch would be.
+  const std::int64_t pool_tokens = schedule ? schedule->most_tokens() : options.batch_size * seq_len;
+  const Tensor input_pool = random_ids(1, pool_tokens, options.vocab_size, engine, Device::cpu()).view({pool_tokens});
+  const Tensor target_pool = random_ids(1, pool_tokens, options.vocab_size, engine, Device::cpu()).view({pool_tokens});
+  const auto window = [&](const Tensor& pool, std::int64_t batch, std::int64_t tokens) {
+    return pool.narrow(0, 0, batch * tokens).view({batch, tokens}).to(device);
+  };
   const std::vector<Tensor> parameters = model->parameters();
   if (progress) {
-    *progress << fmt::format("bench step: {} ({:.2f} M parameters) on {}, batch {} x {} tokens, {} warm-up + {} timed steps\n",
+    *progress << fmt::format("bench step: {} ({:.2f} M parameters) on {}, {}, {} warm-up + {} timed steps\n",
                              options.model, static_cast<double>(model->num_parameters()) / 1e6, device.str(),
-                             options.batch_size, seq_len, options.warmup, options.steps);
+                             schedule ? "token windows " + schedule->describe()
+                                      : fmt::format("batch {} x {} tokens", options.batch_size, seq_len),
+                             options.warmup, options.steps);
   }
-  auto step = [&] {
+  const auto train_on = [&](const Tensor& inputs, const Tensor& targets) {
     {
       const Tensor loss = recipe.forward([&] {
         return nn::functional::cross_entropy((*model)(inputs), targets, nn::functional::CrossEntropyFuncOptions());
@@ -83,11 +99,33 @@ StepBenchResult run_gpt_step_bench(const StepBenchOptions& options, std::ostream
     }
     optimizer.zero_grad();
   };
-  time_eager_steps(step, options, result);
-  const double tokens = static_cast<double>(options.batch_size * seq_len);
-  result.tokens_per_s = tokens * 1000.0 / result.ms_per_step;
+  const auto shape_of = [&](std::int64_t i) {
+    return schedule ? schedule->steps[static_cast<std::size_t>(i)] : ShapeStep{.batch = options.batch_size, .seq_len = seq_len};
+  };
+  if (schedule) {
+    time_eager_steps(
+        [&](std::int64_t i) {
+          const ShapeStep s = shape_of(i);
+          train_on(window(input_pool, s.batch, s.seq_len), window(target_pool, s.batch, s.seq_len));
+        },
+        [&](std::int64_t i) { return shape_of(i).batch * shape_of(i).seq_len; }, options, result);
+  } else {
+    const Tensor inputs = window(input_pool, options.batch_size, seq_len);
+    const Tensor targets = window(target_pool, options.batch_size, seq_len);
+    time_eager_steps([&](std::int64_t) { train_on(inputs, targets); },
+                     [&](std::int64_t) { return options.batch_size * seq_len; }, options, result);
+  }
+  // Fixed shapes: from the median step, as before; a schedule's steps differ, so all of them count.
+  result.tokens_per_s = !schedule ? static_cast<double>(options.batch_size * seq_len) * 1000.0 / result.ms_per_step
+                        : result.us_per_sample > 0 ? 1e6 / result.us_per_sample
+                                                   : 0.0;
+  // Attention's FLOPs grow with the window: averaged over the timed tokens.
+  double token_weighted_len = 0;
+  for (std::int64_t i = options.warmup; i < options.warmup + options.steps; ++i)
+    token_weighted_len += static_cast<double>(shape_of(i).batch * shape_of(i).seq_len * shape_of(i).seq_len);
+  token_weighted_len /= static_cast<double>(std::max<std::int64_t>(result.timed_samples, 1));
   result.flops_per_token = 6.0 * static_cast<double>(model->num_parameters(/*with_position_embeddings=*/false)) +
-                           12.0 * static_cast<double>(config.n_layer * config.n_embd * seq_len);
+                           12.0 * static_cast<double>(config.n_layer * config.n_embd) * token_weighted_len;
   result.mfu = device.is_cuda() ? result.flops_per_token * result.tokens_per_s / kDenseBf16PeakFlops : 0.0;
   return result;
 }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <map>
 
 #include "core/device.h"
 #include "memory/registry.h"
@@ -18,6 +19,7 @@
 
 #include "models/resnet_recompute.h"
 #include "runtime/amp/precision.h"
+#include "bench/step/shape_schedule.h"
 #include "runtime/amp/step_recipe.h"
 #include "runtime/memory_plan.h"
 #include "runtime/nn/module.h"
@@ -84,6 +86,13 @@ struct StepBenchOptions {
   // context) over a vocabulary of vocab_size; input and num_classes do not apply.
   std::int64_t seq_len = 0;
   std::int64_t vocab_size = 50304;
+  std::int64_t block_size = 0;  // GPT models: positions with embeddings (0: the model's own context)
+  // Set: step i trains on the schedule's i-th shape (warm-up steps first), built afresh each step,
+  // instead of batch_size x input or seq_len; batch_size, input and seq_len do not apply then.
+  std::shared_ptr<const ShapeSchedule> schedule;
+  // Keep the allocator's peaks and counters from its creation instead of resetting them after the
+  // warm-up (the allocator-settings sweep: the whole run, as a fresh PyTorch process reports it).
+  bool memory_stats_from_start = false;
 };
 
 struct StepBenchResult {
@@ -113,6 +122,13 @@ struct StepBenchResult {
   double tokens_per_s = 0;
   double flops_per_token = 0;
   double mfu = 0;
+  // Wall time of the timed steps over the samples they trained on (tokens for GPT models, images
+  // otherwise): with a shape schedule steps differ, so this, not the median step, compares runs.
+  double us_per_sample = 0;
+  std::int64_t timed_samples = 0;
+  // The allocator's memory_stats() after the timed steps: peaks and counters cover the timed
+  // steps (both are reset after the warm-up), or the whole run with memory_stats_from_start.
+  std::map<std::string, std::int64_t> memory_stats;
 };
 
 // One training step: forward and cross-entropy (under the recipe's autocast), backward (of the
@@ -130,9 +146,13 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
 // The GPT step (bench/step/gpt_step_bench.cpp): what run_step_bench runs for a GPT model.
 StepBenchResult run_gpt_step_bench(const StepBenchOptions& options, std::ostream* progress = nullptr);
 
-// Runs options.warmup steps, resets the peaks, then times options.steps steps, filling the
-// result's times, peaks and driver calls per step.
-void time_eager_steps(const std::function<void()>& step, const StepBenchOptions& options, StepBenchResult& result);
+// Runs options.warmup steps, resets the peaks and the accumulated counters (unless
+// options.memory_stats_from_start), then times
+// options.steps steps, filling the result's times, peaks, driver calls per step, time per sample
+// and memory_stats. `step(i)` runs step i (0-based, warm-up steps included), which trains on
+// `samples(i)` samples.
+void time_eager_steps(const std::function<void(std::int64_t)>& step, const std::function<std::int64_t(std::int64_t)>& samples,
+                      const StepBenchOptions& options, StepBenchResult& result);
 
 double median(std::vector<double> values);
 

@@ -6,6 +6,16 @@
 
 namespace sublet::bench {
 
+namespace {
+
+// The input shape, or "varies" under a shape schedule (its description follows the table).
+std::string input_column(const StepBenchResult& r) {
+  if (r.options.schedule) return "varies";
+  return r.language_model ? fmt::format("seq {}", r.seq_len) : r.options.input.str();
+}
+
+}  // namespace
+
 void print_step_table(const std::vector<StepBenchResult>& results, std::ostream& out) {
   out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>9} {:>8} {:>11} {:>10} {:>14} {:>14} {:>8} {:>6} {:>12}\n", "model",
                      "device", "batch", "input", "precision", "threads", "ms/step", "img/s", "peak alloc",
@@ -15,8 +25,8 @@ void print_step_table(const std::vector<StepBenchResult>& results, std::ostream&
     const std::string precision = std::string(amp::precision_name(r.options.precision)) +
                                   (r.options.memory_format == MemoryFormat::ChannelsLast ? "+cl" : "");
     out << fmt::format("{:<10} {:<7} {:>6} {:>10} {:>9} {:>8} {:>11.2f} {:>10.1f} {:>14} {:>14} {:>8} {:>6} {:>12.1f}\n",
-                       r.options.model, r.options.device.str(), r.options.batch_size,
-                       r.language_model ? fmt::format("seq {}", r.seq_len) : r.options.input.str(), precision,
+                       r.options.model, r.options.device.str(),
+                       r.options.schedule ? "varies" : std::to_string(r.options.batch_size), input_column(r), precision,
                        r.threads, r.ms_per_step, r.img_per_s,
                        sublet::format_bytes(static_cast<std::int64_t>(r.peak_allocated_bytes)),
                        sublet::format_bytes(static_cast<std::int64_t>(r.peak_reserved_bytes)),
@@ -28,7 +38,13 @@ void print_step_table(const std::vector<StepBenchResult>& results, std::ostream&
          "hold); driver/step: backend allocation "
          "calls per timed step\n";
   for (const auto& r : results) {
-    if (!r.language_model) continue;
+    if (!r.options.schedule) continue;
+    out << fmt::format("{}: inputs {} over {} timed steps: {:.3f} us per {} (the timed steps' wall time over their {} {}s)\n",
+                       r.options.model, r.options.schedule->describe(), r.options.steps, r.us_per_sample,
+                       r.language_model ? "token" : "image", r.timed_samples, r.language_model ? "token" : "image");
+  }
+  for (const auto& r : results) {
+    if (!r.language_model || r.options.schedule) continue;
     out << fmt::format("{}: batch {} x {} tokens, {:.0f} tokens/s, {:.3g} model FLOPs per token (6N + attention){}\n",
                        r.options.model, r.options.batch_size, r.seq_len, r.tokens_per_s, r.flops_per_token,
                        r.mfu > 0 ? fmt::format(", MFU {:.1f}% of 989 TFLOP/s (dense bf16, H100/H200 SXM)", 100.0 * r.mfu)
@@ -55,7 +71,7 @@ nlohmann::json step_json(const StepBenchResult& r) {
           {"model", r.options.model},
           {"device", r.options.device.str()},
           {"batch_size", r.options.batch_size},
-          {"input", r.language_model ? fmt::format("seq {}", r.seq_len) : r.options.input.str()},
+          {"input", input_column(r)},
           {"classes", r.options.num_classes},
           {"threads", r.threads},
           {"ms_per_step", r.ms_per_step},
@@ -70,9 +86,14 @@ nlohmann::json step_json(const StepBenchResult& r) {
           {"cuda_graph", r.options.cuda_graph},
           {"precision", amp::precision_name(r.options.precision)},
           {"memory_format", memory_format_name(r.options.memory_format)},
-          {"device_allocs_per_step", r.device_allocs_per_step}};
+          {"device_allocs_per_step", r.device_allocs_per_step},
+          {r.language_model ? "us_per_token" : "us_per_image", r.us_per_sample}};
+  if (r.options.schedule) {
+    j["shape_schedule"] = r.options.schedule->describe();
+    j["timed_samples"] = r.timed_samples;
+  }
   if (r.language_model) {
-    j["seq_len"] = r.seq_len;
+    j["seq_len"] = r.seq_len;  // the longest under a schedule
     j["vocab_size"] = r.options.vocab_size;
     j["tokens_per_s"] = r.tokens_per_s;
     j["flops_per_token"] = r.flops_per_token;
