@@ -63,7 +63,7 @@ TEST(CliHelp, VersionNamesReleaseAndRevision) {
 TEST(CliHelp, TopLevelHelpListsEveryCommand) {
   const Outcome o = run_sublet({"--help"});
   ASSERT_TRUE(o.exited && o.exit_code == 0) << o.err;
-  for (const char* command : {"demo", "bench", "replay", "plan", "profile", "train", "generate"}) {
+  for (const char* command : {"demo", "bench", "replay", "plan", "profile", "train", "config", "generate"}) {
     const std::size_t at = o.out.find(std::string("\n  ") + command + " ");
     ASSERT_NE(at, std::string::npos) << command << " not listed in:\n" << o.out;
     const std::size_t line_end = o.out.find('\n', at + 1);
