@@ -92,7 +92,8 @@ void run_bench_alloc(const AllocFlags& flags) {
 CLI::App* bench_app(CLI::App& app) {
   const auto existing = app.get_subcommands([](CLI::App* sub) { return sub->get_name() == "bench"; });
   if (!existing.empty()) return existing.front();
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: each prints a table and can write JSON");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Benchmarks, each a table and optionally JSON: alloc (allocator latency), step (training-step time, memory)");
   bench->require_subcommand(1);
   return bench;
 }

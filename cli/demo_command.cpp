@@ -10,7 +10,7 @@
 namespace sublet::cli {
 
 void add_demo_command(CLI::App& app) {
-  CLI::App* demo = app.add_subcommand("demo", "Small demonstrations of the allocator's behaviour");
+  CLI::App* demo = app.add_subcommand("demo", "Small demonstrations of the allocator's behaviour: release (the two-step release)");
   demo->require_subcommand(1);
   CLI::App* release = demo->add_subcommand("release", "Two-step release: allocated drops at once, reserved only on empty_cache()");
   auto device = std::make_shared<std::string>();

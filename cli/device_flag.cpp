@@ -49,9 +49,10 @@ CLI::Option* add_device_option(CLI::App& app, std::string& value, const DeviceVa
 CLI::Validator snapshot_device_index() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        // Anything else stays as it was typed, for the message that refuses it.
-        if (text.size() > 5 && text.starts_with("cuda:") && text.find_first_not_of("0123456789", 5) == std::string::npos)
-          text.erase(0, 5);
+        const std::size_t digits_at = text.starts_with("cuda:") ? 5 : 0;
+        if (text.size() == digits_at || text.find_first_not_of("0123456789", digits_at) != std::string::npos)
+          return "expected a device of the snapshot as N or cuda:N, got '" + printable(text) + "'";
+        text.erase(0, digits_at);
         return {};
       },
       "");

@@ -21,7 +21,7 @@ struct DeviceValues {
 CLI::Option* add_device_option(CLI::App& app, std::string& value, const DeviceValues& values = {});
 
 // replay's and plan's --device: which of a PyTorch snapshot's devices, written N or cuda:N
-// (torch.cuda.memory's own naming); cuda:N is read as N.
+// (torch.cuda.memory's own naming); cuda:N is read as N, anything else refused.
 CLI::Validator snapshot_device_index();
 
 // The values as the help and the message list them: "auto, cpu, cuda or cuda:N".

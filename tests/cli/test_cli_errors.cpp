@@ -433,7 +433,9 @@ std::vector<Case> all_cases() {
        {"--device 1: picks a device of a PyTorch snapshot, but trace.json is a sublet-alloc-trace"}, {},
        text_file("trace.json", kAllocTrace)},
       {"ReplayMalformedSnapshotDevice", {"replay", "trace.json", "--device", "cuda:x"},
-       {"--device: expected an integer, got 'cuda:x'"}, {}, text_file("trace.json", kAllocTrace)},
+       {"--device: expected a device of the snapshot as N or cuda:N, got 'cuda:x'"}, {}, text_file("trace.json", kAllocTrace)},
+      {"PlanNegativeSnapshotDevice", {"plan", "trace.json", "--device", "-1"},
+       {"--device: expected a device of the snapshot as N or cuda:N, got '-1'"}, {}, text_file("trace.json", kAllocTrace)},
       {"ReplayZeroCapacity", {"replay", "trace.json", "--capacity-mib", "0"},
        {"--capacity-mib: Value 0 not in range 1 to 1073741824"}, {}, text_file("trace.json", kAllocTrace)},
 
