@@ -4,7 +4,8 @@
 // else the CPU (a PyTorch script's `"cuda" if torch.cuda.is_available() else "cpu"`). A value
 // that is none of them fails while the command line is read, before any work:
 //   --device: unknown value 'gpu'; expected auto, cpu, cuda or cuda:N
-// The commands resolve the text with train::resolve_device (one message when CUDA is missing).
+// The commands resolve the text with train::resolve_device (one message when CUDA is missing);
+// bench alloc, whose devices are its own (sim), with bench::parse_bench_device.
 #include <CLI/CLI.hpp>
 
 #include <string>
