@@ -143,9 +143,10 @@ def create_model(name, in_channels, num_classes, small_input_stem):
 
 
 def parse_input(text):
+    # The same text and message as sublet's (cli/image_shape_flag.cpp).
     parts = text.split("x")
-    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise SystemExit(f"error: --input '{text}': expected CxHxW with positive integers, e.g. 3x32x32")
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() and 0 < int(p) <= 2147483647 for p in parts):
+        raise SystemExit(f'error: --input: expected CxHxW with positive integers, e.g. 3x32x32; found "{text}"')
     return tuple(int(p) for p in parts)
 
 

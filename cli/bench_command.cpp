@@ -1,4 +1,4 @@
-// sublet bench alloc [--device cuda|cpu|sim] [--repetitions N] [--rounds N] [--json PATH] [--svg PATH]
+// sublet bench alloc [--device auto|cpu|cuda|sim] [--repetitions N] [--rounds N] [--json PATH] [--svg PATH]
 //                    [--history PATH] [--seed N] [--quick] [--torch-plugin PATH]
 // Other benchmarks join the same `bench` parent through bench_app().
 #include <filesystem>
@@ -13,6 +13,7 @@
 #include "bench/alloc/report_table.h"
 #include "bench/alloc/torch_plugin_loader.h"
 #include "cli/commands.h"
+#include "cli/device_flag.h"
 #include "cli/flag_checks.h"
 #include "core/errors.h"
 #include "memory/registry.h"
@@ -91,7 +92,8 @@ void run_bench_alloc(const AllocFlags& flags) {
 CLI::App* bench_app(CLI::App& app) {
   const auto existing = app.get_subcommands([](CLI::App* sub) { return sub->get_name() == "bench"; });
   if (!existing.empty()) return existing.front();
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: each prints a table and can write JSON");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Benchmarks, each a table and optionally JSON: alloc (allocator latency), step (training-step time, memory)");
   bench->require_subcommand(1);
   return bench;
 }
@@ -101,9 +103,8 @@ void add_bench_alloc_command(CLI::App& app) {
       "alloc", "Allocate+free latency of sublet's caching allocator against cudaMalloc, cudaMallocAsync, "
                "PyTorch's allocator (with --torch-plugin) or malloc");
   auto flags = std::make_shared<AllocFlags>();
-  alloc->add_option("--device", flags->device, "cuda, cpu, sim, or auto (cuda when a GPU is present, else cpu)")
-      ->check(CLI::IsMember({"auto", "cuda", "cpu", "sim"}))
-      ->capture_default_str();
+  // cuda is cuda:0; sim: a simulated device of 141 GiB (no driver calls: the allocator's own cost).
+  add_device_option(*alloc, flags->device, {.cuda_index = false, .extra = {"sim"}});
   alloc->add_option("--repetitions", flags->repetitions,
                     "timed pairs per cell, at most (default 100000; 200 with --quick; up to 10000000, since the churn "
                     "row's sequence is laid out beforehand, 16 bytes a pair)")

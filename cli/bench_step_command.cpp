@@ -1,4 +1,4 @@
-// sublet bench step [--device cpu|cuda|auto] --model M[,M...] [--input CxHxW] [--batch-size B]
+// sublet bench step [--device auto|cpu|cuda|cuda:N] --model M[,M...] [--input CxHxW] [--batch-size B]
 //                   [--classes K] [--steps N] [--warmup W] [--small-input-stem] [--seed S] [--json PATH]
 //                   [--cuda-graph] [--allocator caching|raw|async|all] [--precision fp32|bf16|fp16] [--channels-last]
 //                   [--nproc-per-node N [--bucket-cap-mb MB] ...]   (data parallel: cli/bench_step_parallel.h)
@@ -23,7 +23,9 @@
 #include "cli/commands.h"
 #include "cli/config_report.h"
 #include "cli/data_parallel_launch.h"
+#include "cli/device_flag.h"
 #include "cli/flag_checks.h"
+#include "cli/image_shape_flag.h"
 #include "cli/run_files.h"
 #include "cli/precision_flags.h"
 #include "ops/conv_settings.h"
@@ -35,6 +37,7 @@
 #include "models/gpt.h"
 #include "models/registry.h"
 #include "runtime/nn/module_ranges.h"
+#include "train/train_options.h"
 
 namespace sublet::cli {
 namespace {
@@ -164,28 +167,17 @@ std::vector<memory::AllocatorKind> allocator_kinds(const std::string& text, Devi
   return {AllocatorKind::Caching, AllocatorKind::Raw};
 }
 
-// One clear message instead of a failure deep inside the first allocation.
-Device resolve_device(const std::string& name) {
-  if (name == "cpu") return Device::cpu();
-  if (name == "auto") return memory::cuda_available() ? Device::cuda(0) : Device::cpu();
-  if (!memory::cuda_built()) {
-    throw DeviceError("bench step --device cuda: this sublet was built without CUDA "
-                      "(configure with -DSUBLET_WITH_CUDA=ON on a machine with a CUDA toolkit), use --device cpu");
-  }
-  if (!memory::cuda_available()) throw DeviceError("bench step --device cuda: no usable CUDA device found");
-  return Device::cuda(0);
-}
-
 void run_bench_step(const StepFlags& flags) {
   check_output_file("--json", flags.json_path);
   check_output_file("--alloc-trace", flags.alloc_trace_path);
   bench::StepBenchOptions options;
-  options.device = resolve_device(flags.device);
+  options.device = train::resolve_device(flags.device);  // the same messages as every --device
   // Before the model is built, not after.
   if (flags.cuda_graph && !options.device.is_cuda())
     throw DeviceError("bench step --cuda-graph: needs --device cuda (CUDA graphs exist only on the GPU), this run is on " +
                       options.device.str());
-  options.input = bench::parse_input_shape(flags.input);
+  const ImageShape input = parse_image_shape("--input", flags.input);
+  options.input = {input.channels, input.height, input.width};
   options.batch_size = flags.batch_size;
   options.num_classes = flags.classes;
   options.seq_len = flags.seq_len;
@@ -338,9 +330,7 @@ void add_bench_step_command(CLI::App& app) {
       "step", "Training-step time and peak memory of a model (compare with bench/pytorch_step.py)");
   add_print_config_flag(*step);
   auto flags = std::make_shared<StepFlags>();
-  step->add_option("--device", flags->device, "cpu, cuda, or auto (cuda when a GPU is present, else cpu)")
-      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
-      ->capture_default_str();
+  add_device_option(*step, flags->device);
   std::string names;
   for (const auto& name : models::model_names()) names += (names.empty() ? "" : ", ") + name;
   step->add_option("--model", flags->models, "model(s), comma-separated: " + names)

@@ -1,5 +1,5 @@
 // sublet generate --checkpoint C --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]
-//                 [--device auto|cpu|cuda] [--bpe-dir DIR]
+//                 [--device auto|cpu|cuda|cuda:N] [--bpe-dir DIR]
 // Continues a prompt with a trained GPT (models/gpt_sampling.h, a KV cache). The checkpoint is a
 // training checkpoint of `sublet train` or a GPT weights file (models/gpt_export.h). Byte-level
 // models (vocabulary 256) take and print text. Token models take and print token ids separated
@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/device_flag.h"
 #include "cli/flag_checks.h"
 #include "core/errors.h"
 #include "models/gpt_export.h"
@@ -146,7 +147,7 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--top-k", args->top_k, "sample among the k most likely tokens (0: all)")->capture_default_str();
   cmd->add_option("--seed", args->seed, "seed of the draws")->check(non_negative_integer())->capture_default_str();
-  cmd->add_option("--device", args->device, "auto (CUDA when present), cpu, cuda or cuda:N")->capture_default_str();
+  add_device_option(*cmd, args->device);
   cmd->add_option("--bpe-dir", args->bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe (token models)");
   cmd->callback([args] { run_generate(*args); });
 }

@@ -1,4 +1,4 @@
-// sublet plan [TRACE] [--device N] [--recompute BENCH.json] [--json PATH] [--svg PATH]
+// sublet plan [TRACE] [--device N|cuda:N] [--recompute BENCH.json] [--json PATH] [--svg PATH]
 // Plans memory instead of measuring it (issue 19):
 //  - TRACE (a sublet-alloc-trace, or a PyTorch memory snapshot): for the recorded step, the
 //    live-bytes lower bound, the static arena plan (memory/static_plan.h) and what the caching
@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/device_flag.h"
 #include "cli/flag_checks.h"
 #include "cli/run_files.h"
 #include "cli/trace_source.h"
@@ -163,8 +164,9 @@ void add_plan_command(CLI::App& app) {
                    "allocation trace: sublet-alloc-trace JSON (bench step --alloc-trace) or a PyTorch memory snapshot")
       ->check(existing_file_or_stdin());
   CLI::Option* device_option =
-      plan->add_option("--device", *device, "PyTorch snapshots: the device whose trace to plan (default 0)")
-          ->check(CLI::Range(0, 1 << 20));
+      plan->add_option("--device", *device, "PyTorch snapshots: the device whose trace to plan, N or cuda:N (default 0)")
+          ->check(CLI::Range(0, 1 << 20))
+          ->transform(snapshot_device_index());
   plan->add_option("--recompute", flags->recompute_path,
                    "the JSON of `sublet bench step --memory-budget ... --json`: recomputation choices for budgets")
       ->check(existing_file_or_stdin());

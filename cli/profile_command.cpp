@@ -1,4 +1,4 @@
-// sublet profile --model M [--device cpu|cuda] [--batch-size B] [--steps N] [--out DIR]
+// sublet profile --model M [--device auto|cpu|cuda|cuda:N] [--batch-size B] [--steps N] [--out DIR]
 //                [--alloc-conf STR] [--input CxHxW] [--classes K] [--optimizer sgd|adam]
 //                [--precision fp32|bf16|fp16] [--channels-last] [--seq-len N]
 // GPT models (gpt-nano, gpt-mini, gpt2-small) train on random token windows of --seq-len (default
@@ -10,10 +10,11 @@
 
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 
 #include "cli/commands.h"
+#include "cli/device_flag.h"
 #include "cli/flag_checks.h"
+#include "cli/image_shape_flag.h"
 #include "cli/precision_flags.h"
 #include "memory/config.h"
 #include "core/errors.h"
@@ -59,21 +60,8 @@ struct ProfileArgs {
 };
 
 std::vector<std::int64_t> parse_input_shape(const std::string& text) {
-  std::vector<std::int64_t> dims;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, 'x')) {
-    try {
-      std::size_t used = 0;
-      const long long v = std::stoll(part, &used);
-      if (used != part.size() || v < 1) throw std::invalid_argument(part);
-      dims.push_back(v);
-    } catch (const std::exception&) {
-      throw ValueError("--input: expected C x H x W such as 3x32x32, got '" + text + "'");
-    }
-  }
-  if (dims.size() != 3 || text.back() == 'x') throw ValueError("--input: expected C x H x W such as 3x32x32, got '" + text + "'");
-  return dims;
+  const ImageShape shape = parse_image_shape("--input", text);
+  return {shape.channels, shape.height, shape.width};
 }
 
 // torchvision's ImageNet ResNets default to ImageNet inputs; the CIFAR ones to CIFAR inputs.
@@ -116,7 +104,7 @@ std::vector<std::filesystem::path> earlier_profile_files(const std::filesystem::
 void run_profile(const ProfileArgs& args) {
   profile::ProfileOptions options;
   options.model_name = args.model;
-  options.device = train::resolve_device(args.device.empty() ? "auto" : args.device);
+  options.device = train::resolve_device(args.device);
   if (!(args.lr > 0.0 && args.lr <= 100.0)) throw ValueError(fmt::format("--lr must be in (0, 100], got {}", args.lr));
   memory::AllocatorConfig::parse(args.alloc_conf, {}, "--alloc-conf");  // fails here, not after the model is built
   if (!args.memory_budget.empty()) memory::parse_memory_budget(args.memory_budget);  // likewise
@@ -212,7 +200,7 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--model", args->model, "model name (" + fmt::format("{}", fmt::join(models::model_names(), ", ")) + ")")
       ->check(CLI::IsMember(models::model_names()))
       ->capture_default_str();
-  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N (default: the GPU when there is one)");
+  add_device_option(*cmd, args->device);
   cmd->add_option("--batch-size", args->batch_size, "batch size")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd->add_option("--steps", args->steps, "profiled training steps (2 or more for the step diff)")->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->add_option("--timing-steps", args->timing_steps, "unprofiled steps afterwards, to measure the overhead")->check(CLI::Range(0, 1000))->capture_default_str();

@@ -1,4 +1,4 @@
-// sublet replay TRACE [--alloc-conf STR]... [--rules sublet|pytorch] [--capacity-mib N] [--device N] [--json PATH]
+// sublet replay TRACE [--alloc-conf STR]... [--rules sublet|pytorch] [--capacity-mib N] [--device N|cuda:N] [--json PATH]
 // Replays a recorded allocation trace through the caching allocator on the simulated backend
 // under several settings and prints what each would have done (and writes it as JSON). TRACE is
 // a sublet-alloc-trace (JSON) or a PyTorch memory snapshot (a pickle, gzip-compressed or not),
@@ -18,6 +18,7 @@
 
 #include "bench/step/sweep_report.h"
 #include "cli/commands.h"
+#include "cli/device_flag.h"
 #include "cli/flag_checks.h"
 #include "cli/run_files.h"
 #include "core/atomic_write.h"
@@ -143,8 +144,9 @@ void add_replay_command(CLI::App& app) {
       ->capture_default_str();
   replay->add_option("--capacity-mib", *capacity_mib, "simulated device capacity in MiB")->check(CLI::Range(1, 1 << 30))->capture_default_str();
   CLI::Option* device_option =
-      replay->add_option("--device", *device, "PyTorch snapshots: the device whose trace to replay (default 0)")
-          ->check(CLI::Range(0, 1 << 20));
+      replay->add_option("--device", *device, "PyTorch snapshots: the device whose trace to replay, N or cuda:N (default 0)")
+          ->check(CLI::Range(0, 1 << 20))
+          ->transform(snapshot_device_index());
   replay->add_option("--json", *json_path, "also write the rows as JSON (format sublet-replay-report)");
   replay->callback([trace_path, settings, capacity_mib, json_path, device, device_option, rules] {
     check_output_file("--json", *json_path);

@@ -31,7 +31,9 @@
 #include "cli/commands.h"
 #include "cli/config_report.h"
 #include "cli/data_parallel_launch.h"
+#include "cli/device_flag.h"
 #include "cli/flag_checks.h"
+#include "cli/image_shape_flag.h"
 #include "cli/precision_flags.h"
 #include "cli/run_files.h"
 #include "core/errors.h"
@@ -45,16 +47,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// "3x32x32" -> channels, height, width.
 void parse_synthetic_shape(const std::string& text, train::TrainOptions& options) {
-  std::int64_t c = 0, h = 0, w = 0;
-  char tail = 0;
-  if (std::sscanf(text.c_str(), "%ldx%ldx%ld%c", &c, &h, &w, &tail) != 3 || c <= 0 || h <= 0 || w <= 0) {
-    throw ValueError("--synthetic-shape: expected CxHxW with positive sizes, e.g. 3x32x32, got '" + text + "'");
-  }
-  options.synthetic_channels = c;
-  options.synthetic_height = h;
-  options.synthetic_width = w;
+  const ImageShape shape = parse_image_shape("--synthetic-shape", text);
+  options.synthetic_channels = shape.channels;
+  options.synthetic_height = shape.height;
+  options.synthetic_width = shape.width;
 }
 
 // The dataset files a run reads (both names of MNIST's, with and without .gz), so that no output
@@ -146,7 +143,7 @@ void add_train_command(CLI::App& app) {
                   "dataset folder (default data/mnist, /usr/share/datasets/fashion-mnist, data/cifar-10-batches-bin; "
                   "text: the default corpus); for text a file or folder, for tokens a .bin file or a folder of "
                   "train/val .bin files");
-  cmd->add_option("--device", options->device, "auto (CUDA when present), cpu, cuda or cuda:N")->capture_default_str();
+  add_device_option(*cmd, options->device);
   cmd->add_option("--epochs", options->epochs, "epochs to train (in total, counting resumed ones)")->capture_default_str();
   cmd->add_option("--batch-size", options->batch_size,
                   "images per step (GPT: windows per step, default 16); data parallel: per rank (the global batch "

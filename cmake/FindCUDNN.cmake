@@ -15,7 +15,12 @@ if(CUDNN_INCLUDE_DIR AND EXISTS "${CUDNN_INCLUDE_DIR}/cudnn_version.h")
   set(CUDNN_VERSION "${CUDNN_MAJOR}.${CUDNN_MINOR}.${CUDNN_PATCHLEVEL}")
 endif()
 include(FindPackageHandleStandardArgs)
-find_package_handle_standard_args(CUDNN REQUIRED_VARS CUDNN_LIBRARY CUDNN_INCLUDE_DIR VERSION_VAR CUDNN_VERSION)
+string(REPLACE ";" ", " _cudnn_toolkit_includes "${CUDAToolkit_INCLUDE_DIRS}")  # a list would split the message
+find_package_handle_standard_args(CUDNN REQUIRED_VARS CUDNN_LIBRARY CUDNN_INCLUDE_DIR VERSION_VAR CUDNN_VERSION
+  REASON_FAILURE_MESSAGE "the CUDA backend's convolutions and batch norm need cuDNN 9 (cudnn.h, libcudnn.so), \
+looked for next to the CUDA toolkit (${_cudnn_toolkit_includes}) and in the system paths. Install libcudnn9-dev-cuda-13 \
+from NVIDIA's CUDA repository (or Debian contrib's nvidia-cudnn), or pass -DCUDNN_ROOT=/path/to/cudnn. \
+-DSUBLET_WITH_CUDA=OFF builds CPU-only")
 if(CUDNN_FOUND AND NOT TARGET CUDNN::cudnn)
   add_library(CUDNN::cudnn UNKNOWN IMPORTED)
   set_target_properties(CUDNN::cudnn PROPERTIES

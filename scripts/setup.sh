@@ -26,6 +26,8 @@ packages=(
 [ "${SUBLET_SETUP_DATASETS:-}" = 1 ] && packages+=(dataset-fashion-mnist)
 # SUBLET_SETUP_DOCS=1 (CI sets it): what scripts/build_docs.sh needs (Sphinx, MyST, breathe, Doxygen).
 [ "${SUBLET_SETUP_DOCS:-}" = 1 ] && packages+=(python3-sphinx python3-myst-parser python3-breathe doxygen furo)
+# SUBLET_SETUP_SCREENSHOTS=1: the browser scripts/screenshot_docs.sh renders the site's pages in.
+[ "${SUBLET_SETUP_SCREENSHOTS:-}" = 1 ] && packages+=(chromium)
 
 missing=()
 for p in "${packages[@]}"; do

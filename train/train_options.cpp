@@ -163,6 +163,8 @@ Device resolve_device(const std::string& text) {
     if (!memory::cuda_built()) {
       throw DeviceError("--device " + text + ": this sublet was built without CUDA; use --device cpu");
     }
+    if (memory::cuda_device_count() == 0)
+      throw DeviceError("--device " + text + ": no usable CUDA device here (no GPU, or no driver); use --device cpu");
     if (device.index >= memory::cuda_device_count()) {
       throw DeviceError("--device " + text + ": " + std::to_string(memory::cuda_device_count()) +
                         " CUDA device(s) available; use --device cpu or a smaller index");

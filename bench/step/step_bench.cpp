@@ -31,19 +31,6 @@ std::string InputShape::str() const {
   return std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);
 }
 
-InputShape parse_input_shape(const std::string& text) {
-  const ValueError bad("--input '" + text + "': expected CxHxW with positive integers, e.g. 3x32x32");
-  std::vector<std::int64_t> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, 'x');) {
-    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 9) throw bad;
-    parts.push_back(std::stoll(part));
-    if (parts.back() <= 0) throw bad;
-  }
-  if (parts.size() != 3 || text.back() == 'x') throw bad;
-  return {parts[0], parts[1], parts[2]};
-}
-
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());

@@ -32,8 +32,6 @@ struct InputShape {
   std::int64_t channels = 3, height = 32, width = 32;
   std::string str() const;  // "3x32x32"
 };
-// "CxHxW" with positive integers; ValueError naming the text otherwise.
-InputShape parse_input_shape(const std::string& text);
 
 // Data parallel (bench step --nproc-per-node): what runs around every backward. Made by
 // StepBenchOptions::parallel for the model once it is on the device (it broadcasts rank 0's
