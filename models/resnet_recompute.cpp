@@ -7,6 +7,7 @@
 #include "models/measured_budget.h"
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <optional>
 
@@ -14,6 +15,7 @@
 
 #include "core/errors.h"
 #include "core/format_bytes.h"
+#include "ops/copy.h"
 #include "runtime/autograd/function.h"
 #include "runtime/device_memory.h"
 #include "runtime/autograd/grad_mode.h"
@@ -25,22 +27,27 @@
 namespace sublet::models {
 namespace {
 
-// The batch-norm running statistics a measured pass updates, put back when it is done.
+// The batch-norm running statistics a measured pass updates, put back when it is done. Kept in
+// host memory outside the allocator, so that the measured peaks hold only what the step holds.
 class BufferRestorer {
  public:
   explicit BufferRestorer(ResNet& model) : buffers_(model.buffers()) {
-    NoGradGuard no_grad;
-    for (const Tensor& b : buffers_) saved_.push_back(b.clone());
+    for (const Tensor& b : buffers_) {
+      if (!b.is_contiguous()) throw Error("measure_blocks: expected contiguous model buffers");
+      std::vector<std::byte>& copy = saved_.emplace_back(static_cast<std::size_t>(b.nbytes()));
+      ops::copy_bytes(Device::cpu(), copy.data(), b.device(), b.data_ptr(), copy.size());
+    }
   }
   ~BufferRestorer() {
-    NoGradGuard no_grad;
-    for (std::size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(saved_[i]);
+    for (std::size_t i = 0; i < buffers_.size(); ++i)
+      ops::copy_bytes(buffers_[i].device(), buffers_[i].data_ptr(), Device::cpu(), saved_[i].data(), saved_[i].size());
   }
   BufferRestorer(const BufferRestorer&) = delete;
   BufferRestorer& operator=(const BufferRestorer&) = delete;
 
  private:
-  std::vector<Tensor> buffers_, saved_;
+  std::vector<Tensor> buffers_;
+  std::vector<std::vector<std::byte>> saved_;
 };
 
 void drop_gradients(ResNet& model) {
@@ -164,6 +171,7 @@ BlockMeasurement measure_blocks(ResNet& model, const Tensor& images, const Tenso
     Tensor loss = nn::functional::cross_entropy(model.forward_head(x), labels);
     synchronize(device);
     m.forward_ms = ms_since(forward_start);
+    x = Tensor();  // as in the step: the last block's output lives on only where backward needs it
     loss.backward();
   }
   synchronize(device);

@@ -508,7 +508,7 @@ const std::vector<EpochMetrics>& Trainer::fit() {
   if (epoch_ >= options_.epochs) {
     note(fmt::format("nothing to train: {} of {} epochs are done already", epoch_, options_.epochs));
   }
-  if (!options_.memory_budget.empty() && !memory_budget_fitted_) fit_memory_budget();
+  if (!options_.memory_budget.empty() && !memory_budget_fit_) fit_memory_budget();
   const RunDescription run{.model = options_.model, .device = device_.str(), .data = options_.data};
   while (epoch_ < options_.epochs) {
     train_epoch();

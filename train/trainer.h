@@ -119,6 +119,13 @@ class Trainer {
   std::int64_t batch_size() const { return batch_size_; }
   std::int64_t oom_retries() const { return oom_retries_; }
   const std::vector<EpochMetrics>& history() const { return history_; }
+  // --memory-budget, once fit() has measured it: the budget in bytes and the unbudgeted step's
+  // peak it was resolved against (a fraction's base). The training steps peak within the budget.
+  struct MemoryBudgetFit {
+    std::size_t budget_bytes = 0;
+    std::size_t baseline_peak = 0;
+  };
+  const std::optional<MemoryBudgetFit>& memory_budget_fit() const { return memory_budget_fit_; }
   // Data parallel: this process's rank and the world size (0 and 1 otherwise). Only rank 0
   // writes checkpoints and metrics; the CLI prints progress on rank 0 only.
   int rank() const;
@@ -163,7 +170,7 @@ class Trainer {
   // --memory-budget: measures the blocks on a random batch and sets the ResNet's recompute runs
   // (models/resnet_recompute.h), once, before the first step of fit().
   void fit_memory_budget();
-  bool memory_budget_fitted_ = false;
+  std::optional<MemoryBudgetFit> memory_budget_fit_;
   // Training images one epoch serves this process: the dataset, or this rank's shard of it.
   std::int64_t images_in_shard() const;
   // Epoch totals (and `device_syncs`) summed over ranks (data parallel) for the epoch's metrics.

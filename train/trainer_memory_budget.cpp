@@ -22,7 +22,7 @@ void Trainer::fit_memory_budget() {
         fit_gpt_memory_budget(dynamic_cast<models::GPT&>(*model_), memory::parse_memory_budget(options_.memory_budget),
                               batch.inputs, batch.targets, *recipe_, optimizer_->state_bytes_to_come());
     note(report.summary());
-    memory_budget_fitted_ = true;
+    memory_budget_fit_ = MemoryBudgetFit{.budget_bytes = report.budget_bytes, .baseline_peak = report.baseline_peak};
     return;
   }
   auto* resnet = dynamic_cast<models::ResNet*>(model_.get());
@@ -36,7 +36,7 @@ void Trainer::fit_memory_budget() {
                                      options_.seed ^ 0x6d656d6f7279ULL, optimizer_->state_bytes_to_come());
   });
   note(report.summary());
-  memory_budget_fitted_ = true;
+  memory_budget_fit_ = MemoryBudgetFit{.budget_bytes = report.budget_bytes, .baseline_peak = report.baseline_peak};
 }
 
 }  // namespace sublet::train

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "core/errors.h"
+#include "memory/registry.h"
 #include "ops/optim_update.h"
 #include "ops/stream_capture.h"
 #include "runtime/allocation_scope.h"
@@ -201,8 +202,14 @@ void Optimizer::relocate_state() {
 
 std::size_t Optimizer::state_bytes_to_come() const {
   std::size_t bytes = 0;
-  for (std::size_t i = 0; i < params_.size(); ++i)
-    if (state_[i].empty()) bytes += state_tensors_per_parameter() * params_[i].nbytes();
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!state_[i].empty()) continue;
+    // As the allocator will count them: each state tensor is a block of the rounded size.
+    const memory::CachingAllocator& allocator = memory::allocator_for(params_[i].device());
+    const std::size_t block = memory::CachingAllocator::round_size(static_cast<std::size_t>(params_[i].nbytes()),
+                                                                   allocator.config());
+    bytes += state_tensors_per_parameter() * block;
+  }
   return bytes;
 }
 

@@ -104,7 +104,8 @@ class Optimizer {
   // is packed on its own instead of pinning the activations' segments for good.
   void relocate_state();
   // Bytes of the state the next step() will create (parameters without state yet, times the
-  // state tensors each gets): what a memory plan made before the first step must add.
+  // state tensors each gets, each rounded up as the allocator rounds its block): what a memory
+  // plan made before the first step must add.
   std::size_t state_bytes_to_come() const;
 
  protected:
