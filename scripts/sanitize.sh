@@ -39,6 +39,13 @@ asan_skip=(
   '^TrainDataParallelCpu\.WorldsOfTwoAndThreeEqualOneProcessForEveryBucketCap$'
   '^TrainDataParallelCpu\.ResumingOnAnotherWorldSizeKeepsTheGlobalBatchSequence$'
   '^TrainDataParallelCpu\.TorchrunWorkersTrainWithAndWithoutItsAgentStoreAndAgreeWithTheLauncher$'
+  # Eleven fits of --memory-budget with training around them (3 s without ASan): the fit stays in
+  # ResNetRecompute.BlocksAreMeasuredOnPartOfTheBatchWhenTheWholeStepDoesNotFit and GptTraining.*.
+  '^TrainerMemoryBudget\.'
+  # gpt-nano steps under six allocator settings, and their replay (32 s and 11 s without ASan): the
+  # rows' code runs under ASan in AllocConfSweep.*, the schedule in the other BenchStepShapesCli.*.
+  '^BenchStepShapesCli\.TheSweepPrintsOneRowPerSettingReadFromTheAllocatorsStatistics$'
+  '^BenchStepShapesCli\.AReplayOfTheRecordedTraceGivesTheSweepsColumns$'
 )
 asan_skip_regex() { local IFS='|'; echo "${asan_skip[*]}"; }
 
