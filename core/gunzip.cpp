@@ -51,6 +51,7 @@ std::string gunzip(std::string_view compressed, const std::string& source, const
   std::string out;
   std::size_t in_pos = 0;
   constexpr std::size_t kChunk = std::size_t{1} << 20;
+  constexpr std::size_t kFirstChunk = std::size_t{64} << 10;
   for (;;) {
     // zlib counts in uInt: feed and drain at most kChunk at a time.
     if (stream.avail_in == 0 && in_pos < compressed.size()) {
@@ -60,9 +61,11 @@ std::string gunzip(std::string_view compressed, const std::string& source, const
       in_pos += n;
     }
     const std::size_t before = out.size();
-    // One byte past the bound is enough to know the output is too long.
+    // One byte past the bound is enough to know the output is too long. The output grows from
+    // 64 KiB as it fills: a chunk far larger than the output would cost its zero-filling.
     const std::size_t room = bound - std::min(bound, before);
-    const std::size_t want = room < kChunk ? room + 1 : kChunk;
+    const std::size_t chunk = std::clamp(before, kFirstChunk, kChunk);
+    const std::size_t want = room < chunk ? room + 1 : chunk;
     out.resize(before + want);
     stream.next_out = reinterpret_cast<Bytef*>(out.data() + before);
     stream.avail_out = static_cast<uInt>(want);

@@ -119,11 +119,20 @@ InputHandle open_input(const std::filesystem::path& path, const InputFileOptions
 
 std::string read_rest(std::FILE* file, std::size_t max_bytes, const std::string& name) {
   std::string out;
-  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  // A regular file's own size is the first read (one byte more, to see its end); a stream's reads
+  // grow from 64 KiB. A buffer far larger than the input would cost its zero-filling on every read.
+  std::size_t want = std::size_t{64} << 10;
+  struct stat info {};
+  if (::fstat(::fileno(file), &info) == 0 && S_ISREG(info.st_mode)) {
+    const long at = std::ftell(file);
+    const auto size = static_cast<std::size_t>(info.st_size);
+    if (at >= 0 && static_cast<std::size_t>(at) <= size) want = size - static_cast<std::size_t>(at) + 1;
+  }
+  constexpr std::size_t kMaxRead = std::size_t{64} << 20;
   for (;;) {
     const std::size_t before = out.size();
     if (before > max_bytes) fail(name, "more than " + std::to_string(max_bytes) + " bytes, the limit for this input");
-    const std::size_t want = std::min(kChunk, max_bytes + 1 - before);
+    want = std::min({want, kMaxRead, max_bytes + 1 - before});
     out.resize(before + want);
     const std::size_t got = std::fread(out.data() + before, 1, want, file);
     out.resize(before + got);
@@ -132,6 +141,7 @@ std::string read_rest(std::FILE* file, std::size_t max_bytes, const std::string&
       if (out.size() > max_bytes) fail(name, "more than " + std::to_string(max_bytes) + " bytes, the limit for this input");
       return out;
     }
+    want = std::max(want, out.size());  // grows geometrically
   }
 }
 
