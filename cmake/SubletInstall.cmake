@@ -16,7 +16,7 @@ set(SUBLET_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/sublet")
 set(SUBLET_INSTALL_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}/sublet")
 # In dependency order, floor by floor.
 # data_parallel: the process groups and DataParallel (runtime/distributed/data_parallel.h).
-set(SUBLET_INSTALLED_LIBRARIES core memory ops runtime distributed data_parallel models training profiling)
+set(SUBLET_INSTALLED_LIBRARIES core memory analysis ops runtime distributed data_parallel models training profiling)
 
 # The library targets keep their short names inside the build; installed side by side in
 # P/lib they get a prefix (libsublet_memory.a, not libmemory.a), exported as sublet::memory.
@@ -49,7 +49,7 @@ endif()
 
 # Every header of the installed floors, folder layout kept. The CUDA-only headers go too (in a
 # CPU build nothing includes them); sources and CMake lists do not.
-install(DIRECTORY core memory ops runtime models train profile
+install(DIRECTORY core memory analysis ops runtime models train profile
   DESTINATION ${SUBLET_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
 

@@ -8,7 +8,7 @@
 #include "memory/registry.h"
 #include "runtime/autograd/grad_mode.h"
 #include "memory/history.h"
-#include "memory/static_plan.h"
+#include "analysis/static_plan.h"
 
 namespace sublet {
 

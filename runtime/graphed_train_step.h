@@ -30,7 +30,7 @@
 //
 // Memory plans (issue 19). MemoryPlan::Cached: the graph's pool follows the caching allocator's
 // rules during capture. MemoryPlan::Static: the step is captured twice. The first capture (a
-// probe, never replayed) records the step's requests; memory/static_plan.h lays them out in one
+// probe, never replayed) records the step's requests; analysis/static_plan.h lays them out in one
 // arena; the probe's graph, pool, loss and gradients are dropped; the second capture is served
 // from the arena at the planned offsets. The graph then holds about the most bytes the step has
 // live at once (the plan's lower bound) instead of whatever its pool's segments add up to. The

@@ -12,7 +12,7 @@
 namespace sublet {
 
 // Cached: the graph's private pool follows the caching allocator's rules during capture.
-// Static: the captured step is served from one arena laid out offline (memory/static_plan.h).
+// Static: the captured step is served from one arena laid out offline (analysis/static_plan.h).
 enum class MemoryPlan { Cached, Static };
 
 inline const char* memory_plan_name(MemoryPlan plan) { return plan == MemoryPlan::Static ? "static" : "cached"; }

@@ -1,8 +1,8 @@
 #pragma once
-// The recomputation planner (memory/recompute_plan.h: which runs of blocks to checkpoint under a
+// The recomputation planner (analysis/recompute_plan.h: which runs of blocks to checkpoint under a
 // memory budget, arithmetic over measured bytes) as the floors above runtime/ use it: models/
 // measures a network and applies the choice without including memory/.
-#include "memory/recompute_plan.h"
+#include "analysis/recompute_plan.h"
 
 namespace sublet {
 

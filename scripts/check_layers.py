@@ -18,6 +18,7 @@ import sys
 FLOORS = {
     "core": 0,
     "memory": 1,
+    "analysis": 2,
     "ops": 2,
     "runtime": 3,
     "models": 4,

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "analysis/replay.h"
 #include "core/errors.h"
 #include "memory/registry.h"
-#include "memory/replay.h"
 #include "ops/profiler_range.h"
 #include "runtime/nn/functional.h"
 #ifdef SUBLET_HAVE_CUDA

@@ -1,12 +1,12 @@
-// PyTorch 2.11's allocator rules as a replay model (memory/pytorch_rules.h), each rule on a small
+// PyTorch 2.11's allocator rules as a replay model (analysis/pytorch_rules.h), each rule on a small
 // trace whose figures the rule decides (the real H200 snapshots are in
 // test_pytorch_snapshot_h200.cpp).
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "analysis/pytorch_rules.h"
 #include "memory/config.h"
-#include "memory/pytorch_rules.h"
 
 namespace sublet::memory {
 namespace {

@@ -1,4 +1,4 @@
-// The static arena plan of a recorded step (memory/static_plan.h): planned offsets never overlap
+// The static arena plan of a recorded step (analysis/static_plan.h): planned offsets never overlap
 // for allocations live at the same time, the arena is never below the live-bytes lower bound,
 // and where the optimum is known the plan finds it.
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <map>
 #include <random>
 
+#include "analysis/static_plan.h"
 #include "core/errors.h"
-#include "memory/static_plan.h"
 
 namespace sublet::memory {
 namespace {

@@ -15,7 +15,7 @@
 //   start from an allocator that is not PyTorch's, so a free of an unknown block, an alloc
 //   outside every segment the history created, or a release of memory it never reserved is an
 //   error that says how to record a complete history.
-#include "memory/pytorch_snapshot.h"
+#include "analysis/pytorch_snapshot.h"
 
 #include <fmt/format.h>
 

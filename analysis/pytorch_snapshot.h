@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "memory/pickle_reader.h"
-#include "memory/pytorch_rules.h"
-#include "memory/replay.h"
+#include "analysis/pickle_reader.h"
+#include "analysis/pytorch_rules.h"
+#include "analysis/replay.h"
 
 namespace sublet::memory {
 

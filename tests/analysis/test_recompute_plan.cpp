@@ -1,4 +1,4 @@
-// The recomputation choice under a budget (memory/recompute_plan.h): on synthetic profiles the
+// The recomputation choice under a budget (analysis/recompute_plan.h): on synthetic profiles the
 // dynamic programme finds the optimum an exhaustive search over every set of runs finds; a fit it
 // reports holds under the peak model; with no fit it gives the smallest peak reachable; the peak
 // model follows backward (a run's later units are freed when it is recomputed); budget texts
@@ -8,8 +8,8 @@
 #include <functional>
 #include <random>
 
+#include "analysis/recompute_plan.h"
 #include "core/errors.h"
-#include "memory/recompute_plan.h"
 
 namespace sublet::memory {
 namespace {

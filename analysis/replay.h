@@ -23,7 +23,7 @@ std::vector<TraceEvent> trace_from_history(const std::vector<HistoryEvent>& hist
 //        "events": [{"action": "alloc", "id": 1, "size": 4096, "stream": 0, "category": "activation"},
 //                   {"action": "free", "id": 1}, {"action": "empty_cache"}, {"action": "reset_peaks"}, ...]}
 // Version 1 files (alloc and free only, no categories) read as before. Written atomically
-// (core/atomic_write.h), one event per line; read with a streaming parser (memory/trace_file.cpp),
+// (core/atomic_write.h), one event per line; read with a streaming parser (analysis/trace_file.cpp),
 // so a trace costs its TraceEvents (32 bytes each), not a JSON document. Reading
 // validates every event and throws IoError naming the file and the event. load_trace reads "-" as
 // standard input and streams from a FIFO that has a writer (core/input_file.h).
@@ -37,7 +37,7 @@ std::vector<TraceEvent> parse_trace(std::string_view text, const std::string& so
 struct ReplayResult {
   std::string setting;               // the config text ("default" when empty)
   std::string label;                 // the row's name where it is not the setting ("recorded")
-  std::string rules = "sublet";      // whose allocator rules: "sublet", or "pytorch" (memory/pytorch_rules.h)
+  std::string rules = "sublet";      // whose allocator rules: "sublet", or "pytorch" (analysis/pytorch_rules.h)
   std::size_t capacity = 0;
   std::size_t peak_reserved = 0;     // both peaks since the trace's last reset_peaks (or its start)
   std::size_t peak_allocated = 0;

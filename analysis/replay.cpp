@@ -1,4 +1,4 @@
-#include "memory/replay.h"
+#include "analysis/replay.h"
 
 #include <algorithm>
 #include <unordered_map>

@@ -13,7 +13,7 @@
 #include "core/input_file.h"
 #include "core/printable.h"
 #include "core/errors.h"
-#include "memory/replay.h"
+#include "analysis/replay.h"
 
 namespace sublet::memory {
 namespace {

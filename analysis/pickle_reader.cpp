@@ -1,7 +1,7 @@
 // The pickle virtual machine for plain data (pickle_reader.h). It follows CPython's
 // Lib/pickle.py _Unpickler: a MARK starts a new frame of the stack, and the items above it are
 // reachable only by the opcode that pops that MARK. Opcode names are pickletools' names.
-#include "memory/pickle_reader.h"
+#include "analysis/pickle_reader.h"
 
 #include <fmt/format.h>
 

@@ -3,7 +3,7 @@
 // bytes (torch.cuda.memory_stats()) where sublet's rules agree with PyTorch's; replayed as PyTorch
 // ran it (with_recorded_releases), its peak reserved bytes on every snapshot with fixed segments,
 // and all three figures on four of them (the table in that folder's README). Under PyTorch's own
-// rules (memory/pytorch_rules.h, `sublet replay --rules pytorch`) the recorded run gives all three
+// rules (analysis/pytorch_rules.h, `sublet replay --rules pytorch`) the recorded run gives all three
 // figures on all twelve, expandable segments included.
 #include <gtest/gtest.h>
 
@@ -13,9 +13,9 @@
 #include <set>
 #include <string>
 
-#include "memory/pytorch_rules.h"
-#include "memory/pytorch_snapshot.h"
-#include "memory/replay.h"
+#include "analysis/pytorch_rules.h"
+#include "analysis/pytorch_snapshot.h"
+#include "analysis/replay.h"
 
 namespace sublet::memory {
 namespace {
@@ -76,7 +76,7 @@ TEST(PytorchSnapshotH200, EverySnapshotReplaysAndItsRecordedRunGivesPyTorchsOwnF
   EXPECT_EQ(replayed, 12);
 }
 
-// --rules pytorch: the recorded run under PyTorch 2.11's own rules (memory/pytorch_rules.h), with
+// --rules pytorch: the recorded run under PyTorch 2.11's own rules (analysis/pytorch_rules.h), with
 // the recorded segment addresses, gives memory_stats()'s three figures byte for byte.
 TEST(PytorchSnapshotH200, RecordedRunUnderPyTorchRulesGivesMemoryStatsExactly) {
   int exact_reserved = 0, exact_allocated = 0, exact_device_allocs = 0;

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/replay.h"
+#include "analysis/replay.h"
 #include "memory/trace_event.h"
 
 namespace sublet::memory {
@@ -36,7 +36,7 @@ struct RecordedSegments {
   std::vector<std::uint64_t> expandable_bases;  // the start of each expandable segment, in order of creation
 };
 
-// As replay_trace (memory/replay.h), under PyTorch 2.11's rules; `config_text` is read as
+// As replay_trace (analysis/replay.h), under PyTorch 2.11's rules; `config_text` is read as
 // SUBLET_ALLOC_CONF (the same keys as PYTORCH_CUDA_ALLOC_CONF). Peak allocated counts block
 // sizes, as PyTorch's allocated_bytes; device allocations count cudaMalloc calls and mapping calls
 // of expandable segments, as its num_device_alloc. The result's `rules` is "pytorch".

@@ -1,4 +1,4 @@
-#include "memory/recompute_plan.h"
+#include "analysis/recompute_plan.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,4 +1,4 @@
-#include "memory/static_plan.h"
+#include "analysis/static_plan.h"
 
 #include <algorithm>
 #include <functional>

@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#include "memory/replay.h"
+#include "analysis/replay.h"
 
 namespace sublet::memory {
 

@@ -10,8 +10,8 @@
 #include <limits>
 #include <string>
 
+#include "analysis/pickle_reader.h"
 #include "core/errors.h"
-#include "memory/pickle_reader.h"
 
 namespace sublet::memory::pickle {
 namespace {

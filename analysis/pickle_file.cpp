@@ -2,9 +2,9 @@
 // whose io/file_bytes.cpp decides compression by the ".gz" name; a snapshot is recognised by
 // its content instead, because users rename them freely. The file is opened and decompressed by
 // core's one input opener and bounded gunzip.
+#include "analysis/pickle_reader.h"
 #include "core/gunzip.h"
 #include "core/input_file.h"
-#include "memory/pickle_reader.h"
 
 namespace sublet::memory::pickle {
 

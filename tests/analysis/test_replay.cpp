@@ -10,9 +10,9 @@
 #include <random>
 #include <vector>
 
-#include "alloc_test_support.h"
+#include "tests/memory/alloc_test_support.h"
 #include "core/errors.h"
-#include "memory/replay.h"
+#include "analysis/replay.h"
 
 using namespace sublet::memory;
 using sublet::memory::testing::SimulatedAllocator;

@@ -1,7 +1,7 @@
 // PyTorch 2.11's DeviceCachingAllocator as a replay model (pytorch_rules.h). Function names follow
 // PyTorch's (get_free_block, alloc_block, try_merge_blocks, ...) so the two can be read side by
 // side; each keeps the order of PyTorch's steps, because the order decides which block is chosen.
-#include "memory/pytorch_rules.h"
+#include "analysis/pytorch_rules.h"
 
 #include <fmt/format.h>
 
