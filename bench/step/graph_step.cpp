@@ -9,7 +9,7 @@
 #include "ops/profiler_range.h"
 #include "runtime/nn/functional.h"
 #ifdef SUBLET_HAVE_CUDA
-#include "runtime/graphed_train_step.h"
+#include "runtime/step/graphed_train_step.h"
 #endif
 
 namespace sublet::bench {

@@ -19,9 +19,9 @@
 #include "models/resnet_recompute.h"
 #include "runtime/amp/precision.h"
 #include "runtime/amp/step_recipe.h"
-#include "runtime/memory_plan.h"
 #include "runtime/nn/module.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/step/memory_plan.h"
 #include "runtime/tensor.h"
 
 namespace sublet::bench {

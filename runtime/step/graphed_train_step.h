@@ -1,5 +1,5 @@
 #pragma once
-// A training step replayed from a CUDA graph (runtime/cuda/cuda_graph.h), with static inputs:
+// A training step replayed from a CUDA graph (runtime/step/cuda_graph.h), with static inputs:
 //
 //   GraphedTrainStep graphed(
 //       [&](const Tensor& x, const Tensor& y) {
@@ -42,9 +42,9 @@
 #include <memory>
 #include <string>
 
-#include "runtime/cuda/cuda_graph.h"
-#include "runtime/memory_plan.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/step/cuda_graph.h"
+#include "runtime/step/memory_plan.h"
 #include "runtime/tensor.h"
 
 namespace sublet {

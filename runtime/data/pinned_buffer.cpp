@@ -1,4 +1,4 @@
-#include "runtime/cuda/pinned_buffer.h"
+#include "runtime/data/pinned_buffer.h"
 
 #include <cuda_runtime_api.h>
 

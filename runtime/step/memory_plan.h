@@ -1,5 +1,5 @@
 #pragma once
-// How a CUDA-graph training step lays out its memory (runtime/graphed_train_step.h), and what the
+// How a CUDA-graph training step lays out its memory (runtime/step/graphed_train_step.h), and what the
 // static plan achieved. In its own header, free of CUDA, so that options and reports name it in
 // every build.
 #include <cstddef>

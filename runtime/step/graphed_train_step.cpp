@@ -1,4 +1,4 @@
-#include "runtime/graphed_train_step.h"
+#include "runtime/step/graphed_train_step.h"
 
 #include <algorithm>
 #include <map>

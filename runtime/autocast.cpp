@@ -1,4 +1,4 @@
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 
 #include <string>
 #include <unordered_map>

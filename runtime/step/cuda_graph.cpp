@@ -1,4 +1,4 @@
-#include "runtime/cuda/cuda_graph.h"
+#include "runtime/step/cuda_graph.h"
 
 #include <cuda_runtime_api.h>
 
