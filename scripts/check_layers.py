@@ -9,6 +9,8 @@
     not link, directly or through the libraries it links; or the libraries link in a cycle;
   - with --link-graph FILE (written by CMake at configure time: build/sublet_link_graph.txt,
     as ctest's CheckLayers passes it), CMake's links between the libraries differ from LIBRARIES;
+  - a file includes a sublet header that does not exist (one that moved);
+  - a CMake list links a library by a bare name (core, runtime, ...) instead of sublet::<name>;
   - a file outside READS_ENVIRONMENT calls getenv or reads environ;
   - a file under NO_SWITCH_NAMES names one of the SUBLET_* switches of core/switch_table.cpp
     (the launcher, runtime/distributed/launch_env.*, excepted).
@@ -179,6 +181,38 @@ def reachable(graph, start):
     return seen
 
 
+CMAKE_COMMAND = re.compile(r"\b(target_link_libraries|sublet_add_test|sublet_fuzz_target)\s*\(")
+
+
+def bare_library_links(root):
+    """(file:line, name) for each link to a sublet library by its bare name in the CMake lists."""
+    found = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and not d.startswith("build"))
+        for name in sorted(files):
+            if name != "CMakeLists.txt" and not name.endswith(".cmake"):
+                continue
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = "".join(line.split("#", 1)[0] + "\n" for line in f)  # comments out
+            for m in CMAKE_COMMAND.finditer(text):
+                depth, end = 1, m.end()
+                while end < len(text) and depth:
+                    depth += {"(": 1, ")": -1}.get(text[end], 0)
+                    end += 1
+                args = text[m.end():end - 1].split()
+                if m.group(1) == "sublet_add_test":
+                    args = args[args.index("LIBS") + 1:] if "LIBS" in args else []
+                else:
+                    args = args[1:]  # the target being linked
+                for arg in args:
+                    if arg in LIBRARIES:
+                        line = text.count("\n", 0, m.start()) + 1
+                        found.append((f"{rel}:{line}", arg))
+    return found
+
+
 def read_link_graph(path):
     """CMake's links between the libraries: lines 'sublet_<name>: sublet_<dep> ...'."""
     graph = {}
@@ -229,6 +263,9 @@ def main():
             if target_top not in FLOORS:
                 continue  # a file of the same folder, a generated or third-party header
             where = f"{rel}:{line_number}: includes {target}"
+            if not os.path.isfile(os.path.join(root, target)):
+                errors.append(f"{where}, which is not in the source tree (a moved header? CHANGELOG.md lists the moves)")
+                continue
             target_library = library_of(target)[0]
             if library and target_library and target_library != library and target_library not in reach[library]:
                 errors.append(f"{where}: sublet_{library} does not link sublet_{target_library} "
@@ -256,6 +293,9 @@ def main():
         if top in NO_SWITCH_NAMES and rel not in SWITCH_NAMES_ALLOWED:
             for name in sorted(n for n in names if re.search(r"\b" + n + r"\b", text)):
                 errors.append(f"{rel}: names the switch {name}; read it through core/tuning.h instead")
+
+    for where, name in bare_library_links(root):
+        errors.append(f"{where}: links {name}; the library is sublet::{name} (a bare name is taken for a system library)")
 
     cycle = find_cycle(top_edges)
     if cycle:
