@@ -1,11 +1,11 @@
 // sublet plan [TRACE] [--device N|cuda:N] [--recompute BENCH.json] [--json PATH] [--svg PATH]
 // Plans memory instead of measuring it (issue 19):
 //  - TRACE (a sublet-alloc-trace, or a PyTorch memory snapshot): for the recorded step, the
-//    live-bytes lower bound, the static arena plan (memory/static_plan.h) and what the caching
+//    live-bytes lower bound, the static arena plan (analysis/static_plan.h) and what the caching
 //    allocators reserve for the same requests under sublet's rules and PyTorch 2.11's (sublet
 //    replay's rows), side by side;
 //  - --recompute: the blocks `sublet bench step --memory-budget ... --json` measured; the
-//    cheapest runs of blocks to recompute (memory/recompute_plan.h) for budgets from 90% to 30%
+//    cheapest runs of blocks to recompute (analysis/recompute_plan.h) for budgets from 90% to 30%
 //    of the measured peak, and with --svg the budget-versus-time curve.
 #include <fmt/format.h>
 
@@ -24,10 +24,10 @@
 #include "core/format_bytes.h"
 #include "core/input_file.h"
 #include "core/printable.h"
-#include "memory/pytorch_rules.h"
-#include "memory/recompute_plan.h"
-#include "memory/replay.h"
-#include "memory/static_plan.h"
+#include "analysis/pytorch_rules.h"
+#include "analysis/recompute_plan.h"
+#include "analysis/replay.h"
+#include "analysis/static_plan.h"
 #include "models/measured_budget.h"
 #include "models/resnet_recompute.h"
 #include "profile/recompute_curve_svg.h"
@@ -62,7 +62,7 @@ void plan_trace(const PlanFlags& flags, nlohmann::json& doc) {
     fmt::print("  {:<42} {:>14} {:>10.3f}\n", name, bytes(arena), times_bound(arena));
   nlohmann::json rows = nlohmann::json::array();
   // What the caching allocators reserve for the same requests: sublet's, and PyTorch 2.11's own
-  // rules (memory/pytorch_rules.h, exact on the recorded H200 snapshots).
+  // rules (analysis/pytorch_rules.h, exact on the recorded H200 snapshots).
   for (const char* rules : {"sublet", "pytorch"}) {
     for (const std::string& setting : kPlanSettings) {
       constexpr std::size_t kCapacity = std::size_t{1} << 40;  // 1 TiB, as replay's default

@@ -20,7 +20,7 @@
 #include "core/errors.h"
 #include "core/format_bytes.h"
 #include "memory/registry.h"
-#include "memory/recompute_plan.h"
+#include "analysis/recompute_plan.h"
 #include "models/registry.h"
 #include "models/gpt.h"
 #include "models/resnet_recompute.h"

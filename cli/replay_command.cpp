@@ -5,7 +5,7 @@
 // told apart by content. A snapshot's first row, "recorded", is its own run: the recorded
 // settings, with the cache releases PyTorch made inside allocations where it made them.
 // --rules picks whose allocator rules every row follows: sublet's own CachingAllocator (the
-// default) or PyTorch 2.11's (memory/pytorch_rules.h), under which the recorded row also takes
+// default) or PyTorch 2.11's (analysis/pytorch_rules.h), under which the recorded row also takes
 // the snapshot's segment addresses and gives torch.cuda.memory_stats()'s figures exactly.
 #include <fmt/format.h>
 
@@ -26,8 +26,8 @@
 #include "core/format_bytes.h"
 #include "core/errors.h"
 #include "cli/trace_source.h"
-#include "memory/pytorch_rules.h"
-#include "memory/replay.h"
+#include "analysis/pytorch_rules.h"
+#include "analysis/replay.h"
 
 namespace sublet::cli {
 namespace {

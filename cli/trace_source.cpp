@@ -3,12 +3,12 @@
 #include <fmt/format.h>
 
 
+#include "analysis/pickle_reader.h"
+#include "analysis/pytorch_snapshot.h"
+#include "analysis/replay.h"
 #include "core/errors.h"
 #include "core/input_file.h"
 #include "core/printable.h"
-#include "memory/pickle_reader.h"
-#include "memory/pytorch_snapshot.h"
-#include "memory/replay.h"
 
 namespace sublet::cli {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/pytorch_rules.h"
+#include "analysis/pytorch_rules.h"
 #include "memory/trace_event.h"
 
 namespace sublet::cli {

@@ -1,38 +1,26 @@
 # `cmake --install <build> --prefix P` lays sublet out for other CMake projects:
 #   P/bin/sublet                          the CLI
-#   P/include/sublet/{core,memory,...}/   every header, in the source layout ("runtime/tensor.h")
-#   P/lib/libsublet_<name>.a              the libraries (core, memory, ops, runtime, distributed,
-#                                         data_parallel with CUDA, models, training, profiling)
+#   P/include/sublet/{core,memory,...}/   every header, in the source layout: users include
+#                                         <sublet/runtime/tensor.h>; the headers' own includes
+#                                         ("core/errors.h") resolve through P/include/sublet
+#   P/lib/libsublet_<name>.a              the libraries (sublet_add_library in the top CMakeLists.txt:
+#                                         core, memory, analysis, ops, tensor, nn, optim, amp, io,
+#                                         data, step, distributed, data_parallel, models, training,
+#                                         profiling; runtime is an interface over the runtime ones)
 #   P/lib/cmake/sublet/                   subletConfig.cmake, its version file, the exported
 #                                         targets and FindCUDNN.cmake
 # A consumer writes find_package(sublet REQUIRED) and links sublet::sublet (everything but the
-# CLI and the benchmarks) or single libraries (sublet::runtime, ...). examples/find_package_consumer
+# CLI and the benchmarks) or single libraries (sublet::runtime, sublet::tensor, ...), the same names
+# a project that adds sublet with add_subdirectory or FetchContent links. examples/find_package_consumer
 # is such a project; scripts/check_install.sh builds and runs it against an installed prefix.
 # Tests, fuzz targets, benchmarks and the examples library are not installed.
-include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(SUBLET_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/sublet")
 set(SUBLET_INSTALL_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}/sublet")
-# In dependency order, floor by floor.
-# data_parallel: the process groups and DataParallel (runtime/distributed/data_parallel.h).
-set(SUBLET_INSTALLED_LIBRARIES core memory ops runtime distributed data_parallel models training profiling)
-
-# The library targets keep their short names inside the build; installed side by side in
-# P/lib they get a prefix (libsublet_memory.a, not libmemory.a), exported as sublet::memory.
-foreach(library IN LISTS SUBLET_INSTALLED_LIBRARIES)
-  set_target_properties(${library} PROPERTIES OUTPUT_NAME sublet_${library})
-endforeach()
-# The public headers are C++20 (designated initialisers, concepts): consumers compile them so.
-# CMAKE_CXX_STANDARD sets the same flag inside the build, so this changes no compile line here.
-target_compile_features(core PUBLIC cxx_std_20)
-
-# sublet::sublet: one name for what a program built on sublet links. The target name `sublet`
-# belongs to the CLI, hence sublet_package with the export name `sublet`.
-add_library(sublet_package INTERFACE)
-target_link_libraries(sublet_package INTERFACE ${SUBLET_INSTALLED_LIBRARIES})
-set_target_properties(sublet_package PROPERTIES EXPORT_NAME sublet)
-add_library(sublet::sublet ALIAS sublet_package)
+# Every sublet_add_library target, floor by floor (sublet_<name>, exported as sublet::<name>), and
+# sublet::sublet over all of them (the top CMakeLists.txt).
+get_property(SUBLET_INSTALLED_LIBRARIES GLOBAL PROPERTY SUBLET_LIBRARIES)
 
 install(TARGETS ${SUBLET_INSTALLED_LIBRARIES} sublet_package
   EXPORT subletTargets
@@ -40,8 +28,10 @@ install(TARGETS ${SUBLET_INSTALLED_LIBRARIES} sublet_package
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # The CLI links cuBLAS and cuDNN (shared) from outside the build tree: keep those directories in
 # the installed binary's RPATH, as the build tree's binary has them.
-set_target_properties(sublet PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
-install(TARGETS sublet RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET sublet)
+  set_target_properties(sublet PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+  install(TARGETS sublet RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 # The Gloo shim beside the binary, where the loader looks first (gloo_library.h).
 if(TARGET sublet_gloo)
   install(TARGETS sublet_gloo LIBRARY DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -49,7 +39,7 @@ endif()
 
 # Every header of the installed floors, folder layout kept. The CUDA-only headers go too (in a
 # CPU build nothing includes them); sources and CMake lists do not.
-install(DIRECTORY core memory ops runtime models train profile
+install(DIRECTORY core memory analysis ops runtime models train profile
   DESTINATION ${SUBLET_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
 

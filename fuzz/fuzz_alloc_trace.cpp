@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <unordered_set>
 
+#include "analysis/replay.h"
 #include "core/errors.h"
 #include "fuzz/fuzz_input_file.h"
-#include "memory/replay.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const auto path = sublet::fuzz::scratch_file("-alloc-trace");

@@ -6,10 +6,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include "analysis/pickle_reader.h"
+#include "analysis/pytorch_snapshot.h"
+#include "analysis/replay.h"
 #include "core/errors.h"
-#include "memory/pickle_reader.h"
-#include "memory/pytorch_snapshot.h"
-#include "memory/replay.h"
 
 namespace {
 

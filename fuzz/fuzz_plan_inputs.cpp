@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "analysis/pytorch_rules.h"
+#include "analysis/recompute_plan.h"
+#include "analysis/replay.h"
+#include "analysis/static_plan.h"
 #include "core/errors.h"
-#include "memory/pytorch_rules.h"
-#include "memory/recompute_plan.h"
-#include "memory/replay.h"
-#include "memory/static_plan.h"
 #include "models/measured_budget.h"
 #include "models/resnet_recompute.h"
 

@@ -22,7 +22,7 @@ struct ExpandableSegment;
 enum class BlockCategory : std::uint8_t {
   Unknown, Parameter, Gradient, Activation, OptimizerState, Workspace, Input, Temporary,
   Communication,  // data parallel's gradient buckets (runtime/distributed/data_parallel.h)
-  Autocast  // autocast's 16-bit (and float32) cast copies (runtime/amp/autocast.h)
+  Autocast  // autocast's 16-bit (and float32) cast copies (runtime/autocast.h)
 };
 
 // optimize_size: the node's colour shares its parent pointer, so a free bin (free_block_bins.h)

@@ -1,6 +1,6 @@
 // Recorded and statically planned private pools (issue 19). A captured step makes the same
 // requests in the same order on every capture: one capture is recorded (record_private_pool), a
-// planner lays the requests out in one arena offline (memory/static_plan.h), and the next capture
+// planner lays the requests out in one arena offline (analysis/static_plan.h), and the next capture
 // is served from that arena (plan_private_pool). Serving a planned request carves its exact bytes
 // out of the free block of the arena that covers them: a valid plan never places two requests
 // live at the same time on the same bytes, and a freed block merges with its free neighbours as

@@ -3,7 +3,7 @@
 // map/unmap, OOM) with time, address, sizes, stream, category and the scope that asked.
 // Attach it to an allocator to record; the oldest events are dropped when the ring is full
 // (dropped() says how many). Replaying events() through another allocator answers what-if
-// questions (see memory/replay.h).
+// questions (see analysis/replay.h).
 #include <chrono>
 #include <cstdint>
 #include <mutex>

@@ -2,7 +2,7 @@
 // The process's allocator of pinned (page-locked) host memory: a CachingAllocator over
 // PinnedHostBackend (memory/pinned_host_backend.h), as PyTorch's CachingHostAllocator behind
 // pin_memory(). Its memory_stats()/memory_summary() count every pinned byte the runtime uses
-// (runtime/cuda/pinned_buffer.h takes its batch buffers from here).
+// (runtime/data/pinned_buffer.h takes its batch buffers from here).
 //
 // Allocate on pinned_host_stream(): the host fills pinned blocks in program order, outside any
 // CUDA stream. That makes every CUDA stream, the legacy default stream (nullptr) included, an

@@ -1,6 +1,6 @@
 #pragma once
-// One event of an allocation trace: what a replay (memory/replay.h), the static planner
-// (memory/static_plan.h) and a recorded private pool (CachingAllocator::record_private_pool) share.
+// One event of an allocation trace: what a replay (analysis/replay.h), the static planner
+// (analysis/static_plan.h) and a recorded private pool (CachingAllocator::record_private_pool) share.
 #include <cstddef>
 #include <cstdint>
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/recompute_plan.h"
+#include "runtime/step/recompute_plan.h"
 
 namespace sublet::models {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Recomputation under a memory budget for the ResNets (issue 19, `--memory-budget`): measure what
 // each block of the stages keeps alive for backward and how long its forward takes, choose the
-// runs of blocks to recompute (runtime/recompute_plan.h), and have the stages recompute them
+// runs of blocks to recompute (runtime/step/recompute_plan.h), and have the stages recompute them
 // (nn::Sequential::set_recompute_runs, ResNet::set_recompute_stem). The units are the stem (unit
 // 0, recomputed on its own) and the stages' blocks (runs stay within a stage); the head's
 // activations are a few kilobytes and not worth it.
@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/resnet.h"
-#include "runtime/recompute_plan.h"
+#include "runtime/step/recompute_plan.h"
 
 namespace sublet::models {
 

@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
+#include "analysis/replay.h"
 #include "core/errors.h"
-#include "memory/replay.h"
 #include "profile/chrome_trace.h"
 #include "profile/history_replay.h"
 #include "profile/layers_svg.h"

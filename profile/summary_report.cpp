@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "memory/replay.h"
-#include "memory/static_plan.h"
+#include "analysis/replay.h"
+#include "analysis/static_plan.h"
 
 #include <numeric>
 

@@ -5,7 +5,7 @@
 // broadcast batch dimensions become a batch stride (0 for a matrix shared by the whole batch).
 #include "core/errors.h"
 #include "ops/matmul.h"
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/kernel_args.h"
 

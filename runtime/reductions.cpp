@@ -4,7 +4,7 @@
 
 #include "core/errors.h"
 #include "ops/reduce.h"
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"
 #include "runtime/kernel_args.h"

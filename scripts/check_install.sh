@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs a built sublet into a temporary prefix, builds examples/find_package_consumer against it
-# (find_package(sublet), sublet::sublet) and runs it: one training step and memory_summary().
-# Fails unless the consumer configures, builds, runs, and prints the memory summary; also runs
-# the installed CLI once. Usage: scripts/check_install.sh [BUILD_DIR]  (default: build, which
-# must hold the libraries and the sublet binary, e.g. after scripts/build.sh).
+# (find_package(sublet), sublet::sublet, <sublet/...> includes) and runs it: one training step and
+# memory_summary(). Fails unless the consumer configures, builds, runs, and prints the memory
+# summary; also runs the installed CLI once. Then builds examples/add_subdirectory_consumer, which
+# builds sublet's CPU libraries as its subproject (-DSUBLET_WITH_CUDA=OFF), runs it, and fails if
+# any file of that build got sublet's -Wall or -march. Usage: scripts/check_install.sh [BUILD_DIR]
+# (default: build, which must hold the libraries and the sublet binary, e.g. after
+# scripts/build.sh). SUBLET_CHECK_SUBPROJECT=0 skips the subproject build (it compiles the CPU
+# libraries again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir="${1:-build}"
@@ -37,3 +41,22 @@ for expected in "one training step of resnet20: loss" "sublet memory summary, de
   fi
 done
 echo "check_install: OK, the consumer built against the installed package and printed the memory summary"
+
+[ "${SUBLET_CHECK_SUBPROJECT:-1}" = 0 ] && exit 0
+# sublet as a subproject: its CPU libraries built inside another project's build.
+cmake -S examples/add_subdirectory_consumer -B "$work/subproject" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DSUBLET_WITH_CUDA=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON ${compiler:+-DCMAKE_CXX_COMPILER="$compiler"} \
+  >"$work/subproject-configure.log" || { cat "$work/subproject-configure.log"; exit 1; }
+cmake --build "$work/subproject" -j "$(nproc)" >"$work/subproject-build.log" || { tail -50 "$work/subproject-build.log"; exit 1; }
+"$work/subproject/add_subdirectory_consumer" | tee "$work/subproject-run.log"
+if ! grep -q "sublet as a subproject: cross-entropy" "$work/subproject-run.log"; then
+  echo "check_install: FAILED, the subproject consumer did not report its training" >&2
+  exit 1
+fi
+# The including project keeps its own flags: no file compiled there has sublet's warnings or -march.
+if grep -E -- '-Wall|-Wextra|-march=' "$work/subproject/compile_commands.json" | head -3 | grep -q .; then
+  echo "check_install: FAILED, sublet added its flags to a project that includes it:" >&2
+  grep -E -o -- '"file": "[^"]*"|-Wall|-march=[^ ]*' "$work/subproject/compile_commands.json" | head -6 >&2
+  exit 1
+fi
+echo "check_install: OK, sublet built as a subproject ($(grep -c '"file"' "$work/subproject/compile_commands.json") files, none with sublet's flags) and the consumer trained"

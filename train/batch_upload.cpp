@@ -7,7 +7,7 @@
 #include "runtime/allocation_scope.h"
 #include "runtime/tensor_options.h"
 #ifdef SUBLET_HAVE_CUDA
-#include "runtime/cuda/pinned_buffer.h"
+#include "runtime/data/pinned_buffer.h"
 #endif
 
 namespace sublet::train {

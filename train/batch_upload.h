@@ -1,7 +1,7 @@
 #pragma once
 // Moves a loader batch to the training device. On a CUDA device the loader fills pinned
 // (page-locked) host buffers and the images and labels go up with asynchronous copies on the
-// current stream (runtime/cuda/pinned_buffer.h): the step does not wait for a pageable copy, and
+// current stream (runtime/data/pinned_buffer.h): the step does not wait for a pageable copy, and
 // the next batch's staging overlaps the device's work. Anywhere else, or for a batch whose
 // buffer did not come from the pinned pool (a user-supplied buffer allocator), one plain copy.
 #include <cstdint>

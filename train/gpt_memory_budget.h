@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "memory/recompute_plan.h"
+#include "analysis/recompute_plan.h"
 #include "models/gpt.h"
 #include "runtime/amp/step_recipe.h"
 

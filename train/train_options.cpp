@@ -6,7 +6,7 @@
 
 #include "core/errors.h"
 #include "runtime/amp/precision.h"
-#include "memory/recompute_plan.h"
+#include "analysis/recompute_plan.h"
 #include "memory/registry.h"
 #include "models/registry.h"
 

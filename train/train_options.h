@@ -36,7 +36,7 @@ struct TrainOptions {
   std::filesystem::path resume;         // checkpoint to continue from when set
   std::filesystem::path metrics_json;   // written after every epoch when set
   bool cuda_graph = false;              // replay the training step from a CUDA graph (CUDA only)
-  std::string memory_plan = "static";   // with cuda_graph: static | cached (runtime/memory_plan.h)
+  std::string memory_plan = "static";   // with cuda_graph: static | cached (runtime/step/memory_plan.h)
   std::string memory_budget;            // empty: none; else memory::parse_memory_budget's text
   bool oom_retry = true;                // halve the batch size on OutOfMemoryError
   bool allow_nonfinite = false;         // go on after a NaN or infinite loss (default: stop with an error)

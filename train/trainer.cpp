@@ -20,7 +20,7 @@
 #include "train/metrics_json.h"
 #include "train/trainer_data_parallel.h"
 #ifdef SUBLET_HAVE_CUDA
-#include "runtime/graphed_train_step.h"
+#include "runtime/step/graphed_train_step.h"
 #endif
 
 namespace sublet::train {

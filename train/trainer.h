@@ -26,7 +26,7 @@
 // seed and the step), so a resumed run sees the same windows. No out-of-memory halving there.
 //
 // --cuda-graph (CUDA only): the step (zero_grad, forward, loss, backward, optimizer step) runs
-// through runtime/graphed_train_step.h: three eager warm-up steps, then one capture, then
+// through runtime/step/graphed_train_step.h: three eager warm-up steps, then one capture, then
 // replays. A graph has fixed shapes, so the training loader drops each epoch's short last batch
 // in that mode, and an out-of-memory retry captures a new graph at the halved batch size.
 #include <cstdint>
@@ -50,7 +50,7 @@
 #include "train/training_observer.h"
 
 namespace sublet {
-class GraphedTrainStep;  // runtime/graphed_train_step.h, compiled with CUDA only
+class GraphedTrainStep;  // runtime/step/graphed_train_step.h, compiled with CUDA only
 }
 
 namespace sublet::train {

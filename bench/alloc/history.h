@@ -1,7 +1,7 @@
 #pragma once
 // A recorded allocation history to replay: sizes and order as a program produced them.
 //
-// File format (JSON), the same as memory/replay's "sublet-alloc-trace" so that a trace saved by
+// File format (JSON), the same as analysis/replay's "sublet-alloc-trace" so that a trace saved by
 // the runtime replays here unchanged:
 //   {"format": "sublet-alloc-trace", "version": 1,
 //    "events": [{"action": "alloc", "id": 1, "size": 4096},

@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "analysis/pytorch_rules.h"
+#include "analysis/pytorch_snapshot.h"
+#include "analysis/replay.h"
+#include "analysis/static_plan.h"
 #include "core/atomic_write.h"
-#include "memory/pytorch_rules.h"
-#include "memory/pytorch_snapshot.h"
-#include "memory/replay.h"
-#include "memory/static_plan.h"
 #include "runtime/data/mnist.h"
 #include "runtime/io/file_bytes.h"
 

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 
+#include "analysis/replay.h"
 #include "core/errors.h"
 #include "memory/registry.h"
-#include "memory/replay.h"
 #include "ops/profiler_range.h"
 #include "runtime/nn/functional.h"
 #ifdef SUBLET_HAVE_CUDA
-#include "runtime/graphed_train_step.h"
+#include "runtime/step/graphed_train_step.h"
 #endif
 
 namespace sublet::bench {

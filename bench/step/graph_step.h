@@ -1,7 +1,7 @@
 #pragma once
 // The --cuda-graph mode of `sublet bench step`: the same training step (zero_grad, forward,
 // cross-entropy, backward, SGD step), warmed up eagerly, captured once into a CUDA graph
-// (runtime/graphed_train_step.h) and then timed as replays. Each timed step is one replay plus
+// (runtime/step/graphed_train_step.h) and then timed as replays. Each timed step is one replay plus
 // the read of its loss, as an eager step ends with loss.item().
 #include "bench/step/step_bench.h"
 

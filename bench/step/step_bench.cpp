@@ -15,7 +15,7 @@
 #include "core/errors.h"
 #include "memory/history.h"
 #include "memory/registry.h"
-#include "memory/replay.h"
+#include "analysis/replay.h"
 #include "models/registry.h"
 #include "ops/profiler_range.h"
 #include "runtime/factories.h"

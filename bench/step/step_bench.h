@@ -21,9 +21,9 @@
 #include "runtime/amp/precision.h"
 #include "bench/step/shape_schedule.h"
 #include "runtime/amp/step_recipe.h"
-#include "runtime/memory_plan.h"
 #include "runtime/nn/module.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/step/memory_plan.h"
 #include "runtime/tensor.h"
 
 namespace sublet::bench {
@@ -60,7 +60,7 @@ struct StepBenchOptions {
   // serves the tensors (the CLI installs it with memory::replace_allocator; this is the label).
   bool cuda_graph = false;
   MemoryPlan memory_plan = MemoryPlan::Cached;  // with cuda_graph: how the graph's pool is laid out
-  std::string plan_heuristic;  // with memory_plan Static: empty = the smallest arena (memory/static_plan.h)
+  std::string plan_heuristic;  // with memory_plan Static: empty = the smallest arena (analysis/static_plan.h)
   std::string plan_trace_path;  // with memory_plan Static: save the probe capture's requests here
   std::string memory_budget;  // non-empty: recompute ResNet blocks to fit it (models/resnet_recompute.h)
   memory::AllocatorKind allocator = memory::AllocatorKind::Caching;

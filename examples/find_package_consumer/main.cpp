@@ -7,12 +7,12 @@
 #include <iostream>
 #include <vector>
 
-#include "core/errors.h"
-#include "memory/registry.h"
-#include "models/registry.h"
-#include "runtime/factories.h"
-#include "runtime/nn/functional.h"
-#include "runtime/optim/sgd.h"
+#include <sublet/core/errors.h>
+#include <sublet/memory/registry.h>
+#include <sublet/models/registry.h>
+#include <sublet/runtime/factories.h>
+#include <sublet/runtime/nn/functional.h>
+#include <sublet/runtime/optim/sgd.h>
 
 int main() {
   using namespace sublet;

@@ -1,6 +1,6 @@
 #pragma once
 // The training precisions the CLI and the step recipes speak of (`--precision fp32|bf16|fp16`):
-// fp32 runs everything in float32; bf16 and fp16 run under autocast (runtime/amp/autocast.h) in
+// fp32 runs everything in float32; bf16 and fp16 run under autocast (runtime/autocast.h) in
 // that 16-bit type, with float32 master weights; fp16 also scales the loss (amp::GradScaler),
 // as PyTorch's recipes do (bf16 has float32's range and needs no scaling).
 #include <optional>

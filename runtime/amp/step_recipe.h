@@ -19,9 +19,9 @@
 #include <utility>
 
 #include "core/device.h"
-#include "runtime/amp/autocast.h"
 #include "runtime/amp/grad_scaler.h"
 #include "runtime/amp/precision.h"
+#include "runtime/autocast.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/tensor.h"
 

@@ -8,7 +8,7 @@
 
 #include "core/errors.h"
 #include "runtime/allocation_scope.h"
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"
 #include "runtime/kernel_args.h"

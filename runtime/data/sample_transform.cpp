@@ -3,7 +3,7 @@
 #include <string>
 
 #include "core/errors.h"
-#include "runtime/data/random.h"
+#include "core/random.h"
 
 namespace sublet::data {
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "core/errors.h"
-#include "runtime/data/random.h"
+#include "core/random.h"
 #include "runtime/data/text_corpus.h"
 #include "runtime/data/token_file.h"
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/errors.h"
-#include "runtime/data/random.h"
+#include "core/random.h"
 
 namespace sublet::distributed {
 

@@ -5,7 +5,7 @@
 // are disjoint (apart from the padding) and cover the dataset. Nothing depends on earlier
 // calls: a restarted job gets the same shards for the same epoch.
 //
-// The permutation is the one data::DataLoader::epoch_order uses (runtime/data/random.h), not
+// The permutation is the one data::DataLoader::epoch_order uses (core/random.h), not
 // torch.randperm's: with one rank, the data-parallel path reads exactly the plain path's order.
 #include <cstddef>
 #include <cstdint>

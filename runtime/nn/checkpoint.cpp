@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/generator.h"

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "ops/attention.h"
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"

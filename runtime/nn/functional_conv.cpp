@@ -2,7 +2,7 @@
 #include "ops/concurrent.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_kernels.h"
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"

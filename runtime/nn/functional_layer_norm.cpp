@@ -3,7 +3,7 @@
 
 #include "ops/accumulate_dtype.h"
 #include "ops/layer_norm.h"
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"

@@ -1,6 +1,6 @@
 // linear: the matmul with the transposed weight (a view: cuBLAS reads it transposed in place)
 // and a broadcast bias add, each its own node.
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
 

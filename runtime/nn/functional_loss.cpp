@@ -3,7 +3,7 @@
 #include "ops/accumulate_dtype.h"
 #include "ops/loss.h"
 #include "ops/loss_kernels.h"
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"

@@ -3,7 +3,7 @@
 // as such, and the kernel's input copy makes the rows contiguous).
 #include "ops/loss.h"
 #include "ops/softmax.h"
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/errors.h"
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/nn/checkpoint.h"
 #include "runtime/nn/functional.h"
 #include "runtime/factories.h"

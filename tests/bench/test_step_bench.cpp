@@ -1,11 +1,11 @@
 // bench/step: the training-step benchmark behind `sublet bench step`, on tiny CPU runs.
 #include <gtest/gtest.h>
 
+#include "analysis/replay.h"
 #include "bench/step/step_bench.h"
 #include "bench/step/step_report.h"
 #include "core/errors.h"
 #include "memory/registry.h"
-#include "memory/replay.h"
 #include "scratch_file.h"
 
 namespace sublet {

@@ -1,8 +1,8 @@
 // CIFAR-10 binary reader on small generated batch files and on corrupt ones.
 #include <gtest/gtest.h>
 
+#include "core/random.h"
 #include "runtime/data/cifar10.h"
-#include "runtime/data/random.h"
 #include "test_support.h"
 
 namespace sublet::data {

@@ -11,8 +11,8 @@
 #include <optional>
 #include <sstream>
 
+#include "core/random.h"
 #include "runtime/data/gpt2_bpe.h"
-#include "runtime/data/random.h"
 #include "runtime/data/text_corpus.h"
 #include "tests/data/test_support.h"
 #include "tests/throw_message.h"

@@ -5,8 +5,8 @@
 
 #include <string>
 
+#include "core/random.h"
 #include "runtime/data/gpt2_pretokenize.h"
-#include "runtime/data/random.h"
 #include "runtime/data/unicode_classes.h"
 
 namespace sublet::data {

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/random.h"
 #include "runtime/data/mnist.h"
-#include "runtime/data/random.h"
 #include "test_support.h"
 
 namespace sublet::data {

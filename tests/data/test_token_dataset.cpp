@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "runtime/data/random.h"
+#include "core/random.h"
 #include "runtime/data/text_corpus.h"
 #include "runtime/data/token_dataset.h"
 #include "runtime/data/token_file.h"

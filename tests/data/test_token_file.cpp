@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "runtime/data/random.h"
+#include "core/random.h"
 #include "runtime/data/token_file.h"
 #include "tests/data/test_support.h"
 #include "tests/throw_message.h"

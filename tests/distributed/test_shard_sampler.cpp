@@ -10,7 +10,7 @@
 #include <set>
 
 #include "core/errors.h"
-#include "runtime/data/random.h"
+#include "core/random.h"
 
 namespace {
 

@@ -5,9 +5,9 @@
 #include "alloc_test_support.h"
 #include "core/errors.h"
 #include "memory/alloc_conf_sweep.h"
-#include "memory/pytorch_rules.h"
+#include "analysis/pytorch_rules.h"
 #include "memory/registry.h"
-#include "memory/replay.h"
+#include "analysis/replay.h"
 
 using namespace sublet::memory;
 using sublet::memory::testing::SimulatedAllocator;

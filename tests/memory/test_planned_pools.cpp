@@ -9,8 +9,8 @@
 
 #include "alloc_test_support.h"
 #include "allocator_invariants.h"
+#include "analysis/static_plan.h"
 #include "core/errors.h"
-#include "memory/static_plan.h"
 
 namespace sublet::memory {
 namespace {

@@ -13,7 +13,7 @@
 #include "memory/registry.h"
 #include "models/registry.h"
 #include "models/resnet_recompute.h"
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"
 

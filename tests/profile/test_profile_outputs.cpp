@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "analysis/replay.h"
 #include "core/format_bytes.h"
-#include "memory/replay.h"
 #include "models/registry.h"
 #include "profile/history_replay.h"
 #include "profile/layer_rows.h"

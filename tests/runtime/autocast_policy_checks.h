@@ -1,5 +1,5 @@
 #pragma once
-// The autocast policy checks (runtime/amp/autocast.h), written once over the device: the CPU
+// The autocast policy checks (runtime/autocast.h), written once over the device: the CPU
 // suite runs them in tests/runtime/test_autocast.cpp, the GPU suite in test_autocast_cuda.cpp.
 // Each says which op ran in which dtype by the dtypes of its outputs, and that the parameters
 // and their gradients stay float32.
@@ -10,7 +10,7 @@
 
 #include "memory/history.h"
 #include "memory/registry.h"
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/linear.h"

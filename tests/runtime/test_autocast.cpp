@@ -1,4 +1,4 @@
-// Autocast (runtime/amp/autocast.h) on the CPU: the policy checks shared with the GPU suite
+// Autocast (runtime/autocast.h) on the CPU: the policy checks shared with the GPU suite
 // (tests/runtime/autocast_policy_checks.h) for both 16-bit types, the guard's argument check,
 // the backward pass's dtypes, and a few training steps whose losses follow the float32 run's.
 #include <gtest/gtest.h>

@@ -18,7 +18,7 @@
 #include "core/tuning.h"
 #include "memory/current_stream.h"
 #include "ops/concurrent.h"
-#include "runtime/cuda/cuda_graph.h"
+#include "runtime/step/cuda_graph.h"
 #include "runtime/side_work.h"
 #include "runtime/factories.h"
 #include "runtime/tensor.h"

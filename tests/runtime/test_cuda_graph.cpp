@@ -13,10 +13,10 @@
 #include "fused_optim_support.h"
 #include "graph_training_support.h"
 #include "memory/registry.h"
-#include "runtime/cuda/cuda_graph.h"
-#include "runtime/graphed_train_step.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
+#include "runtime/step/cuda_graph.h"
+#include "runtime/step/graphed_train_step.h"
 #include "tests/gpu_skip.h"
 
 namespace sublet {

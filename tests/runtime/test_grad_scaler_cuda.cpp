@@ -14,8 +14,8 @@
 
 #include "core/errors.h"
 #include "grad_scaler_checks.h"
-#include "runtime/cuda/cuda_graph.h"
-#include "runtime/graphed_train_step.h"
+#include "runtime/step/cuda_graph.h"
+#include "runtime/step/graphed_train_step.h"
 #include "tests/gpu_skip.h"
 
 namespace sublet {

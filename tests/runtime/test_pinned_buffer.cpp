@@ -16,7 +16,7 @@
 #include "memory/current_stream.h"
 #include "memory/pinned_host.h"
 #include "memory/registry.h"
-#include "runtime/cuda/pinned_buffer.h"
+#include "runtime/data/pinned_buffer.h"
 #include "runtime/tensor.h"
 #include "tests/gpu_skip.h"
 

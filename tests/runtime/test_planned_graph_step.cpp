@@ -8,8 +8,8 @@
 
 #include "graph_training_support.h"
 #include "memory/registry.h"
-#include "runtime/graphed_train_step.h"
 #include "runtime/optim/sgd.h"
+#include "runtime/step/graphed_train_step.h"
 #include "tests/gpu_skip.h"
 
 namespace sublet {

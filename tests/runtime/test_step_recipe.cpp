@@ -8,8 +8,8 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/amp/autocast.h"
 #include "runtime/amp/step_recipe.h"
+#include "runtime/autocast.h"
 #include "runtime/factories.h"
 #include "runtime/optim/sgd.h"
 

@@ -26,7 +26,7 @@
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/kernel_args.h"
 #include "runtime/side_work.h"
-#include "runtime/graphed_train_step.h"
+#include "runtime/step/graphed_train_step.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
 #include "tests/gpu_skip.h"

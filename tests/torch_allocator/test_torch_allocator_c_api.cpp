@@ -1,7 +1,7 @@
 // The C interface of libsublet_torch_allocator.so (torch_allocator/sublet_torch_allocator.h), as
 // PyTorch and python/sublet_torch call it, over simulated devices (no GPU needed): pointers and
 // their statistics under PyTorch's keys, per-device allocators, per-stream pools, errors, and a
-// dumped snapshot read back through memory/pytorch_snapshot (the reader `sublet replay` uses).
+// dumped snapshot read back through analysis/pytorch_snapshot (the reader `sublet replay` uses).
 // The tests share one process-wide table of devices (as PyTorch's process does): each leaves
 // nothing allocated behind, and compares statistics as differences.
 #include <gtest/gtest.h>
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "memory/pickle_reader.h"
-#include "memory/pytorch_snapshot.h"
-#include "memory/replay.h"
+#include "analysis/pickle_reader.h"
+#include "analysis/pytorch_snapshot.h"
+#include "analysis/replay.h"
 #include "torch_allocator/sublet_torch_allocator.h"
 
 namespace {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the pickle fixtures of tests/memory/test_pickle_reader.cpp and
+"""Writes the pickle fixtures of tests/analysis/test_pickle_reader.cpp and
 test_pytorch_snapshot.cpp with Python's own pickle module, so the reader is checked against
 what CPython writes, not against sublet's idea of it. Run from anywhere; the files land beside
 this script. Deterministic: rerunning gives the same bytes (gzip with mtime 0)."""

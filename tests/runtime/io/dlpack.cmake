@@ -1,7 +1,7 @@
 # DLPack exchange (runtime/io/dlpack.h): the sublet side on the CPU and on CUDA, and the
 # real-client check against PyTorch (test_dlpack_torch).
-sublet_add_test(test_dlpack LABEL cpu SOURCES io/test_dlpack.cpp LIBS runtime)
-sublet_add_test(test_dlpack_cuda LABEL gpu SOURCES io/test_dlpack_cuda.cpp LIBS runtime)
+sublet_add_test(test_dlpack LABEL cpu SOURCES io/test_dlpack.cpp LIBS sublet::runtime)
+sublet_add_test(test_dlpack_cuda LABEL gpu SOURCES io/test_dlpack_cuda.cpp LIBS sublet::runtime)
 
 # test_dlpack_torch loads a plugin built against a python3's PyTorch by
 # `scripts/build_torch_plugin.sh --dlpack` (SUBLET_TORCH_DLPACK_PLUGIN at run time overrides the
@@ -41,7 +41,7 @@ else()
   endif()
 endif()
 
-sublet_add_test(test_dlpack_torch LABEL cpu SOURCES io/test_dlpack_torch.cpp LIBS runtime ${CMAKE_DL_LIBS})
+sublet_add_test(test_dlpack_torch LABEL cpu SOURCES io/test_dlpack_torch.cpp LIBS sublet::runtime ${CMAKE_DL_LIBS})
 if(dlpack_torch_python)
   set(dlpack_plugin "${CMAKE_BINARY_DIR}/libsublet_torch_dlpack.so")
   add_custom_command(OUTPUT "${dlpack_plugin}"

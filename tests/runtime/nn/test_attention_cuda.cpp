@@ -14,7 +14,7 @@
 
 #include "core/errors.h"
 #include "memory/registry.h"
-#include "runtime/amp/autocast.h"
+#include "runtime/autocast.h"
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"
 #include "tests/gpu_skip.h"
