@@ -27,8 +27,8 @@ constexpr std::int64_t kTilePixels = 24;
 constexpr std::int64_t kTileChannels = 4;
 // Below this many output pixels per plane (4 tiles) the last, partly used tile costs too much.
 constexpr std::int64_t kMinPixels = 4 * kTilePixels;
-// The weight gradient's tiles sum over the pixels of a plane and then reduce 12 vectors: at
-// 14x14 that fixed cost made it 25% slower than im2col + GEMM, at 28x28 it is 22% faster.
+// The weight gradient's tiles sum over the pixels of a plane and then reduce 12 vectors: that
+// fixed cost loses to im2col + GEMM at 14x14 and wins at 28x28 (conv_cpu_bench).
 constexpr std::int64_t kMinWeightGradientPixels = 16 * kTilePixels;
 // The AVX-512 tiles cover up to 48 pixels; input copies are padded for whole tiles of both.
 constexpr std::int64_t kTilePixels512 = 16 * kMaxTileVectors512;

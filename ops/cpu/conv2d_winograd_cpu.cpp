@@ -62,8 +62,8 @@ Plan forward_plan(const Conv2dShape& s) {
 // U = G g G^T for the output channels of one quad and every input channel, packed per position as
 // the register tile reads it: [position][quad][channel][4], zeros past the last output channel.
 // G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]. One quad at a time, so that the
-// threads of the forward's region split the transform: serial, it was 0.2 ms of each call at
-// 64 -> 64 channels (4 ms of a ResNet-20 step) with the second thread idle.
+// threads of the forward's region split the transform: done serially, it would leave the other
+// threads idle for a noticeable part of each call.
 void transform_weight_quad(const Plan& p, const float* weight, std::int64_t quad, float* packed) {
   for (std::int64_t c = 0; c < p.channels; ++c) {
     for (std::int64_t j = 0; j < kQuad; ++j) {

@@ -61,7 +61,7 @@ void set_for(KernelTable<Fn>& table, std::initializer_list<DType> dtypes, Fn* ke
   for (const DType dtype : dtypes) table.set(kCuda, dtype, kernel);
 }
 
-// Channels-last entries (issue-15 contract 1): the kernel receives NHWC-dense activations.
+// Channels-last entries: the kernel receives NHWC-dense activations.
 constexpr std::initializer_list<DType> kChannelsLastDTypes = {DType::Float32, DType::BFloat16, DType::Float16};
 template <class Fn>
 void set_channels_last_for(KernelTable<Fn>& table, std::initializer_list<DType> dtypes, Fn* kernel) {
