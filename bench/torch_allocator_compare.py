@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch's own CUDA allocator against sublet's (python/sublet_torch, libsublet_torch_allocator.so)
-on the same training job (issue 18, part 1): torchvision ResNet-50, 224x224, batch 64, SGD
+on the same training job: torchvision ResNet-50, 224x224, batch 64, SGD
 (lr 0.1, momentum 0.9), cudnn.benchmark on, in fp32 and in bf16 autocast + channels_last.
 
     python3 bench/torch_allocator_compare.py --library libsublet_torch_allocator.so \
