@@ -1,4 +1,4 @@
-// Killing a process in the middle of saving a checkpoint (issue #8, "Reliability"): a child
+// Killing a process in the middle of saving a checkpoint (docs/reliability.md): a child
 // process overwrites the checkpoint file with a new one and is SIGKILLed at a random moment,
 // many times over. After each kill the file must still load and be exactly the previous
 // checkpoint or exactly the new one, never a mixture or a torn file; temporaries a killed save
