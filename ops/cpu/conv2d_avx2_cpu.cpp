@@ -211,9 +211,9 @@ void weight_tile(const float* const* grad, const float* x, const std::int64_t* o
 }
 
 // Software prefetch of the input group a thread will most likely copy next, a slice per tile
-// row of work: fill_copies read its first copy from memory (in a training step the activations
-// are not in cache), and the three copies took a third of the forward's time at 28x28 with 16
-// channels. Into L2 (T1): the tiles' own data fill L1.
+// row of work: fill_copies reads its first copy from memory (in a training step the activations
+// are not in cache), and on small planes with few channels the copies are a large part of the
+// forward's time. Into L2 (T1): the tiles' own data fill L1.
 class NextInputPrefetch {
  public:
   NextInputPrefetch(const float* next, std::int64_t floats, std::int64_t steps)

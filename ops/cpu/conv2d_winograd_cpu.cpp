@@ -39,7 +39,7 @@ constexpr std::int64_t kTargetTilesPerItem = 192;
 
 // Blocks of as many tile rows as fill a register tile (48 tiles; at least one row): the
 // transforms, GEMMs and inverse transforms of a block run back to back, so V and M stay in L1
-// (16 channels) or L2; with V and M for a whole item the transforms ran at the speed of L2 stores.
+// (16 channels) or L2; with V and M for a whole item the transforms would wait on L2 stores.
 // Items come out a multiple of the thread count where they can, so that no thread idles through
 // the last item of a call. Where a block holds whole images, an item is at most one block: many
 // small items keep the dynamic schedule's wait at the end of each call short.

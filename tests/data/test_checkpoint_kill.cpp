@@ -80,7 +80,7 @@ std::vector<std::string> leftovers(const std::filesystem::path& dir, const std::
   return names;
 }
 
-// The pid in a temporary's name (<target>.tmp.<pid>.<n>, io/atomic_write.cpp), or -1.
+// The pid in a temporary's name (<target>.tmp.<pid>.<n>, core/atomic_write.cpp), or -1.
 pid_t writer_of(const std::string& leftover, const std::filesystem::path& target) {
   const std::string prefix = target.filename().string() + ".tmp.";
   if (!leftover.starts_with(prefix)) return -1;
