@@ -52,8 +52,8 @@ constexpr DeviceType kCuda = DeviceType::CUDA;
 constexpr std::initializer_list<DType> kFloating = {DType::Float32, DType::Float64};
 constexpr std::initializer_list<DType> kAllDTypes = {DType::Float32, DType::Float64, DType::Int64};
 // The 16-bit storage types: kernels load them, compute in float32 and store 16 bits
-// (ops/cuda/half_types.cuh). So far casts, fills, element-wise ops (dropout too) and reductions
-// take them.
+// (ops/cuda/half_types.cuh). Casts, fills, element-wise ops, reductions, matmul, convolution,
+// batch norm, pooling, dropout and the transformer ops (attention among them) take them.
 constexpr std::initializer_list<DType> kHalfDTypes = {DType::BFloat16, DType::Float16};
 
 template <class Fn>
