@@ -17,6 +17,8 @@ import os
 import re
 import sys
 
+from source_comments import source_comments
+
 README_LIMIT_BYTES = 15 * 1024
 HISTORY = re.compile(
     r"\bissues? #?\d+|(?<=[\s(])#\d{1,3}\b|\bsessions? \d+|\bsession's\b|\bhelpers?\b|"
@@ -30,10 +32,9 @@ HASH_ALLOWED_CONTEXT = re.compile(r"crc32", re.IGNORECASE)
 PROGRAM_SOURCES = ("cli", "bench", "train", "profile", "runtime", "models", "memory", "ops")
 STRING_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 COMMENT_HISTORY = re.compile(r"\bissues?[ -]#?\d+|\bsessions? \d+\b", re.IGNORECASE)
-COMMENTED_FOLDERS = ("core", "memory", "analysis", "ops", "runtime", "models", "train", "profile", "cli",
-                     "bench", "examples", "torch_allocator", "python", "fuzz", "tests", "scripts", "cmake", ".ci")
-SLASH_COMMENTED = (".cpp", ".h", ".hpp", ".c", ".cu", ".cuh")
-HASH_COMMENTED = (".sh", ".cmake", ".cmake.in", ".py")
+# The folders whose comments are checked (bench/results/ holds run outputs, not source).
+COMMENTED_FOLDERS = ("core", "memory", "analysis", "ops", "runtime", "models", "train", "profile", "cli", "bench",
+                     "examples", "torch_allocator", "python", "fuzz", "tests", "scripts", "cmake", ".ci")
 
 
 def document_findings(root):
@@ -72,118 +73,20 @@ def program_findings(root):
     return findings
 
 
-def starts_with_digit(text, i):
-    """Whether the word that ends just before text[i] is a number."""
-    start = i
-    while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_."):
-        start -= 1
-    return start < i and text[start].isdigit()
-
-
-def slash_comments(text):
-    """(line number, text) of every // and /* */ comment of C++ or CUDA source, skipping string and
-    character literals (raw strings included)."""
-    comments, i, line, n = [], 0, 1, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\n":
-            line += 1
-            i += 1
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            comments.append((line, text[i:end]))
-            i = end
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            for offset, part in enumerate(text[i:end].split("\n")):
-                comments.append((line + offset, part))
-            line += text.count("\n", i, end)
-            i = end
-        elif text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
-            open_paren = text.find("(", i + 2)  # R"delimiter( ... )delimiter"
-            closing = ")" + text[i + 2:open_paren] + '"'
-            close = text.find(closing, open_paren) if open_paren >= 0 else -1
-            end = n if close < 0 else close + len(closing)
-            line += text.count("\n", i, end)
-            i = end
-        elif c == "'" and starts_with_digit(text, i):
-            i += 1  # a digit separator: 10'000
-        elif c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            i = j + 1
-        else:
-            i += 1
-    return comments
-
-
-def hash_comments(text):
-    """(line number, text) of every # comment of a shell, CMake or Python file, and of Python's
-    triple-quoted strings (its docstrings). Quotes are followed within a line only."""
-    comments, in_triple = [], None
-    for number, line in enumerate(text.split("\n"), start=1):
-        if in_triple:
-            comments.append((number, line))
-            if in_triple in line:
-                in_triple = None
-            continue
-        quote, i = None, 0
-        while i < len(line):
-            c = line[i]
-            if quote is None and line.startswith(('"""', "'''"), i):
-                closing = line.find(line[i:i + 3], i + 3)
-                comments.append((number, line[i:] if closing < 0 else line[i:closing + 3]))
-                if closing < 0:
-                    in_triple = line[i:i + 3]
-                    break
-                i = closing + 3
-            elif quote is None and c == "#" and (i == 0 or line[i - 1] in " \t;(" ):
-                comments.append((number, line[i:]))
-                break
-            elif quote is None and c in "\"'":
-                quote = c
-                i += 1
-            elif quote is not None and c == "\\":
-                i += 2
-            elif c == quote:
-                quote = None
-                i += 1
-            else:
-                i += 1
-    return comments
-
-
-def source_comments(path, text):
-    name = os.path.basename(path)
-    if name.endswith(SLASH_COMMENTED):
-        return slash_comments(text)
-    if name.endswith(HASH_COMMENTED) or name == "CMakeLists.txt" or text.startswith("#!"):
-        return hash_comments(text)
-    return []
-
-
 def comment_findings(root):
     findings = []
     paths = [os.path.join(root, "CMakeLists.txt")]
+    results = os.path.join(root, "bench", "results")
     for folder in COMMENTED_FOLDERS:
         for directory, subdirectories, files in os.walk(os.path.join(root, folder)):
             subdirectories[:] = sorted(d for d in subdirectories
-                                       if os.path.relpath(os.path.join(directory, d), root) != os.path.join("bench", "results")
-                                       and d != "__pycache__")
+                                       if os.path.join(directory, d) != results and d != "__pycache__")
             paths.extend(os.path.join(directory, f) for f in sorted(files))
     for path in paths:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError):
-            continue  # binary test data, fuzz corpora
-        for number, comment in source_comments(path, text):
+        for number, comment in source_comments(path):
             for match in COMMENT_HISTORY.finditer(comment):
-                findings.append(f"{os.path.relpath(path, root)}:{number}: '{match.group(0)}' in a comment: say what "
-                                "it stands for instead")
+                findings.append(f"{os.path.relpath(path, root)}:{number}: '{match.group(0)}' in a comment; "
+                                "say what it stands for instead")
     return findings
 
 
