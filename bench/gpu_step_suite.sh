@@ -6,9 +6,9 @@
 #   cudnn.benchmark on) eager and with its step captured in a CUDA graph, and `--allocator all`
 #   (caching | raw | async side by side) for ResNet-18 batch 128 and ResNet-50 batch 64.
 # Every run writes JSON into OUT_DIR; bench/gpu_step_table.py then prints one table with ratios.
-# SUITE=amp runs the mixed-precision rows instead (the same four runs each): ResNet-50 224x224 batch 64 and
-# 256 in bf16 and fp16 with channels-last, and ResNet-18 32x32 batch 128 fp32 channels-last;
-# bench/gpu_amp_table.py prints their table and goals. SUITE=all runs both.
+# SUITE=amp runs the mixed-precision rows instead (the same four runs each): ResNet-50 224x224
+# batch 64 and 256 in bf16 and fp16 with channels-last, and ResNet-18 32x32 batch 128 fp32
+# channels-last; bench/gpu_amp_table.py prints their table and goals. SUITE=all runs both.
 #
 #   [SUITE=fp32|amp|all] bench/gpu_step_suite.sh OUT_DIR
 #

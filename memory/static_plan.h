@@ -1,7 +1,8 @@
 #pragma once
 // A static memory plan for a recorded step: every allocation of the trace gets an offset in one
-// arena, chosen offline, such that no two allocations live at the same time overlap. The trace repeats exactly in a captured (CUDA-graph) step, so such a plan
-// could serve every replay from one block. Reported beside it: the lower bound, the most bytes
+// arena, chosen offline, such that no two allocations live at the same time overlap. The trace
+// repeats exactly in a captured (CUDA-graph) step, so such a plan could serve every replay from
+// one block. Reported beside it: the lower bound, the most bytes
 // live at one moment, which no placement can beat.
 //
 // Heuristics (the smallest arena is kept; every one's arena is reported):
