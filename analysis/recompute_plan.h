@@ -1,6 +1,6 @@
 #pragma once
-// Recomputation under a memory budget (issue 19): which runs of blocks to checkpoint
-// (nn::checkpoint) so that a training step's peak fits a budget for the least extra forward time.
+// Recomputation under a memory budget: which runs of blocks to checkpoint (nn::checkpoint) so
+// that a training step's peak fits a budget for the least extra forward time.
 // Pure arithmetic over measured numbers; models/resnet_recompute.h measures and applies.
 //
 // The model follows backward through the units. What stays allocated between forward and backward

@@ -1,6 +1,6 @@
 // The sublet-alloc-trace file (replay.h): written as text event by event and read with a
 // streaming (SAX) parser straight into TraceEvents, so that neither side holds a JSON document
-// of the whole trace: a 10-million-event trace took 5 GB to replay when it was parsed into one.
+// of the whole trace: a trace of millions of events would take gigabytes as one document.
 #include <fmt/format.h>
 
 #include <cstdio>

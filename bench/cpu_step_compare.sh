@@ -5,13 +5,13 @@
 # (per round and the medians over rounds) and writes one JSON file with every run, the load
 # average before each run, and the summary.
 #
-#   bench/cpu_step_compare.sh                      # issue 15's row: resnet20, 1x28x28, batch 128
+#   bench/cpu_step_compare.sh                      # the default row: resnet20, 1x28x28, batch 128
 #   bench/cpu_step_compare.sh --model resnet20 --input 3x32x32 --batch-size 64
 #
 # The ratio is sublet / PyTorch (below 1: sublet is faster). Headline: the median over rounds of
 # each round's ratio (the two runs of a round are seconds apart); the ratio of the two medians
 # is printed beside it. cpu ms: process CPU time per step, all threads (OpenMP threads that spin
-# while waiting count too). Without arguments it runs the issue's row with --steps 20.
+# while waiting count too). Without arguments it runs the default row with --steps 20.
 # SUBLET: the sublet binary (default build/sublet). PYTHON: a Python with torch (default: the
 # first of python3, /usr/bin/python3 that imports it). ROUNDS (default 5). OUT: the JSON file
 # (default: cpu_step_compare.json in a temporary folder). Both sides see the same environment

@@ -92,7 +92,7 @@ def ab_table(name, source):
     for (label, allocator), sides in alloc.items():
         if not allocator.startswith("sublet") or "A" not in sides or "B" not in sides:
             continue
-        # The host has slow phases of seconds (every column ~1.6x slower): the fastest round is
+        # The host has slow phases of seconds (every column much slower): the fastest round is
         # the comparison that phases do not decide; the median is shown beside it.
         a, b = min(sides["A"]), min(sides["B"])
         lines.append(f"| bench alloc {label} ({allocator}), fastest round (median) | {a:.1f} ns "

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Issue 17's runs on two GPUs of one host (the device kind nvidia-h200-x2), in one call from the
-# repository root, with the binary packed (scripts/pack_gpu_run.sh build .gpu) and data/mnist
-# carried (scripts/fetch_mnist.sh first):
+# The data-parallel checks on two GPUs of one host, run from the repository root with the binary
+# packed (scripts/pack_gpu_run.sh build .gpu) and data/mnist present (scripts/fetch_mnist.sh):
 #   bash bench/dp_two_gpu.sh          results and logs in $OUT/dp2 (and $OUT/dp2.tar.gz)
 # 1. MNIST, default recipe: one GPU at batch 128 against two GPUs at 64 each (the same global
 #    batch); test accuracy within 0.3 points; num_sync_all_streams 0 on both ranks.

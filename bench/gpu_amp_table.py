@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Table and goals of issue 15's GPU rows, from `SUITE=amp bench/gpu_step_suite.sh OUT_DIR`
+"""Table and goals of the mixed-precision GPU rows, from `SUITE=amp bench/gpu_step_suite.sh OUT_DIR`
 (sublet eager and CUDA graph, PyTorch eager and CUDA graph, each config in one job):
   ResNet-50 224 bs64 and bs256, bf16 + channels-last: sublet's best img/s >= 1.15x PyTorch eager's
   and >= 1.0x PyTorch graph's; that run's peak allocated <= PyTorch eager's; its peak reserved

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The GPU training-step suite of issue 4 in one command: for ResNet-18 32x32 batch 128 and 512
+# The GPU training-step suite in one command: for ResNet-18 32x32 batch 128 and 512
 # (10 classes) and ResNet-50 224x224 batch 64 (1000 classes), fp32, torchvision's architectures,
 # random data, median of 30 steps after 5 warm-up steps:
 #   sublet eager, sublet with the step captured in a CUDA graph, PyTorch (bench/pytorch_step.py,
 #   cudnn.benchmark on) eager and with its step captured in a CUDA graph, and `--allocator all`
 #   (caching | raw | async side by side) for ResNet-18 batch 128 and ResNet-50 batch 64.
 # Every run writes JSON into OUT_DIR; bench/gpu_step_table.py then prints one table with ratios.
-# SUITE=amp runs issue 15's rows instead (the same four runs each): ResNet-50 224x224 batch 64 and
-# 256 in bf16 and fp16 with channels-last, and ResNet-18 32x32 batch 128 fp32 channels-last;
-# bench/gpu_amp_table.py prints their table and goals. SUITE=all runs both.
+# SUITE=amp runs the mixed-precision rows instead (the same four runs each): ResNet-50 224x224
+# batch 64 and 256 in bf16 and fp16 with channels-last, and ResNet-18 32x32 batch 128 fp32
+# channels-last; bench/gpu_amp_table.py prints their table and goals. SUITE=all runs both.
 #
 #   [SUITE=fp32|amp|all] bench/gpu_step_suite.sh OUT_DIR
 #

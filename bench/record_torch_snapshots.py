@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Records PyTorch memory snapshots of short training runs, with memory_stats() beside each, for
-checking `sublet replay` / `sublet plan` against PyTorch's own accounting (issue 18).
+checking `sublet replay` / `sublet plan` against PyTorch's own accounting.
 
     python3 bench/record_torch_snapshots.py OUT_DIR [--steps N]
 

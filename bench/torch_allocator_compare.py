@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch's own CUDA allocator against sublet's (python/sublet_torch, libsublet_torch_allocator.so)
-on the same training job (issue 18, part 1): torchvision ResNet-50, 224x224, batch 64, SGD
+on the same training job: torchvision ResNet-50, 224x224, batch 64, SGD
 (lr 0.1, momentum 0.9), cudnn.benchmark on, in fp32 and in bf16 autocast + channels_last.
 
     python3 bench/torch_allocator_compare.py --library libsublet_torch_allocator.so \
@@ -293,9 +293,9 @@ def median_of_runs(runs):
 def paired_time_ratio(native, sublet):
     """sublet's step time over native's, and how it was formed. With several rounds: the median of
     each round's ratio (a round runs the two allocators back to back, in alternating order), so a
-    drift of the host between rounds cancels; measured on the H200, round medians of one allocator
-    differed by up to 30% within a job while the two runs of a round moved together. With one
-    round: the ratio of the two medians."""
+    drift of the host between rounds cancels: one allocator's round medians can differ far more
+    within a job than the two runs of a round, which move together. With one round: the ratio of
+    the two medians."""
     n, s = native.get("round_medians_s"), sublet.get("round_medians_s")
     if n and s and len(n) == len(s) and len(n) > 1:
         ratios = sorted(b / a for a, b in zip(n, s))

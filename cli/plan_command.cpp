@@ -1,5 +1,5 @@
 // sublet plan [TRACE] [--device N|cuda:N] [--recompute BENCH.json] [--json PATH] [--svg PATH]
-// Plans memory instead of measuring it (issue 19):
+// Plans memory instead of measuring it:
 //  - TRACE (a sublet-alloc-trace, or a PyTorch memory snapshot): for the recorded step, the
 //    live-bytes lower bound, the static arena plan (analysis/static_plan.h) and what the caching
 //    allocators reserve for the same requests under sublet's rules and PyTorch 2.11's (sublet

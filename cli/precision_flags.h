@@ -1,6 +1,6 @@
 #pragma once
 // --precision fp32|bf16|fp16 and --channels-last, with one wording on `train`, `bench step` and
-// `profile` (issue 15; runtime/amp/step_recipe.h runs the step they ask for).
+// `profile` (runtime/amp/step_recipe.h runs the step they ask for).
 #include <CLI/CLI.hpp>
 
 #include <string>

@@ -51,7 +51,7 @@ struct ProfileArgs {
   bool small_input_stem = false;
   std::uint64_t seed = 0;
   // As bench step and PyTorch's defaults for training, so that the profiled step is the step
-  // users run (without them ResNet-18 224x224's step took 2.1x bench step's on the H200).
+  // users run (without them the profiled step is several times slower than bench step's).
   bool cudnn_benchmark = true;
   bool tf32 = true;
   bool overwrite = false;

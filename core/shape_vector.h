@@ -1,8 +1,8 @@
 #pragma once
 // The type of sizes and strides (Shape): a vector of int64 that keeps up to kInline values in
-// the object itself. Every tensor holds two and every kernel call passes several; as
-// std::vector each was a heap allocation, a third of the cost of creating a small tensor
-// (perf, 2026-12-01). Shapes of more than kInline dimensions move to the heap.
+// the object itself. Every tensor holds two and every kernel call passes several, so a heap
+// allocation for each would be a large part of the cost of creating a small tensor. Shapes of
+// more than kInline dimensions move to the heap.
 //
 // The interface is std::vector's, as far as the code uses it; it converts to and from
 // std::vector<std::int64_t> for the APIs that keep one (file formats, JSON).

@@ -1,7 +1,7 @@
 #pragma once
 // Every SUBLET_* environment variable any part of sublet reads, in one table: its name, type,
 // default and one line of documentation. `sublet config` prints it; an unknown SUBLET_* variable
-// in the environment is reported with the nearest name from it (core/environment_check.h).
+// in the environment is reported with the nearest name from it (core/switch_report.h).
 //
 // What "set" means, one rule per type:
 //   Flag    "1" is on; "0" or empty is off; unset is the default; anything else is an error.

@@ -17,13 +17,10 @@
 // Why not a lock whose unlock wakes a sleeper (std::mutex, or a futex on std::atomic wait/notify):
 // an unlock must then learn whether anyone sleeps, which takes a locked instruction (an exchange)
 // instead of a plain store, and a locked instruction waits until every earlier store has left the
-// store buffer. Measured on the 2-core Xeon against a futex lock (Drepper's 0 free / 1 locked /
-// 2 locked with waiters, on std::atomic<int> wait/notify): a cached allocate+free pair of 3000 B
-// (fastest of 15 runs) 49-51 ns with this lock, 62-63 ns with the futex one; allocator_stress,
-// 8 threads x 1M operations, 1.9-2.1 s with this lock, 6.0 s with the futex one (a futex wake at
-// almost every hand-off), 2.9-3.3 s with the spin-and-yield lock this one replaced (whose
-// waiters never slept). This lock takes one locked instruction per lock/unlock pair: an exchange
-// to lock, a release store to unlock. Its price: the wake-up delay of phase 3, no fairness.
+// store buffer, which slows the uncontended allocate+free pair; under contention such a lock
+// also pays a wake-up at almost every hand-off (bench alloc and allocator_stress show both).
+// This lock takes one locked instruction per lock/unlock pair: an exchange to lock, a release
+// store to unlock. Its price: the wake-up delay of phase 3, no fairness.
 #include <algorithm>
 #include <atomic>
 #include <chrono>

@@ -134,7 +134,7 @@ class CachingAllocator {
   void end_allocate_to_pool(PoolId pool);
   void release_private_pool(PoolId pool);
 
-  // Static plans for private pools (issue 19; analysis/static_plan.h lays them out). A captured
+  // Static plans for private pools (analysis/static_plan.h lays them out). A captured
   // step makes the same requests in the same order every time it is captured, so one capture can
   // be recorded and the next served from one arena laid out offline:
   //  - record_private_pool(pool): while the pool's capture is active, its requests and frees are

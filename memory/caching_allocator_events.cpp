@@ -86,8 +86,8 @@ void CachingAllocator::Impl::defer_until_streams_done(Block* block, bool small) 
 // work in order: so do CUDA events; SimulatedBackend completes a stream's events together), so
 // once one of a stream's events is found pending, its later ones are kept without asking the
 // backend, as PyTorch's process_events stops at a stream's first pending event. Asking about
-// every pending event at every allocation made each allocation cost time in proportion to the
-// events waiting behind a busy stream (quadratic: test_allocator_threads took 14 s, see .ci/run).
+// every pending event at every allocation would make each allocation cost time in proportion to
+// the events waiting behind a busy stream (quadratic over a run).
 void CachingAllocator::Impl::process_events() {
   StreamEvents* events = backend.stream_events();
   constexpr std::size_t kTrackedStreams = 8;  // more streams pending at once: the rest are asked

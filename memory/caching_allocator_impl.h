@@ -98,8 +98,7 @@ struct CachingAllocator::Impl {
 
   // With expandable segments a stream's requests of every size share one segment (the large
   // pool's): each separate segment leaves up to a page of its mapped tail unused and its own holes,
-  // and in replays of recorded ResNet steps the small pool's own segment cost 2-7% of peak
-  // reserved memory (resnet18 1.047 -> 1.027, resnet50 1.108 -> 1.040 reserved / allocated).
+  // which on recorded ResNet steps (sublet replay) raises peak reserved memory by a few percent.
   // Small requests still count in the small pool's allocation statistics (counts_as_small).
   bool one_segment_per_stream() const { return config.caching && config.expandable_segments; }
   static bool counts_as_small(const Block& b) { return b.pool->is_small || (b.expandable && b.size <= kSmallSize); }

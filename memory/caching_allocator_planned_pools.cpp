@@ -1,4 +1,4 @@
-// Recorded and statically planned private pools (issue 19). A captured step makes the same
+// Recorded and statically planned private pools. A captured step makes the same
 // requests in the same order on every capture: one capture is recorded (record_private_pool), a
 // planner lays the requests out in one arena offline (analysis/static_plan.h), and the next capture
 // is served from that arena (plan_private_pool). Serving a planned request carves its exact bytes

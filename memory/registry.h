@@ -36,9 +36,8 @@ std::unique_ptr<CachingAllocator> make_allocator(Device device, AllocatorKind ki
 
 // A device's knobs before SUBLET_ALLOC_CONF: PyTorch's defaults, with one difference: CUDA
 // devices use expandable segments (expandable_segments:False restores PyTorch's fixed
-// segments). On the H200, ResNet-50 (224x224, batch 64) peaked at 6.46 GiB reserved for
-// 5.41 GiB allocated with fixed segments (PyTorch 2.11: 6.70 for 5.45), and at 5.44 GiB for
-// 5.39 GiB with expandable ones, at the same step time.
+// segments): a training step's reserved memory then stays close to its allocated memory, at the
+// same step time, where fixed segments leave holes (docs/allocator.md, "Defaults").
 AllocatorConfig default_config(Device device);
 
 bool cuda_built();          // the CUDA backend is compiled in

@@ -200,7 +200,7 @@ std::size_t measure_step_peak(ResNet& model, const Tensor& images, const Tensor&
   BufferRestorer restore(model);
   // Twice, the first unmeasured: a new pattern of allocations gives cuDNN new pointer alignments,
   // and with benchmark mode the first pass times engines for them, with workspaces that are not
-  // the step's (on the H200 they made ResNet-18's measured peaks 2-4x the step's).
+  // the step's (they would make the measured peaks several times the step's).
   forward_backward_peak(model, images, labels);
   return forward_backward_peak(model, images, labels) + optimizer_state_bytes;
 }

@@ -1,5 +1,5 @@
 #pragma once
-// Recomputation under a memory budget for the ResNets (issue 19, `--memory-budget`): measure what
+// Recomputation under a memory budget for the ResNets (`--memory-budget`): measure what
 // each block of the stages keeps alive for backward and how long its forward takes, choose the
 // runs of blocks to recompute (runtime/step/recompute_plan.h), and have the stages recompute them
 // (nn::Sequential::set_recompute_runs, ResNet::set_recompute_stem). The units are the stem (unit

@@ -20,12 +20,10 @@
 
 namespace sublet::ops {
 
-// N * H * W of the largest channel the fused kernels take: 512 threads x 4 values. Measured on an
-// H200 (bench/kernels, CUDA-graph replays, 2026-12-01): fused forward + backward 8.4-11.7 us
-// against 12.2-16.6 us composed for channels of 128-2048 values (ResNet-18 32x32 batch 128,
-// layers 2-4), but 21.4 against 18.7 us at 8192 (its layer1) and 214 against 142 us at 3136 with
-// 2048 channels (ResNet-50's last stage): one block per channel with its values in registers runs
-// out of parallelism and occupancy there, where cuDNN spreads a channel over many blocks.
+// N * H * W of the largest channel the fused kernels take: 512 threads x 4 values. Up to this
+// size the fused forward + backward beats the composed kernels (kernel_bench's batch-norm rows);
+// above it, and with thousands of channels, one block per channel with its values in registers
+// runs out of parallelism and occupancy, where cuDNN spreads a channel over many blocks.
 inline constexpr std::int64_t kFusedBatchNormMaxPerChannel = 2048;
 
 bool batch_norm_relu_fused(const Context& ctx, const BatchNormShape& shape, DType dtype);

@@ -48,9 +48,9 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const ProfileOptions& o, const 
 }
 
 // The batch every step trains on, drawn once before the profile starts, on the device. Drawing
-// it in each step (host random numbers, then an upload of 19M floats) made the profiled
-// ResNet-18 224x224 batch-128 step 23x slower than `sublet bench step`'s, so its timings said
-// nothing about the real step. Each step still allocates its own copy (a device-to-device copy),
+// it in each step (host random numbers, then an upload of millions of floats) would make the
+// profiled step many times slower than `sublet bench step`'s, so its timings would say nothing
+// about the real step. Each step still allocates its own copy (a device-to-device copy),
 // as a training step allocates the batch it uploads, so the input shows in the step's memory.
 std::pair<Tensor, Tensor> make_batch(const ProfileOptions& o, Generator& generator) {
   if (o.seq_len > 0) {

@@ -1,5 +1,5 @@
 #pragma once
-// The budget-versus-time curve of recomputation (issue 19): for each memory budget, the extra
+// The budget-versus-time curve of recomputation: for each memory budget, the extra
 // forward time per step of the cheapest runs of blocks to recompute that fit it (`sublet plan
 // --recompute ... --svg`). Budgets nothing fits are drawn as crosses at the top.
 #include <cstddef>

@@ -6,7 +6,9 @@ Checks, exiting 1 with every finding:
   - README.md and docs/**/*.md hold no development-history words (issue or session numbers, names
     of work branches, device-call numbers), and no commit hashes outside generated blocks (their
     stamps name the commit a figure came from);
-  - the string literals of the program's sources (what sublet prints) hold no history words.
+  - the string literals of the program's sources (what sublet prints) hold no history words;
+  - the comments of the source tree (C++, CUDA, CMake, shell, Python; not bench/results/) name no
+    issue or session numbers: a comment says what the code does and why, in words.
 
     scripts/check_docs.py [ROOT]
 """
@@ -14,6 +16,8 @@ import glob
 import os
 import re
 import sys
+
+from source_comments import source_comments
 
 README_LIMIT_BYTES = 15 * 1024
 HISTORY = re.compile(
@@ -27,6 +31,10 @@ GENERATED = re.compile(r"<!-- begin generated: (\S+) from \S+ -->\n.*?<!-- end g
 HASH_ALLOWED_CONTEXT = re.compile(r"crc32", re.IGNORECASE)
 PROGRAM_SOURCES = ("cli", "bench", "train", "profile", "runtime", "models", "memory", "ops")
 STRING_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+COMMENT_HISTORY = re.compile(r"\bissues?[ -]#?\d+|\bsessions? \d+\b", re.IGNORECASE)
+# The folders whose comments are checked (bench/results/ holds run outputs, not source).
+COMMENTED_FOLDERS = ("core", "memory", "analysis", "ops", "runtime", "models", "train", "profile", "cli", "bench",
+                     "examples", "torch_allocator", "python", "fuzz", "tests", "scripts", "cmake", ".ci")
 
 
 def document_findings(root):
@@ -65,16 +73,33 @@ def program_findings(root):
     return findings
 
 
+def comment_findings(root):
+    findings = []
+    paths = [os.path.join(root, "CMakeLists.txt")]
+    results = os.path.join(root, "bench", "results")
+    for folder in COMMENTED_FOLDERS:
+        for directory, subdirectories, files in os.walk(os.path.join(root, folder)):
+            subdirectories[:] = sorted(d for d in subdirectories
+                                       if os.path.join(directory, d) != results and d != "__pycache__")
+            paths.extend(os.path.join(directory, f) for f in sorted(files))
+    for path in paths:
+        for number, comment in source_comments(path):
+            for match in COMMENT_HISTORY.finditer(comment):
+                findings.append(f"{os.path.relpath(path, root)}:{number}: '{match.group(0)}' in a comment; "
+                                "say what it stands for instead")
+    return findings
+
+
 def main(argv):
     root = argv[0] if argv else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    findings = document_findings(root) + program_findings(root)
+    findings = document_findings(root) + program_findings(root) + comment_findings(root)
     for finding in findings:
         print(finding, file=sys.stderr)
     if findings:
         print(f"check_docs: {len(findings)} finding(s); user documentation and messages describe the product, "
               "not its development history", file=sys.stderr)
         return 1
-    print("check_docs: README size and history words OK")
+    print("check_docs: README size, history words and comments OK")
     return 0
 
 

@@ -20,9 +20,9 @@ if [ -f build-asan/CMakeCache.txt ] && ! grep -q "^CMAKE_CXX_COMPILER:[A-Z]*=.*c
   rm -rf build-asan/CMakeCache.txt build-asan/CMakeFiles
 fi
 # -gline-tables-only instead of RelWithDebInfo's full -g: sanitizer reports keep file:line in every
-# frame (all they use), and the objects are a third the size, so links are faster (measured: see .ci/run).
+# frame (all they use), and the objects are much smaller, so links are faster.
 # -O1 for the test programs' own files (SUBLET_TEST_CXX_FLAGS): they compile faster; the libraries,
-# where the suite's time goes, stay at -O2 (measured: see .ci/run).
+# where the suite's time goes, stay at -O2.
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan -G Ninja -DSUBLET_WITH_CUDA=OFF -DSUBLET_FUZZ=ON \
   -DSUBLET_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" -DSUBLET_TEST_CXX_FLAGS=-O1 > build-asan/configure.log

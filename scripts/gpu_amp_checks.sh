@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 15's GPU job, part 1 (from the repository root on the GPU machine, carrying .gpux/pack.tar.xz
-# made from every gpu-labelled test binary, sublet and the NVTX library, and data/mnist): every GPU
-# test with SUBLET_REQUIRE_GPU=1, then ResNet-20 on the 8,000/2,000 MNIST digits with the default
-# recipe in bf16 + channels-last and in fp16 (the accuracy goal: >= 99.0%). Results under $OUT.
+# The mixed-precision GPU checks (from the repository root on the GPU machine, with
+# .gpux/pack.tar.xz made from every gpu-labelled test binary, sublet and the NVTX library, and
+# data/mnist): every GPU test with SUBLET_REQUIRE_GPU=1, then ResNet-20 on the 8,000/2,000 MNIST
+# digits with the default recipe in bf16 + channels-last and in fp16 (the accuracy goal: >= 99.0%).
+# Results under $OUT.
 set -u
 tar -xJf .gpux/pack.tar.xz
 bash scripts/gpu_run_packed_tests.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# sublet's --nvtx ranges without Nsight Systems (the H200 has only ncu): `sublet bench step --nvtx`
-# under libsublet_nvtx_capture.so (profile/nvtx_capture), then the per-range table of the timed
-# steps in the layout of `nsys stats --report nvtx_sum`.
+# sublet's --nvtx ranges without Nsight Systems (for GPU machines with only ncu): `sublet bench
+# step --nvtx` under libsublet_nvtx_capture.so (profile/nvtx_capture), then the per-range table of
+# the timed steps in the layout of `nsys stats --report nvtx_sum`.
 #   scripts/nvtx_ranges.sh BUILD_DIR OUT_DIR [bench step flags]
 #     (default flags: --device cuda --model resnet20 --steps 5 --warmup 2)
 # BUILD_DIR holds sublet and libsublet_nvtx_capture.so (a CUDA build, or the folder

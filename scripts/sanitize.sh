@@ -3,7 +3,8 @@
 #   tsan: the allocator stress program (8 threads x 1M operations) under ThreadSanitizer (gcc,
 #         build-tsan);
 #   asan: the CPU test suite under AddressSanitizer + UndefinedBehaviorSanitizer (less the few
-#         long end-to-end runs of asan_skip below), then a short run of every fuzz target, from one clang build (build-asan, scripts/clang_sanitized_build.sh).
+#         long end-to-end runs of asan_skip below), then a short run of every fuzz target, from
+#         one clang build (build-asan, scripts/clang_sanitized_build.sh).
 # Usage: scripts/sanitize.sh [tsan|asan|all]   (default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ jobs="$(nproc)"
 
 # Left out of the ASan suite (the plain suite, which CI runs first, runs every one of them): long
 # end-to-end runs that repeat, step after step, code that shorter tests run under ASan as well.
-# Seconds are each test's time under ASan (-j2, 2 shared cores, 2026-12-02; see .ci/run).
+# Seconds: the test's time under ASan on two cores.
 asan_skip=(
   # two epochs of real MNIST training, the accuracy guard: 9 minutes under ASan.
   '^TrainerMnist\.'
@@ -33,17 +34,17 @@ asan_skip=(
   # torch plugin, which stays, runs the same three allocators on every row and the torch column.
   '^Devices/AllocBenchSmoke\.EveryAllocatorRunsEveryRowAndTheJsonHasEveryRow/cpu( |$)'
   '^TorchPluginLoader\.NoPluginMeansNoTorchColumn$'
-  # Data parallel through `sublet train` with 2-3 real processes each (7 trainings, 42 s loaded
-  # without ASan; 3 trainings, 10 s; 3 trainings, 21 s): the same Gloo group, buckets and store
-  # code run under ASan in GlooProcessGroup.*, the fault, node and store tests, which stay.
+  # Data parallel through `sublet train` with 2-3 real processes each (3 to 7 trainings a test):
+  # the same Gloo group, buckets and store code run under ASan in GlooProcessGroup.*, the fault,
+  # node and store tests, which stay.
   '^TrainDataParallelCpu\.WorldsOfTwoAndThreeEqualOneProcessForEveryBucketCap$'
   '^TrainDataParallelCpu\.ResumingOnAnotherWorldSizeKeepsTheGlobalBatchSequence$'
   '^TrainDataParallelCpu\.TorchrunWorkersTrainWithAndWithoutItsAgentStoreAndAgreeWithTheLauncher$'
-  # Eleven fits of --memory-budget with training around them (3 s without ASan): the fit stays in
+  # Eleven fits of --memory-budget with training around them: the fit stays in
   # ResNetRecompute.BlocksAreMeasuredOnPartOfTheBatchWhenTheWholeStepDoesNotFit and GptTraining.*.
   '^TrainerMemoryBudget\.'
-  # gpt-nano steps under six allocator settings, and their replay (32 s and 11 s without ASan): the
-  # rows' code runs under ASan in AllocConfSweep.*, the schedule in the other BenchStepShapesCli.*.
+  # gpt-nano steps under six allocator settings, and their replay: the rows' code runs under ASan
+  # in AllocConfSweep.*, the schedule in the other BenchStepShapesCli.*.
   '^BenchStepShapesCli\.TheSweepPrintsOneRowPerSettingReadFromTheAllocatorsStatistics$'
   '^BenchStepShapesCli\.AReplayOfTheRecordedTraceGivesTheSweepsColumns$'
 )

@@ -17,7 +17,7 @@ struct EpochMetrics {
   std::int64_t batch_size = 0;     // at the end of the epoch (out-of-memory retries halve it)
   // The allocator's num_sync_all_streams at the end of the epoch (summed over data-parallel
   // ranks): device-wide synchronisations to free cached memory since the process started. A
-  // training run wants 0 (issue 16: stream-ordered reuse instead of waiting).
+  // training run wants 0 (stream-ordered reuse instead of waiting).
   std::int64_t device_syncs = 0;
   // GPT runs: an "epoch" is one evaluation interval. train_loss is then the mean next-token loss
   // (nats) of the interval's windows, img_per_s counts windows, and the accuracies are 0.

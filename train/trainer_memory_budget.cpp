@@ -1,4 +1,4 @@
-// --memory-budget (issue 19): before the first step, measure every ResNet block on a random batch
+// --memory-budget: before the first step, measure every ResNet block on a random batch
 // of the training shape, choose the cheapest runs of blocks to recompute whose peak fits the
 // budget, and have the model recompute them. Random data: the bytes and times do not depend on
 // the values, and the training data and its random streams are left untouched.

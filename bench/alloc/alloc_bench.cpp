@@ -137,8 +137,7 @@ std::optional<double> AllocBenchResult::ratio_to_baseline(const RowResult& row, 
 namespace {
 // An idle machine's cores run slowly until they have been busy for a while (frequency scaling, a
 // virtual machine's vCPU being scheduled in): without this the first cells (sublet's 512 B pair)
-// measured up to 40% slower than the same cell run later. Untimed pairs on the baseline for
-// `seconds` first.
+// measure slower than the same cell run later. Untimed pairs on the baseline for `seconds` first.
 void warm_up_processor(const AllocatorEntry& baseline, double seconds) {
   const std::unique_ptr<AllocatorUnderTest> allocator = baseline.make();
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);

@@ -25,7 +25,7 @@ struct GoalCheck {
   std::string worst_tensor_label;
   // "At least N times faster than X" on every allocator row (pair, churn, replay) where both
   // ran, and separately the least ratio on the tensor rows, which compare whole runtimes (sublet's
-  // tensors over X, or at::empty) and carry sublet's own ~100 ns per tensor in both columns;
+  // tensors over X, or at::empty) and carry sublet's own per-tensor cost in both columns;
   // only for the columns this run has (kSpeedupGoals).
   struct Speedup {
     std::string allocator;
@@ -38,7 +38,7 @@ struct GoalCheck {
   };
   std::vector<Speedup> speedups;
 };
-// Issue 7's ratio goals for sublet's caching allocator, checked on --device cuda.
+// The ratio goals for sublet's caching allocator, checked on --device cuda.
 inline const std::vector<std::pair<std::string, double>> kSpeedupGoals = {{"cudaMallocAsync", 10.0}, {"torch", 4.0}};
 
 // Over the baseline's cells; a failed cell misses the goal.

@@ -23,8 +23,8 @@ namespace sublet::bench {
 // A small tensor (1 KiB: the allocator's small pool, where the runtime's share is largest) and a
 // larger one (4 MiB: large pool).
 inline constexpr std::array<TensorShape, 2> kTensorShapes = {TensorShape{{256, 0}, 1}, TensorShape{{1024, 1024}, 2}};
-// Goal of issue 7 for a tensor's create+destroy on sublet's default caching allocator
-// (PyTorch's at::empty + destructor: about 1 us on the H200 machine).
+// The goal for a tensor's create+destroy on sublet's default caching allocator: well under
+// PyTorch's at::empty + destructor on the same machine.
 inline constexpr double kTensorGoalNs = 300;
 
 struct TensorTiming {

@@ -8,9 +8,9 @@
 // of the benchmark on the GPU machine, which has PyTorch but not sublet's build dependencies.
 // So the PyTorch side is three small files (torch_plugin.cpp, torch_tensors.cpp and, with CUDA,
 // torch_allocator.cpp) that include only this header, the two interfaces below and
-// memory/errors.h, and that compile as C++17 (PyTorch's headers; the target machine's compiler
-// is unknown). scripts/build_torch_plugin.sh builds them with plain `c++` against the python3
-// on PATH in well under a minute, without rebuilding sublet:
+// core/errors.h (through torch_errors.h), and that compile as C++17 (PyTorch's headers; the
+// target machine's compiler is unknown). scripts/build_torch_plugin.sh builds them with plain
+// `c++` against the python3 on PATH in well under a minute, without rebuilding sublet:
 //   scripts/build_torch_plugin.sh build/libsublet_torch_bench.so
 //   build/sublet bench alloc --torch-plugin build/libsublet_torch_bench.so
 // (-DSUBLET_WITH_LIBTORCH=ON builds the same plugin as a CMake target and bakes its path in as

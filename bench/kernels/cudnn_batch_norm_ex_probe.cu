@@ -4,8 +4,9 @@
 // and workspaces it asks for, whether the backward also runs without the reserve space (sublet's
 // backward has the forward's output, not a mask), the largest error against a float64 reference
 // on the host, and the kernels' times (CUDA events over repeated launches).
-// A probe for issue 15's ResNet-18 row (cuDNN's NHWC batch norm in place of sublet's three
-// launches each way); built as build/bench/kernels/cudnn_batch_norm_ex_probe in CUDA builds.
+// Whether cuDNN's NHWC batch norm could replace sublet's three launches each way (tried in the
+// step and not kept: docs/performance.md); built as build/bench/kernels/cudnn_batch_norm_ex_probe
+// in CUDA builds.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

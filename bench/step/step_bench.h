@@ -80,7 +80,7 @@ struct StepBenchOptions {
   MemoryFormat memory_format = MemoryFormat::Contiguous;
   // Set: every step is a data-parallel step (eager only).
   StepParallelFactory parallel;
-  // GPT models (bench/step/gpt_step_bench.h): random token windows of seq_len (0: the model's
+  // GPT models (bench/step/gpt_step_bench.cpp): random token windows of seq_len (0: the model's
   // context) over a vocabulary of vocab_size; input and num_classes do not apply.
   std::int64_t seq_len = 0;
   std::int64_t vocab_size = 50304;

@@ -27,8 +27,8 @@ constexpr std::int64_t kTilePixels = 24;
 constexpr std::int64_t kTileChannels = 4;
 // Below this many output pixels per plane (4 tiles) the last, partly used tile costs too much.
 constexpr std::int64_t kMinPixels = 4 * kTilePixels;
-// The weight gradient's tiles sum over the pixels of a plane and then reduce 12 vectors: at
-// 14x14 that fixed cost made it 25% slower than im2col + GEMM, at 28x28 it is 22% faster.
+// The weight gradient's tiles sum over the pixels of a plane and then reduce 12 vectors: that
+// fixed cost loses to im2col + GEMM at 14x14 and wins at 28x28 (conv_cpu_bench).
 constexpr std::int64_t kMinWeightGradientPixels = 16 * kTilePixels;
 // The AVX-512 tiles cover up to 48 pixels; input copies are padded for whole tiles of both.
 constexpr std::int64_t kTilePixels512 = 16 * kMaxTileVectors512;
@@ -211,9 +211,9 @@ void weight_tile(const float* const* grad, const float* x, const std::int64_t* o
 }
 
 // Software prefetch of the input group a thread will most likely copy next, a slice per tile
-// row of work: fill_copies read its first copy from memory (in a training step the activations
-// are not in cache), and the three copies took a third of the forward's time at 28x28 with 16
-// channels. Into L2 (T1): the tiles' own data fill L1.
+// row of work: fill_copies reads its first copy from memory (in a training step the activations
+// are not in cache), and on small planes with few channels the copies are a large part of the
+// forward's time. Into L2 (T1): the tiles' own data fill L1.
 class NextInputPrefetch {
  public:
   NextInputPrefetch(const float* next, std::int64_t floats, std::int64_t steps)

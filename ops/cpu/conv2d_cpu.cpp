@@ -34,7 +34,7 @@ constexpr std::int64_t kTargetGemmColumns = 256;
 
 // c[m x n] (row stride ldc) = a * b (or += when accumulate) through the AVX-512 GEMM, when T is
 // float and the CPU has AVX-512; false (nothing done) otherwise, and the caller runs Eigen's
-// GEMM of this build. With AVX-512 the GEMMs here run about 1.5x faster.
+// GEMM of this build. With AVX-512 the GEMMs here are faster than Eigen's.
 template <typename T>
 bool gemm_fast(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
                bool a_transposed, const T* b, std::int64_t ldb, bool b_transposed, T* c,
@@ -159,7 +159,7 @@ const T* gather_grad_output(const Plan& p, const Chunk& c, std::int64_t group,
 // of depth OC*KH*KW into grad_input, instead of a GEMM of depth OC into a column matrix KH*KW
 // times the size of grad_input followed by col2im's scatter-add (and a zero-fill before it).
 // Below 8 input channels per group the GEMM would have too few rows for Eigen's kernels (a
-// single-channel stem ran 3x slower that way), so those keep the col2im path.
+// single-channel stem is much slower that way), so those keep the col2im path.
 bool input_gradient_is_a_convolution(const Conv2dShape& s) {
   return s.in_channels / s.groups >= 8 && s.stride_h == 1 && s.stride_w == 1 &&
          s.pad_h <= s.dilation_h * (s.kernel_h - 1) && s.pad_w <= s.dilation_w * (s.kernel_w - 1);
@@ -310,9 +310,8 @@ void conv2d_backward_weight(const Context& ctx, const Conv2dShape& s, const T* g
       return conv2d_backward_weight_stride2(ctx, s, grad_output, input, grad_weight, grad_bias);
     }
     // The direct weight-gradient tile, AVX-512 where the CPU has it (8 gradient rows x 3 taps):
-    // at 28x28 with 16 input channels it beats im2col + the AVX-512 GEMM by 5% (7.2 against
-    // 7.6 ms, one thread, conv_cpu_bench; the AVX2 tile lost to the GEMM by 1.4x). With a single
-    // input channel (a stem: 9 taps) the GEMM stays ahead (1.2 against 1.6 ms).
+    // from 8 input channels it beats im2col + the AVX-512 GEMM (conv_cpu_bench; the AVX2 tile
+    // does not). With a single input channel (a stem: 9 taps) the GEMM stays ahead.
     if (conv2d_avx2_weight_gradient_applies(s) && (!cpu_has_avx512() || s.in_channels / s.groups >= 8)) {
       return conv2d_backward_weight_avx2(ctx, s, grad_output, input, grad_weight, grad_bias);
     }
@@ -335,8 +334,7 @@ void conv2d_backward_weight(const Context& ctx, const Conv2dShape& s, const T* g
     T* partial_weight = partial_base + thread * partial_numel;
     T* partial_bias = partial_weight + weight_numel;
     // The partials are zeroed in the region, each (with the static schedule, when the region has
-    // p.threads threads) by the thread that sums into it: 0.3 MB at 64 -> 64 channels, which
-    // the first thread zeroed alone before.
+    // p.threads threads) by the thread that sums into it, rather than all by one thread.
 #pragma omp for schedule(static)
     for (int t = 0; t < p.threads; ++t) {
       std::fill(partial_base + t * partial_numel, partial_base + (t + 1) * partial_numel, T(0));

@@ -124,7 +124,8 @@ void fill_phases(const Conv2dShape& s, const Grid& g, const float* images, std::
     float* base = planes + c * kForwardPlanes * g.stride;
     for (std::int64_t phase = 0; phase < 4; ++phase) zero_margins(g, base + phase * g.stride);
     // Pairs of columns, then an odd last column: the pair loop vectorises (even/odd
-    // permutes), a load per strided element did not (this fill took a third of the forward).
+    // permutes), a load per strided element would not (and this fill is a large part of the
+    // forward).
     const std::int64_t pairs = s.in_width / 2;
     const bool odd_width = s.in_width % 2 != 0;
     for (std::int64_t p = 0; p < 2; ++p) {

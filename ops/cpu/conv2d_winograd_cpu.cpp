@@ -39,7 +39,7 @@ constexpr std::int64_t kTargetTilesPerItem = 192;
 
 // Blocks of as many tile rows as fill a register tile (48 tiles; at least one row): the
 // transforms, GEMMs and inverse transforms of a block run back to back, so V and M stay in L1
-// (16 channels) or L2; with V and M for a whole item the transforms ran at the speed of L2 stores.
+// (16 channels) or L2; with V and M for a whole item the transforms would wait on L2 stores.
 // Items come out a multiple of the thread count where they can, so that no thread idles through
 // the last item of a call. Where a block holds whole images, an item is at most one block: many
 // small items keep the dynamic schedule's wait at the end of each call short.
@@ -62,8 +62,8 @@ Plan forward_plan(const Conv2dShape& s) {
 // U = G g G^T for the output channels of one quad and every input channel, packed per position as
 // the register tile reads it: [position][quad][channel][4], zeros past the last output channel.
 // G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]. One quad at a time, so that the
-// threads of the forward's region split the transform: serial, it was 0.2 ms of each call at
-// 64 -> 64 channels (4 ms of a ResNet-20 step) with the second thread idle.
+// threads of the forward's region split the transform: done serially, it would leave the other
+// threads idle for a noticeable part of each call.
 void transform_weight_quad(const Plan& p, const float* weight, std::int64_t quad, float* packed) {
   for (std::int64_t c = 0; c < p.channels; ++c) {
     for (std::int64_t j = 0; j < kQuad; ++j) {

@@ -1,8 +1,8 @@
 #pragma once
 // The Winograd forward's input and output transforms (conv2d_winograd_cpu.cpp) for planes of at
 // most 8x8 pixels, ResNet's last stage (7x7): there the row-by-row transforms of
-// conv2d_winograd_transforms.h fill 4 of a vector's 16 lanes (a tile row is 4 tiles) and took a
-// third of the 7x7 forward's time. Here a whole plane (at most 64 floats) sits in 4 registers and
+// conv2d_winograd_transforms.h fill 4 of a vector's 16 lanes (a tile row is 4 tiles), a large
+// part of the 7x7 forward's time. Here a whole plane (at most 64 floats) sits in 4 registers and
 // a vector holds all its tiles (at most 4x4): the 16 values of each tile's 4x4 input block, and the
 // 2x2 outputs of each tile back to the plane, are lane permutations from fixed index tables. Same
 // arithmetic in the same order as the row transforms, so the same values bit for bit.

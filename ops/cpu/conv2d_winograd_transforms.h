@@ -29,10 +29,9 @@ struct Plan {
   std::int64_t stride;  // floats per row of V and M: a block's tiles rounded up to 16
   std::int64_t quads;   // packed weight blocks of 4 output channels per position
   // Floats between the positions of V (C rows) and of M (OC rows, or of the transformed output
-  // gradient). One cache line more than the
-  // rows: the transforms write and read all 16 positions of a tile at once, and 16 streams a
-  // multiple of 4 KiB apart would share one set of the L1 cache (at 7x7 with 64 channels they
-  // were, and the forward ran 1.4x slower than the direct convolution).
+  // gradient). One cache line more than the rows: the transforms write and read all 16 positions
+  // of a tile at once, and 16 streams a multiple of 4 KiB apart would share one set of the L1
+  // cache (at 7x7 with 64 channels they would, and thrash it).
   std::int64_t input_position_stride, output_position_stride;
   int threads;
 };

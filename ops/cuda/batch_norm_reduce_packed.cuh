@@ -1,9 +1,8 @@
 #pragma once
 // The channels-last per-channel reductions of ops/cuda/batch_norm_split.cu with V consecutive
 // channels per thread (one 16-byte load per row: V = 8 for 16-bit types, 4 for float32). The
-// one-channel-per-thread kernel read 2 bytes per thread per load and divided once per value; on
-// the H200 its Welford and gradient-sum passes took 4.7 and 5.4 ms of a ResNet-50 bs256 bf16
-// step (bench/results/2026-12-01_h200_kernel_times).
+// one-channel-per-thread kernel (for channels that do not split into packs) reads 2 bytes per
+// thread per load, too little to keep the memory busy on a large step's activations.
 //
 // Geometry: a block of 256 threads is tx channel packs (a power of two up to 32, so a warp reads
 // up to 512 contiguous bytes of a row) by ty = 256 / tx rows; blockIdx.x picks tx packs,

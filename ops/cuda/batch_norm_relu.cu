@@ -9,7 +9,7 @@
 // combined in a fixed order (warp shuffles, then across warps), so repeated runs give identical
 // bits. The variance is two-pass over the registers (sum of centred squares), as the CPU kernel.
 // Value i of a channel is at sample i / spatial, position i % spatial: an IntDivider makes that a
-// multiply-high (with a 64-bit division per value the first version took longer than cuDNN).
+// multiply-high (a 64-bit division per value would cost more than the rest of the kernel).
 #include "ops/cuda/batch_norm_relu_cuda.h"
 
 #include <string>

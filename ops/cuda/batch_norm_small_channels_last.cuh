@@ -5,8 +5,7 @@
 // Why: the split path (ops/cuda/batch_norm_split.cu) is three launches each way, each a few
 // microseconds however small the tensor. ResNet-18 at 32x32 batch 128 has 15 of its 20 batch
 // norms on 2,048 rows or fewer (4x4, 2x2 and 1x1 planes); there the launches, not the bytes, are
-// the cost: 120 batch-norm kernels took 478 us of its step on the H200
-// (bench/results/2026-12-02_h200_stem_and_small_bn, r18_b128_fp32_cl_split_im2col_sublet.txt).
+// the cost.
 //
 // Served: rows <= kSmallRowsPerThread * kSmallThreads, channels a multiple of V, 16-byte-aligned
 // pointers (small_channels_last_fits). One block per pack: C / V blocks of kSmallThreads threads;

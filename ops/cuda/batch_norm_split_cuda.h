@@ -3,7 +3,7 @@
 // blocks (ops/cuda/batch_norm_split.cu): the CUDA kernels for 16-bit NCHW inputs and for
 // channels-last (NHWC) inputs of float32, bfloat16 and float16. Same arguments as
 // ops/batch_norm.h and ops/batch_norm_relu.h (device pointers, already validated), with the
-// parameters of the issue-15 contract: input, output, grad_output, grad_input, residual and
+// batch-norm dtype rule's parameters: input, output, grad_output, grad_input, residual and
 // grad_residual are of `dtype`; weight, bias, running_mean/var, save_mean/save_invstd,
 // grad_weight and grad_bias are float32 whatever `dtype` is. The layout is shape.format.
 #include "ops/batch_norm.h"

@@ -8,9 +8,9 @@
 // settings.benchmark_limit is timed once on the real operands, fastest first, as
 // torch.backends.cudnn.benchmark with its benchmark_limit.
 //
-// Why not only the legacy API (cudnnFind*Ex): it reaches a fixed set of older kernels. On the
-// H200 its fastest picks ran ResNet-50's convolutions (batch 64, 224x224) in 22 ms per step
-// against 12 ms for the engines PyTorch's graph-API path gets (Nsight Compute kernel times).
+// Why not only the legacy API (cudnnFind*Ex): it reaches a fixed set of older kernels, whose
+// fastest picks run ResNet-50's convolutions far slower than the engines PyTorch's graph-API
+// path gets.
 //
 // Plans are cached per thread, because each thread has its own cuDNN handle (ops/cuda/handles.h)
 // and a plan is built for one handle. Workspaces come from ctx.workspace() and go back right

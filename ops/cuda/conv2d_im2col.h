@@ -2,10 +2,8 @@
 // Channels-last convolutions of narrow inputs (fewer than 8 channels: an RGB image's stem, e.g.
 // ResNet's 7x7 stride-2 convolution of 3 channels) as im2col + one cuBLAS GEMM.
 // Why: cuDNN's NHWC tensor-core engines read 16-byte channel vectors; with 3 channels it falls
-// back to direct kernels. On the H200, ResNet-18's stem at 32x32 batch 128 (float32) took
-// 37-81 us forward and 65 us for the weight gradient in cuDNN's convolve_common_engine_float_NHWC
-// and wgrad_alg0_engine_NHWC (the same kernels in PyTorch's step; bench/results/
-// 2026-12-02_h200_single_tap, 2026-12-02_h200_cudnn_nhwc_bn). Unrolled, the product is
+// back to direct kernels (convolve_common_engine_float_NHWC, wgrad_alg0_engine_NHWC: PyTorch's
+// step runs the same), slow for a stem. Unrolled, the product is
 // [N*OH*OW, KH*KW*C] x [KH*KW*C, K], a tall GEMM the tensor cores take at memory speed.
 //
 // Layouts (channels-last): X [N, H, W, C], Y [N, OH, OW, K], W [K, KH, KW, C]. The column matrix
@@ -21,10 +19,8 @@
 // Forward and weight gradient only: the input gradient (which a stem's input does not need)
 // stays with cuDNN. float32 runs as TF32 when conv_algorithm_settings().allow_tf32, as cuDNN's
 // convolutions do; bfloat16/float16 accumulate in float32. Bias terms stay with the caller.
-// The kernel tables send only float32 here: with bfloat16 (ResNet-50 224x224 channels-last graph
-// steps on the H200) the im2col stem was no faster than cuDNN's tensor-core kernels (batch 64:
-// 12.50/12.51 ms against 12.49/12.62; batch 256: 39.01/39.02 against 38.94/38.95;
-// bench/results/2026-12-02_h200_stem_and_small_bn). The functions take all three dtypes.
+// The kernel tables send only float32 here: with bfloat16, cuDNN's tensor-core kernels serve a
+// stem as fast (ResNet-50 224x224 channels-last steps). The functions take all three dtypes.
 #include <cstddef>
 
 #include "core/dtype.h"

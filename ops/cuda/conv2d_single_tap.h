@@ -3,9 +3,9 @@
 // only one tap of the kernel lands inside the input. A 3x3 padding-1 convolution on a 1x1 plane
 // (ResNet-18/34's last stage on 32x32 images) and a 1x1 stride-2 convolution that keeps one
 // pixel of a 2x2 plane are such products of matrices, [N, C] x [C, K], where cuDNN's implicit
-// GEMM engines still walk every tap: on the H200 their input gradient at N = 128, C = K = 512
-// took 54 us in 4 thread blocks. These run as one cuBLAS GEMM each (float32 accumulation;
-// float32 inputs as TF32 when conv_algorithm_settings().allow_tf32, as cuDNN's).
+// GEMM engines still walk every tap, in a handful of thread blocks. These run as one cuBLAS GEMM
+// each (float32 accumulation; float32 inputs as TF32 when conv_algorithm_settings().allow_tf32,
+// as cuDNN's).
 //
 // Serves channels-last shapes of float32, bfloat16 and float16 with groups 1 (in NCHW a tap's
 // weights are not a matrix cuBLAS can read, except for a 1x1 kernel on a 1x1 plane). The bias

@@ -1,8 +1,8 @@
 // cuBLAS, loaded when the first GPU matmul needs it rather than when the program starts: linked
-// normally, libcublas pulls in libcublasLt, whose ~96 MB of relocated data made `sublet --help`
-// and every CPU-only command take over 200 MB resident. The eleven cuBLAS functions sublet calls
-// are defined here under their own names (the executable is not linked against cuBLAS) and
-// forward to the library, opened with dlopen on first use. A missing library is a CudaError
+// normally, libcublas pulls in libcublasLt, whose relocated data would make `sublet --help` and
+// every CPU-only command take hundreds of megabytes resident. The eleven cuBLAS functions sublet
+// calls are defined here under their own names (the executable is not linked against cuBLAS)
+// and forward to the library, opened with dlopen on first use. A missing library is a CudaError
 // naming it, raised where cuBLAS is first needed.
 #include <cublas_v2.h>
 #include <dlfcn.h>

@@ -4,8 +4,8 @@
 // consecutive values (coalesced) and the values a lane reads for one kernel row r are KW * C
 // contiguous input values when dilation_w is 1.
 //
-// Why this shape: one thread per value took four divisions (row -> image, pixel -> oh, ow,
-// column -> tap, c, tap -> r, s) per 4-byte value and ran at a third of the bandwidth. Here the
+// Why this shape: one thread per value would take four divisions (row -> image, pixel -> oh, ow,
+// column -> tap, c, tap -> r, s) per 4-byte value, far below the memory bandwidth. Here the
 // row is split once per lane and the column's digits (r, s, c) are advanced by the lane count
 // with carries, no division in the loop. Any kernel size, stride, padding and dilation.
 //

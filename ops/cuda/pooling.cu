@@ -12,9 +12,8 @@
 // Max pooling has two index widths. When every index fits in 32 bits (the usual case: the
 // ResNet stem's 64x64x112x112 input is 2^25.6 elements) the kernels split linear indices with
 // precomputed multiply-shift dividers (int_divider.h): the 64-bit version spent ~12 64-bit
-// divisions per element of the backward, which made it bound by integer division rather than
-// memory (1.0 ms for the ResNet-50 stem at batch 64 on the H200, PyTorch 0.56 ms). Larger
-// tensors keep the 64-bit kernels.
+// divisions per element of the backward, which makes it bound by integer division rather than
+// memory. Larger tensors keep the 64-bit kernels.
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -371,8 +370,8 @@ __global__ void adaptive_backward(AdaptiveGeometry g, const T* grad_output, T* g
 }
 
 // Adaptive pooling to 1x1 (a ResNet head's global average), whose gradient is each plane's one
-// value spread over its H*W inputs: the general kernel above spent ~0.8 ms of a ResNet-50 bs256
-// step (H200) on its 64-bit index divisions. Same value as there (one output covers every input).
+// value spread over its H*W inputs: the general kernel above would spend its time on 64-bit index
+// divisions. Same value as there (one output covers every input).
 // `spatial`: H*W; channels-last elements are ((n*H*W + p)*C + c), NCHW ((n*C + c)*H*W + p).
 template <typename T, bool kLast>
 __global__ void global_average_backward(std::uint32_t total, IntDivider spatial, IntDivider channels,

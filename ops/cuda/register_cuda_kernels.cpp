@@ -52,8 +52,8 @@ constexpr DeviceType kCuda = DeviceType::CUDA;
 constexpr std::initializer_list<DType> kFloating = {DType::Float32, DType::Float64};
 constexpr std::initializer_list<DType> kAllDTypes = {DType::Float32, DType::Float64, DType::Int64};
 // The 16-bit storage types: kernels load them, compute in float32 and store 16 bits
-// (ops/cuda/half_types.cuh). So far casts, fills, element-wise ops (dropout too) and reductions
-// take them.
+// (ops/cuda/half_types.cuh). Casts, fills, element-wise ops, reductions, matmul, convolution,
+// batch norm, pooling, dropout and the transformer ops (attention among them) take them.
 constexpr std::initializer_list<DType> kHalfDTypes = {DType::BFloat16, DType::Float16};
 
 template <class Fn>
@@ -61,7 +61,7 @@ void set_for(KernelTable<Fn>& table, std::initializer_list<DType> dtypes, Fn* ke
   for (const DType dtype : dtypes) table.set(kCuda, dtype, kernel);
 }
 
-// Channels-last entries (issue-15 contract 1): the kernel receives NHWC-dense activations.
+// Channels-last entries: the kernel receives NHWC-dense activations.
 constexpr std::initializer_list<DType> kChannelsLastDTypes = {DType::Float32, DType::BFloat16, DType::Float16};
 template <class Fn>
 void set_channels_last_for(KernelTable<Fn>& table, std::initializer_list<DType> dtypes, Fn* kernel) {

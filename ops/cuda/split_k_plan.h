@@ -2,8 +2,8 @@
 // How the weight gradient of ops/cuda/conv2d_im2col.h splits the long sum over its rows (the
 // GEMM's k = N*OH*OW) into slices, one partial product each, summed afterwards in a fixed order.
 // Why: dW [K, Kp] is only a few output tiles (ResNet's stem: 64 x 152, three 64x64 tiles), so
-// one GEMM runs on three SMs walking 32768 rows each (48.9 us on the H200); cuBLAS did not
-// split k itself. As one strided-batched GEMM of equal slices (+ one GEMM for the rows left
+// one GEMM runs on three SMs walking tens of thousands of rows each; cuBLAS does not split k
+// itself. As one strided-batched GEMM of equal slices (+ one GEMM for the rows left
 // over) every SM gets work.
 //
 // Host logic only, checked on the CPU (tests/ops/test_conv2d_im2col_shapes.cpp).
@@ -16,7 +16,7 @@ namespace sublet::ops::cuda {
 // Slices are multiples of this many rows: enough k-steps per CTA to fill its pipeline, and
 // slice starts keep the operands' alignment.
 inline constexpr std::int64_t kSplitKSliceUnit = 256;
-// Slices wanted: with the stem's 3 output tiles, 384 CTAs for the H200's 132 SMs.
+// Slices wanted: with the stem's 3 output tiles, 384 CTAs for an H100's or H200's 132 SMs.
 inline constexpr std::int64_t kSplitKTargetSlices = 128;
 // The float32 partials together stay below this (unless one partial alone is larger).
 inline constexpr std::size_t kSplitKPartialBytes = std::size_t{8} << 20;

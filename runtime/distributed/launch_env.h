@@ -4,8 +4,8 @@
 // --nproc-per-node` joins the same group; SUBLET_STORE_TOKEN is sublet's own: the secret every
 // client presents to the rendezvous store (tcp_store.h).
 //
-// This is the one place that reads these variables (DESIGN.md: configuration from one entry
-// point); everything else receives a LaunchEnv.
+// This is the one place that reads these variables (docs/architecture.md, "Configuration");
+// everything else receives a LaunchEnv.
 #include <cstdint>
 #include <functional>
 #include <optional>

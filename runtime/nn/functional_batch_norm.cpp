@@ -31,8 +31,8 @@ ops::BatchNormShape norm_shape(const Tensor& input) {
 }
 
 // The dtype of the per-channel tensors (weight, bias, running and saved statistics and their
-// gradients): the input's, except that a bfloat16/float16 input keeps them float32 (issue 15's
-// contract, as PyTorch's autocast and cuDNN: statistics and parameters stay float32).
+// gradients): the input's, except that a bfloat16/float16 input keeps them float32 (as PyTorch's
+// autocast and cuDNN: statistics and parameters stay float32).
 DType parameter_dtype(DType input) {
   return input == DType::BFloat16 || input == DType::Float16 ? DType::Float32 : input;
 }

@@ -7,10 +7,8 @@
 // fused update there, behind everything backward has enqueued so far. The groups queue one
 // behind another on that lane; the last parameters (the model's first layers, reported last)
 // are updated on the capture's stream after backward, which then waits for the lane.
-// Eighths: on the H200, ResNet-18 32x32's graph step took 1.166-1.181 ms with eighths,
-// 1.175-1.218 with quarters, 1.174-1.225 with sixteenths and 1.198-1.203 without the overlap
-// (bench/results/2026-12-02_h200_update_overlap): smaller groups leave less of the update after
-// backward, more of them add launches and graph edges.
+// Eighths: the fastest captured ResNet-18 step of quarters, eighths and sixteenths. Smaller
+// groups leave less of the update after backward; more of them add launches and graph edges.
 #include <algorithm>
 #include <unordered_map>
 

@@ -40,11 +40,11 @@ Tensor GraphedTrainStep::run(const Tensor& input, const Tensor& labels) {
 
 // The first step creates the optimizer's state after backward, when the step's activations are
 // free cached blocks: left there, each state tensor would be carved out of an activation's block
-// and pin its segment for good, and the graph's own pool cannot use those segments (ResNet-50
-// batch 64 on the H200: 5.4 GiB of such segments beside a 5.3 GiB graph pool). So that step runs
-// in a pool of its own, and everything it leaves alive (the optimizer state, the gradients, the
-// loss) is copied out before the pool goes back, so that all of the pool's segments go with it
-// (with the gradients left in it, its 5.4 GiB stayed reserved, free, through the warm-up).
+// and pin its segment for good, and the graph's own pool cannot use those segments (on a large
+// step, about as many bytes as the graph's pool itself). So that step runs in a pool of its own,
+// and everything it leaves alive (the optimizer state, the gradients, the loss) is copied out
+// before the pool goes back, so that all of the pool's segments go with it (with the gradients
+// left in it, its segments would stay reserved, free, through the warm-up).
 Tensor GraphedTrainStep::first_warmup_step() {
   memory::CachingAllocator& allocator = memory::allocator_for(graph_.device());
   const memory::CachingAllocator::PoolId pool = allocator.create_private_pool();
@@ -127,8 +127,8 @@ Tensor GraphedTrainStep::replay_static() {
   if (!graph_.captured()) {
     if (steps_ < warmup_steps_) throw Error("GraphedTrainStep: capture needs the eager warm-up steps first");
     // What the eager warm-up steps left cached can serve none of the captured step's requests
-    // (they come from the graph's private pool) and no eager step follows: without this it
-    // stayed reserved beside the pool (ResNet-18 bs128 on the H200: 258 MiB reserved for 184).
+    // (they come from the graph's private pool) and no eager step follows: without this it would
+    // stay reserved beside the pool.
     // The last warm-up step's gradients go first: the step function drops them anyway (its
     // zero_grad comes first), and alive they pin the activation segments they were cut from.
     loss_ = Tensor();

@@ -28,7 +28,7 @@
 // inside the step function) can be graphed with the fused SGD/Adam: every replay decides on the
 // device whether to skip, and the counts advance on the device only when it does not.
 //
-// Memory plans (issue 19). MemoryPlan::Cached: the graph's pool follows the caching allocator's
+// Memory plans. MemoryPlan::Cached: the graph's pool follows the caching allocator's
 // rules during capture. MemoryPlan::Static: the step is captured twice. The first capture (a
 // probe, never replayed) records the step's requests; analysis/static_plan.h lays them out in one
 // arena; the probe's graph, pool, loss and gradients are dropped; the second capture is served

@@ -108,8 +108,8 @@ TEST(RecomputePlan, AKnownOptimumOnAHandMadeProfile) {
   const std::size_t baseline = 210 * kMiB;
   // [a] alone: the start of backward holds 102 + 10 + 30 + 40 + 8 = 190 MiB; the backward of d
   // 102 + 80 + 12 = 194, of c 102 + 40 + 47 = 189, of b 102 + 10 + 42 = 154; a's recomputation
-  // (b, c and d freed by then) 102 + 42 = 144. The peak is d's backward, 194 MiB (the old model,
-  // every saving live at once, said a single run never lowers the peak).
+  // (b, c and d freed by then) 102 + 42 = 144. The peak is d's backward, 194 MiB (a model with
+  // every saving live at once would say a single run never lowers the peak).
   RecomputeChoice c = choose_recompute(units, baseline, 200 * kMiB);
   ASSERT_TRUE(c.fits);
   EXPECT_EQ(c.runs, (std::vector<RecomputeRun>{{0, 1}}));

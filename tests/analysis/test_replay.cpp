@@ -143,7 +143,7 @@ TEST(Replay, FragmentationIsTakenWhereAllocatedMemoryPeaks) {
   const ReplayResult r = replay_trace(events, "", std::size_t{1} << 30);
   EXPECT_EQ(r.peak_reserved, 32 * kMiB);
   EXPECT_EQ(r.peak_allocated, 24 * kMiB);
-  EXPECT_EQ(r.fragmentation_at_peak, 0.0);  // was 1/3: the moment reserved memory peaked
+  EXPECT_EQ(r.fragmentation_at_peak, 0.0);  // 1/3 would be the reserved peak's
 }
 
 TEST(Replay, WasteIsSplitAtTheReservedPeak) {
@@ -306,7 +306,7 @@ TEST(Replay, FragmentationOfAPeakBeforeAnOutOfMemoryIsReadBeforeTheRelease) {
 }
 
 // 10^5 streams, each allocating once: streams are found by hash and hold their bins by page, so
-// this takes well under a second (a scan over a list of streams took minutes and gigabytes).
+// this takes well under a second (a scan over a list of streams would take minutes).
 TEST(Replay, ManyStreamsReplayInLinearTime) {
   std::vector<TraceEvent> trace;
   const std::uint64_t streams = 100000;

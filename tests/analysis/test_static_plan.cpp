@@ -104,8 +104,8 @@ TEST(StaticPlan, RecordedResNet18StepPlansCloseToItsLowerBound) {
   EXPECT_LE(ratio, 1.05);
 }
 
-// The captured steps `--memory-plan static` recorded on the H200: issue 19 asks the arena to be
-// within 1% of the lower bound.
+// The captured steps `--memory-plan static` recorded on a GPU: the arena is to be within 1% of
+// the lower bound.
 TEST(StaticPlan, CapturedStepsPlanWithinOnePercentOfTheirLowerBound) {
   for (const char* name : {"resnet18_bs128", "resnet18_bs512", "resnet50_bs64"}) {
     const auto events =
@@ -218,7 +218,8 @@ TEST(StaticPlan, OnlineBestFitPlacesAsTheScanDid) {
 }
 
 // A 500,000-event trace (PyTorch snapshots of long runs are this long): planned in well under
-// 10 s by the O(n log n) parts alone (the offline heuristics compared every overlapping pair).
+// 10 s by the O(n log n) parts alone (the offline heuristics, which compare every overlapping
+// pair, are left out at this length).
 TEST(StaticPlan, LongTracesPlanInLoglinearTime) {
   std::vector<TraceEvent> events;
   std::uint64_t id = 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`sublet replay` of a long trace must cost at most 100 bytes of resident memory per event (it
-took ~576: 5.76 GB for 10 million events, when the trace was parsed into one JSON document).
+"""`sublet replay` of a long trace must cost at most 100 bytes of resident memory per event (a
+trace parsed into one JSON document would cost several times that).
 Usage: replay_memory_check.py SUBLET_BINARY [EVENTS]"""
 import os
 import resource

@@ -170,7 +170,7 @@ std::vector<Case> all_cases() {
       {"FlagGivenTwice", {"train", "--epochs", "2", "--epochs", "3"}, {"--epochs: given 2 times, expected once"}},
       {"FlagWithoutValue", {"train", "--epochs"}, {"--epochs: expected an integer after it, got nothing"}},
 
-      // --precision and --channels-last (issue 15): a bad name, and fp16 on the CPU.
+      // --precision and --channels-last: a bad name, and fp16 on the CPU.
       {"TrainUnknownPrecision", {"train", "--precision", "fp8"}, {"--precision: fp8 not in {fp32,bf16,fp16}"}},
       {"TrainFp16OnCpu", {"train", "--device", "cpu", "--data", "synthetic", "--precision", "fp16"},
        {"--precision fp16: float16 training needs a CUDA device", "this run is on cpu"}},

@@ -1,4 +1,4 @@
-// `sublet plan` as a user runs it (issue 19): on a captured step's trace (bench/data) the JSON's
+// `sublet plan` as a user runs it: on a captured step's trace (bench/data) the JSON's
 // lower bound, arena and every heuristic's figure; with --recompute, rows for budgets from 90% to
 // 30% of a bench step's measured peak (the cheapest fit, or the smallest peak reachable) and the
 // SVG curve; a snapshot pickle is read like a trace.

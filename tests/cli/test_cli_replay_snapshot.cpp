@@ -125,7 +125,7 @@ TEST_F(ReplaySnapshotCli, TheRecordedRowReproducesPyTorchsOwnRun) {
 }
 
 // --rules pytorch: every row under PyTorch 2.11's rules; the recorded row of an
-// expandable_segments:True run (which sublet's own rules miss by 0.7% and 20 device allocations)
+// expandable_segments:True run (which sublet's own rules reproduce only approximately)
 // equals its memory_stats() exactly. The default stays sublet's rules.
 TEST_F(ReplaySnapshotCli, RulesPytorchReproducesAnExpandableSegmentsRun) {
   const fs::path data = fs::path(SUBLET_SOURCE_DIR) / "tests/data/pytorch_snapshots";

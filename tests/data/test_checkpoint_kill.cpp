@@ -1,4 +1,4 @@
-// Killing a process in the middle of saving a checkpoint (issue #8, "Reliability"): a child
+// Killing a process in the middle of saving a checkpoint (docs/reliability.md): a child
 // process overwrites the checkpoint file with a new one and is SIGKILLed at a random moment,
 // many times over. After each kill the file must still load and be exactly the previous
 // checkpoint or exactly the new one, never a mixture or a torn file; temporaries a killed save
@@ -80,7 +80,7 @@ std::vector<std::string> leftovers(const std::filesystem::path& dir, const std::
   return names;
 }
 
-// The pid in a temporary's name (<target>.tmp.<pid>.<n>, io/atomic_write.cpp), or -1.
+// The pid in a temporary's name (<target>.tmp.<pid>.<n>, core/atomic_write.cpp), or -1.
 pid_t writer_of(const std::string& leftover, const std::filesystem::path& target) {
   const std::string prefix = target.filename().string() + ".tmp.";
   if (!leftover.starts_with(prefix)) return -1;

@@ -1,4 +1,4 @@
-// Stream-ordered reuse (issue 16): a block freed while another stream may still use it goes back
+// Stream-ordered reuse: a block freed while another stream may still use it goes back
 // to its own stream at once, and the allocation that takes its bytes makes that stream wait on
 // the other stream's event; no host wait, no device synchronisation. The simulated backend
 // records the waits; test_cuda_allocator.cpp checks the same on a GPU.

@@ -1,6 +1,6 @@
 // Channels-last on the GPU: a ResNet converted with Module::to(ChannelsLast) and fed
 // channels-last inputs trains step for step as the NCHW one, and (where the CUDA kernel tables
-// have channels-last entries: issue 15's NHWC kernels) its activations stay channels-last from
+// have channels-last entries: the NHWC kernels) its activations stay channels-last from
 // the first convolution to the global pooling, with no layout conversion inside the step.
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
-// The channels-last dispatch path of the nn functionals, run on the CPU: this test registers
-// CPU kernels under MemoryFormat::ChannelsLast (adapters that take the NHWC buffers of issue 15's
-// contract, transpose them to NCHW, call the contiguous CPU kernel and transpose the results
+// The channels-last dispatch path of the nn functionals, run on the CPU: this test registers CPU
+// kernels under MemoryFormat::ChannelsLast (adapters that take the NHWC-dense buffers the CUDA
+// kernels take, transpose them to NCHW, call the contiguous CPU kernel and transpose the results
 // back), so the runtime then picks ChannelsLast (shape.format, NHWC-dense buffers, outputs and
-// gradients allocated channels-last) as it will on CUDA with the NHWC kernels. Checked: the
-// kernels are called, activations stay channels-last through a ResNet, and the results match
-// the NCHW path forward and backward. Its own binary: the registrations change global tables.
+// gradients allocated channels-last) as it will on CUDA with the NHWC kernels. Checked: the kernels
+// are called, activations stay channels-last through a ResNet, and the results match the NCHW path
+// forward and backward. Its own binary: the registrations change global tables.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -6,7 +6,7 @@
 //    and the peak model's prediction is close to the measured peak;
 //  - an unreachable budget is refused before training with the smallest peak reachable;
 //  - under autocast (bfloat16 activations) the fit measures the 16-bit step and still keeps its
-//    peak within the budget (issue 19: budgets work with mixed precision).
+//    peak within the budget (budgets work with mixed precision).
 #include <gtest/gtest.h>
 
 #include "core/errors.h"

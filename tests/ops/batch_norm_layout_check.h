@@ -2,7 +2,7 @@
 // One check of the CUDA batch norm (+ residual + ReLU) kernels for an activation type H (float,
 // BFloat16, Float16) and a memory format, against the float32 CPU kernel: the inputs are
 // rounded to H first and the reference runs in float32 on those same values (NCHW), the
-// parameters and statistics are float32 on both sides (issue 15, contract 2). Channels-last
+// parameters and statistics are float32 on both sides (the batch-norm dtype rule). Channels-last
 // buffers are permuted on the host; every result comes back in NCHW order so that the two
 // layouts' results can be compared with each other too (GpuResults).
 //

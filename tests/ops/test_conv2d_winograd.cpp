@@ -26,7 +26,7 @@ using testing::weight_gradients;
 
 // max |float32 - float64| / max |float64| over a whole output. The direct float32 kernels meet
 // 1e-5 in test_conv2d (sums of up to 576 products of values in [-1, 1]); Winograd's transforms
-// add a few roundings per output, measured at most 3.7e-7 here, so the same bound holds.
+// add a few roundings per output, well within the same bound.
 constexpr double kTolerance = 1e-5;
 
 Conv2dShape same_3x3(std::int64_t batch, std::int64_t channels, std::int64_t height, std::int64_t width,

@@ -143,7 +143,7 @@ TEST(CudaConv2dIm2col, SplitKInsideChunksMatchesTheCpu) {
   // Chunks of 512 rows (2 slices, no tail) and a last one of 264 (1 slice + a tail of 8).
   run_case("float32, chunks of 512 rows", [&] { check_chunked<float>(s, 512 * kRow * sizeof(float)); });
   run_case("bfloat16, chunks of 512 rows", [&] { check_chunked<BFloat16>(s, 512 * kRow * 2); });
-  // The measured case: ResNet-18's stem at 32x32, batch 128: 32768 rows, 128 slices of 256.
+  // The benchmarks' case: ResNet-18's stem at 32x32, batch 128: 32768 rows, 128 slices of 256.
   const Conv2dShape stem = conv_shape(128, 3, 32, 32, 64, 7, 7, 2, 3);
   run_case("float32 ResNet-18 stem, batch 128", [&] { check_chunked<float>(stem, cuda::kIm2colColumnBytes); });
 }

@@ -8,7 +8,7 @@ if(SUBLET_HAVE_CUDA AND TARGET sublet::models)
   sublet_add_test(test_planned_graph_step LABEL gpu SOURCES test_planned_graph_step.cpp LIBS sublet::runtime sublet::models)
   # A convolution's input gradient summed into the shortcut's (autograd::gradient_sum_target).
   sublet_add_test(test_conv_gradient_sum_cuda LABEL gpu SOURCES test_conv_gradient_sum_cuda.cpp LIBS sublet::runtime)
-  # Optimizer::backward_and_step: the update overlapping a captured backward (issue 15).
+  # Optimizer::backward_and_step: the update overlapping a captured backward.
   sublet_add_test(test_update_overlap_cuda LABEL gpu SOURCES test_update_overlap_cuda.cpp LIBS sublet::runtime sublet::models)
 endif()
 if(TARGET sublet::models)
@@ -17,8 +17,8 @@ endif()
 if(SUBLET_HAVE_CUDA)
   sublet_add_test(test_pinned_buffer LABEL gpu SOURCES test_pinned_buffer.cpp LIBS sublet::runtime)
   sublet_add_test(test_batch_norm_relu_cuda LABEL gpu SOURCES test_batch_norm_relu_cuda.cpp LIBS sublet::runtime)
-  # bfloat16/float16 tensors on the GPU: casts, copies, fills, sum/mean, autograd (issue 15).
+  # bfloat16/float16 tensors on the GPU: casts, copies, fills, sum/mean, autograd.
   sublet_add_test(test_half_tensor_cuda LABEL gpu SOURCES test_half_tensor_cuda.cpp LIBS sublet::runtime)
-  # GradScaler's device-side skip on the GPU and its CUDA-graph capture (issue 15).
+  # GradScaler's device-side skip on the GPU and its CUDA-graph capture.
   sublet_add_test(test_grad_scaler_cuda LABEL gpu SOURCES test_grad_scaler_cuda.cpp LIBS sublet::runtime)
 endif()

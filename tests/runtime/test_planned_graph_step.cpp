@@ -1,4 +1,4 @@
-// GraphedTrainStep with MemoryPlan::Static (issue 19): the planned capture trains exactly as the
+// GraphedTrainStep with MemoryPlan::Static: the planned capture trains exactly as the
 // cached one does — the same loss sequence, bit for bit (deterministic cuDNN engines, the same
 // kernels, only other addresses) — while its pool is one arena of the plan's size, served
 // request by request at the planned offsets, and the arena is within 1% of the lower bound.

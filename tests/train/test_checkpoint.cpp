@@ -130,8 +130,8 @@ TEST(Checkpoint, DamagedOrForeignFilesAreIoErrors) {
   EXPECT_THROW(trainer.resume_from(dir / "missing.safetensors"), IoError);
 }
 
-// One float changed in the data section: before the checksums, such a file resumed silently
-// (loss 2.34, 11% accuracy). Now the load names the file and the damaged tensor.
+// One float changed in the data section: without the checksums such a file would resume silently
+// into a broken model; the load names the file and the damaged tensor.
 TEST(Checkpoint, ChangedTensorDataIsRefusedNamingTheTensor) {
   TrainOptions options = testing::small_synthetic_options(64);
   ScratchDir dir;

@@ -1,4 +1,4 @@
-// Fault-injection sweep over a training step (issue #8, "Reliability"): for every n, the CPU
+// Fault-injection sweep over a training step (docs/reliability.md): for every n, the CPU
 // backend refuses the n-th segment request of one full step of a small ResNet (forward, loss,
 // backward, optimizer step, zero_grad). Each run must either recover (the allocator frees its
 // cache and retries) or throw OutOfMemoryError; anything else fails the test. After an error

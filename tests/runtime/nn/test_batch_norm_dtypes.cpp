@@ -1,4 +1,4 @@
-// The batch norm front's dtype rule (issue 15, contract 2): a bfloat16/float16 input takes float32
+// The batch norm front's dtype rule: a bfloat16/float16 input takes float32
 // weight, bias and running statistics; any other per-channel dtype with a 16-bit input is a
 // DTypeError naming the tensor, what was expected and what was found; float32/float64 inputs
 // keep their rule (per-channel tensors of the input's dtype). An accepted call runs: on the CPU

@@ -1,4 +1,4 @@
-// The runtime's batch norm with a bfloat16/float16 input on the GPU (issue 15, contract 2):
+// The runtime's batch norm with a bfloat16/float16 input on the GPU (the batch-norm dtype rule):
 // float32 weight, bias and running statistics are taken as they are, the output and the input's
 // gradient are 16-bit, the weight's and bias's gradients float32, the running statistics stay
 // float32 and move; batch_norm_relu (fused on the GPU for 16-bit inputs of any size) likewise,
