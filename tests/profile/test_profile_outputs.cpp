@@ -1,6 +1,6 @@
 // Every file `sublet profile` writes, from a profiled ResNet-20 on the CPU: trace.json has the
 // trace-event shapes Perfetto reads, snapshot.pickle loads with Python's pickle into memory_viz's
-// keys, the SVGs are well-formed XML, and the allocation trace replays to the live run's peak.
+// keys, the SVGs (the segment map over the run too) are well-formed XML, and the allocation trace replays to the live run's peak.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,7 +50,7 @@ std::string read(const std::filesystem::path& path) {
 TEST(ProfileOutputs, EveryFileIsWritten) {
   const Profiled& p = profiled();
   for (const char* name : {"layers.csv", "layers.json", "trace.json", "snapshot.pickle", "memory.svg", "memory.html", "layers.svg",
-                           "segments.svg", "summary.txt", "alloc_trace.json", "step_diff.txt"}) {
+                           "segments.svg", "segment_map.svg", "summary.txt", "alloc_trace.json", "step_diff.txt"}) {
     EXPECT_TRUE(std::filesystem::exists(p.dir / name)) << name;
     EXPECT_GT(std::filesystem::file_size(p.dir / name), 100u) << name;
   }
@@ -157,7 +157,7 @@ TEST(ProfileOutputs, SnapshotPickleLoadsWithPythonIntoMemoryVizKeys) {
 
 TEST(ProfileOutputs, SvgsAreWellFormedXml) {
   const Profiled& p = profiled();
-  for (const char* name : {"memory.svg", "layers.svg", "segments.svg"}) {
+  for (const char* name : {"memory.svg", "layers.svg", "segments.svg", "segment_map.svg"}) {
     int status = 0;
     const std::string out = testing::run_python(
         "import sys, xml.etree.ElementTree as ET\n"
@@ -172,7 +172,7 @@ TEST(ProfileOutputs, SvgsAreWellFormedXml) {
   EXPECT_EQ(std::count(html.begin(), html.end(), '<') > 100, true);
   std::size_t svgs = 0;
   for (std::size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++svgs;
-  EXPECT_EQ(svgs, 3u);
+  EXPECT_EQ(svgs, 4u);
 }
 
 TEST(ProfileOutputs, AllocationTraceReplaysToTheLivePeakReserved) {
