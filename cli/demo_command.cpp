@@ -2,10 +2,11 @@
 // sublet demo variable-length-oom [--device ...] [--capacity-mib N] [--steps N] [--seed N] [--knob STR]
 #include <iostream>
 
+#include "bench/step/variable_length_oom.h"
+
 #include "cli/commands.h"
 #include "cli/device_flag.h"
 #include "examples/two_step_release.h"
-#include "examples/variable_length_oom.h"
 #include "memory/config.h"
 #include "memory/registry.h"
 #include "train/train_options.h"
@@ -32,7 +33,7 @@ void add_demo_command(CLI::App& app) {
       "gpt-nano with a new window length each step on a capped device: PyTorch's default settings run out of memory "
       "with the live tensors well below the cap; sublet's defaults and expandable_segments:True finish");
   auto oom_device = std::make_shared<std::string>();
-  auto options = std::make_shared<examples::VariableLengthOomOptions>();
+  auto options = std::make_shared<bench::VariableLengthOomOptions>();
   auto capacity_mib = std::make_shared<std::size_t>(0);
   add_device_option(*oom, *oom_device);
   oom->add_option("--capacity-mib", *capacity_mib,
@@ -45,7 +46,7 @@ void add_demo_command(CLI::App& app) {
     options->device = train::resolve_device(*oom_device);
     options->capacity_bytes = *capacity_mib * memory::kMiB;
     memory::AllocatorConfig::parse(options->knob, {}, "--knob");  // a bad knob fails before the runs
-    const int status = examples::variable_length_oom_demo(*options, std::cout);
+    const int status = bench::variable_length_oom_demo(*options, std::cout);
     if (status != 0) throw CLI::RuntimeError(status);
   });
 }

@@ -17,7 +17,8 @@ struct TraceSegmentMap {
   std::size_t events_replayed = 0;  // trace events up to the failure when there is one
 };
 
-// `config_text`: a SUBLET_ALLOC_CONF string applied to PyTorch's defaults, as sublet replay's rows.
+// `config_text`: allocator settings (max_split_size_mb:512,...) applied to PyTorch's defaults, as
+// sublet replay's rows.
 TraceSegmentMap trace_segment_map(const std::vector<memory::TraceEvent>& events, const std::string& config_text,
                                   std::size_t capacity, const std::string& title);
 

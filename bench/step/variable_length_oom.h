@@ -6,7 +6,8 @@
 // the live tensors are far below the cap; under sublet's defaults and under the knob that fixes it
 // (expandable_segments:True) the same steps finish. The same code runs on the CPU (host memory
 // through the caching allocator) and on a GPU; the cap is a per-process memory fraction, as
-// torch.cuda.set_per_process_memory_fraction sets one.
+// torch.cuda.set_per_process_memory_fraction sets one. The runs are bench step's GPT step
+// (run_step_bench), which is why this lives beside it.
 //
 //   sublet demo variable-length-oom --device cpu
 #include <cstdint>
@@ -16,7 +17,7 @@
 
 #include "core/device.h"
 
-namespace sublet::examples {
+namespace sublet::bench {
 
 struct VariableLengthOomOptions {
   Device device = Device::cpu();
@@ -56,4 +57,4 @@ OomDemoResult run_variable_length_oom(const VariableLengthOomOptions& options);
 // Runs it and prints the transcript; 0 when the outcome is the expected one, 1 otherwise (with why).
 int variable_length_oom_demo(const VariableLengthOomOptions& options, std::ostream& out);
 
-}  // namespace sublet::examples
+}  // namespace sublet::bench

@@ -1,4 +1,4 @@
-// examples/variable_length_oom on the CPU: gpt-nano with a new window length each step, capped
+// sublet demo variable-length-oom's runs (bench/step/variable_length_oom.h) on the CPU: gpt-nano with a new window length each step, capped
 // at its uncapped live peak rounded up to a page plus one page. PyTorch's default settings run out
 // of memory while the live tensors and the failed request together fit the cap, and the error
 // names holes and the setting that fixes them; sublet's defaults and expandable_segments:True
@@ -8,11 +8,11 @@
 #include <sstream>
 
 #include "core/errors.h"
-#include "examples/variable_length_oom.h"
+#include "bench/step/variable_length_oom.h"
 #include "memory/config.h"
 #include "memory/registry.h"
 
-namespace sublet::examples {
+namespace sublet::bench {
 namespace {
 
 TEST(VariableLengthOom, PytorchDefaultsFailWithRoomToSpareAndTheFixesFinish) {
@@ -65,4 +65,4 @@ TEST(VariableLengthOom, AGivenCapacityIsUsedAndABadKnobIsRefused) {
 }
 
 }  // namespace
-}  // namespace sublet::examples
+}  // namespace sublet::bench

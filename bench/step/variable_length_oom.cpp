@@ -1,4 +1,4 @@
-#include "examples/variable_length_oom.h"
+#include "bench/step/variable_length_oom.h"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -13,7 +13,7 @@
 #include "memory/config.h"
 #include "memory/registry.h"
 
-namespace sublet::examples {
+namespace sublet::bench {
 namespace {
 
 constexpr std::size_t kPage = 2 * memory::kMiB;
@@ -45,8 +45,8 @@ struct FailureWatch {
   }
 };
 
-bench::StepBenchOptions step_options(const VariableLengthOomOptions& o) {
-  bench::StepBenchOptions s;
+StepBenchOptions step_options(const VariableLengthOomOptions& o) {
+  StepBenchOptions s;
   s.model = "gpt-nano";
   s.device = o.device;
   s.vocab_size = o.vocab_size;
@@ -54,7 +54,7 @@ bench::StepBenchOptions step_options(const VariableLengthOomOptions& o) {
   s.steps = o.steps;
   s.seed = o.seed;
   s.memory_stats_from_start = true;
-  s.schedule = std::make_shared<const bench::ShapeSchedule>(bench::token_schedule(
+  s.schedule = std::make_shared<const ShapeSchedule>(token_schedule(
       {.seed = o.seed, .steps = o.steps, .min_len = o.min_len, .max_len = o.max_len, .tokens_per_batch = o.tokens_per_batch}));
   return s;
 }
@@ -77,9 +77,9 @@ OomDemoRow run_one(const VariableLengthOomOptions& o, const std::string& label, 
   OomDemoRow row;
   row.label = label;
   row.alloc_conf = config.to_string();
-  const bench::StepBenchOptions options = step_options(o);
+  const StepBenchOptions options = step_options(o);
   try {
-    (void)bench::run_step_bench(options);
+    (void)run_step_bench(options);
     row.finished = true;
   } catch (const OutOfMemoryError& e) {
     row.message = e.what();
@@ -156,4 +156,4 @@ int variable_length_oom_demo(const VariableLengthOomOptions& options, std::ostre
   return 0;
 }
 
-}  // namespace sublet::examples
+}  // namespace sublet::bench
