@@ -34,11 +34,11 @@ const char* allocator_kind_name(AllocatorKind kind);
 std::unique_ptr<CachingAllocator> make_allocator(Device device, AllocatorKind kind,
                                                  std::optional<AllocatorConfig> config = std::nullopt);
 
-// A device's knobs before SUBLET_ALLOC_CONF: PyTorch's defaults, with one difference: CUDA
-// devices use expandable segments (expandable_segments:False restores PyTorch's fixed
-// segments). On the H200, ResNet-50 (224x224, batch 64) peaked at 6.46 GiB reserved for
-// 5.41 GiB allocated with fixed segments (PyTorch 2.11: 6.70 for 5.45), and at 5.44 GiB for
-// 5.39 GiB with expandable ones, at the same step time.
+// A device's knobs before SUBLET_ALLOC_CONF: PyTorch's defaults, with one difference: expandable
+// segments, on the CPU (host memory) as on CUDA (expandable_segments:False restores PyTorch's
+// fixed segments). One growing segment per stream leaves no segment-sized holes when the sizes
+// change from step to step (docs/variable-shapes.md has the measured sweeps); on fixed shapes it
+// reserves a little less at the same step time.
 AllocatorConfig default_config(Device device);
 
 bool cuda_built();          // the CUDA backend is compiled in

@@ -45,7 +45,9 @@ TEST(VariableLengthOom, PytorchDefaultsFailWithRoomToSpareAndTheFixesFinish) {
   EXPECT_TRUE(knob.finished);
   EXPECT_LE(knob.peak_reserved, r.capacity);
   EXPECT_EQ(knob.peak_allocated, r.uncapped_peak_allocated);  // the same steps, all of them
-  EXPECT_EQ(sublet.finished, memory::default_config(Device::cpu()).expandable_segments);
+  // sublet's defaults (expandable segments) finish too.
+  EXPECT_TRUE(sublet.finished);
+  EXPECT_LE(sublet.peak_reserved, r.capacity);
 }
 
 TEST(VariableLengthOom, AGivenCapacityIsUsedAndABadKnobIsRefused) {
