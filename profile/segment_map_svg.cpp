@@ -215,8 +215,16 @@ std::string segment_map_svg(const SegmentTimeline& t, const SegmentMapOptions& o
 
   for (const Lane& lane : lanes) {
     draw_lane_background(svg, lane, plot);
-    if (lane.height >= kLabelMinLane)
-      svg.text(kLabelWidth - 6, lane.top + std::min(lane.height, 20.0) / 2 + 4, lane.segment->label(), 10, "end");
+    // "segment 1: expandable, up to 86.00 MiB mapped" is wider than the label column: two lines
+    // where the lane has room for them.
+    const std::string label = lane.segment->label();
+    const auto comma = label.find(", ");
+    if (comma != std::string::npos && lane.height >= 2 * kLabelMinLane + 4) {
+      svg.text(kLabelWidth - 6, lane.top + 12, label.substr(0, comma), 10, "end");
+      svg.text(kLabelWidth - 6, lane.top + 25, label.substr(comma + 2), 10, "end");
+    } else if (lane.height >= kLabelMinLane) {
+      svg.text(kLabelWidth - 6, lane.top + std::min(lane.height, 20.0) / 2 + 4, label, 10, "end");
+    }
   }
   std::size_t not_drawn = 0;
   draw_blocks(svg, t, lanes, plot, &not_drawn);
