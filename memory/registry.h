@@ -38,7 +38,8 @@ std::unique_ptr<CachingAllocator> make_allocator(Device device, AllocatorKind ki
 // segments, on the CPU (host memory) as on CUDA (expandable_segments:False restores PyTorch's
 // fixed segments). One growing segment per stream leaves no segment-sized holes when the sizes
 // change from step to step (docs/variable-shapes.md has the measured sweeps); on fixed shapes it
-// reserves a little less at the same step time.
+// reserves a little less at the same step time. The CPU keeps fixed segments in a process whose
+// address space is limited (host_address_space_allows_expandable).
 AllocatorConfig default_config(Device device);
 
 bool cuda_built();          // the CUDA backend is compiled in
