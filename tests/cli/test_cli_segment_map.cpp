@@ -60,6 +60,19 @@ TEST_F(SegmentMapCli, ProfileDrawsEveryStepsShapeAndReplayDrawsTheTrace) {
   EXPECT_NE(replay_map.find("Segments over time: alloc_trace.json"), std::string::npos);
 }
 
+TEST_F(SegmentMapCli, ImageModelsTakeAResolutionEachStep) {
+  const Outcome o = run({"profile", "--device", "cpu", "--model", "resnet20", "--batch-size", "2", "--input", "3x16x16",
+                         "--resolutions", "16,8", "--steps", "3", "--timing-steps", "0", "--seed", "2", "--out", "p"});
+  ASSERT_EQ(o.exit_code, 0) << both(o);
+  const bench::ShapeSchedule schedule =
+      bench::image_schedule({.seed = 2, .steps = 3, .batch_size = 2, .channels = 3, .resolutions = {16, 8}});
+  const std::string map = read_text(dir_ / "p" / "segment_map.svg");
+  for (const bench::ShapeStep& step : schedule.steps) {
+    const std::string shape = fmt::format("batch 2 x 3x{}x{}", step.height, step.width);
+    EXPECT_NE(map.find(shape), std::string::npos) << shape;
+  }
+}
+
 TEST_F(SegmentMapCli, RefusedCombinationsNameTheFlags) {
   const Outcome both_sources =
       run(with(kProfile, {"--seq-len-range", "8:64", "--tokens-per-batch", "256", "--resolutions", "32,16", "--out", "p"}));
