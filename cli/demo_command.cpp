@@ -1,16 +1,21 @@
 // sublet demo release [--device auto|cpu|cuda|cuda:N] [--size-mb N]
+// sublet demo variable-length-oom [--device ...] [--capacity-mib N] [--steps N] [--seed N] [--knob STR]
 #include <iostream>
+
+#include "bench/step/variable_length_oom.h"
 
 #include "cli/commands.h"
 #include "cli/device_flag.h"
 #include "examples/two_step_release.h"
+#include "memory/config.h"
 #include "memory/registry.h"
 #include "train/train_options.h"
 
 namespace sublet::cli {
 
 void add_demo_command(CLI::App& app) {
-  CLI::App* demo = app.add_subcommand("demo", "Small demonstrations of the allocator's behaviour: release (the two-step release)");
+  CLI::App* demo = app.add_subcommand("demo", "Small demonstrations of the allocator's behaviour: release (the two-step "
+                                              "release), variable-length-oom (an out-of-memory error with room to spare)");
   demo->require_subcommand(1);
   CLI::App* release = demo->add_subcommand("release", "Two-step release: allocated drops at once, reserved only on empty_cache()");
   auto device = std::make_shared<std::string>();
@@ -20,6 +25,28 @@ void add_demo_command(CLI::App& app) {
   release->callback([device, size_mb] {
     const Device d = train::resolve_device(*device);  // the same messages as train's --device
     const int status = examples::two_step_release_demo(d, *size_mb * memory::kMiB, std::cout);
+    if (status != 0) throw CLI::RuntimeError(status);
+  });
+
+  CLI::App* oom = demo->add_subcommand(
+      "variable-length-oom",
+      "gpt-nano with a new window length each step on a capped device: PyTorch's default settings run out of memory "
+      "with the live tensors well below the cap; sublet's defaults and expandable_segments:True finish");
+  auto oom_device = std::make_shared<std::string>();
+  auto options = std::make_shared<bench::VariableLengthOomOptions>();
+  auto capacity_mib = std::make_shared<std::size_t>(0);
+  add_device_option(*oom, *oom_device);
+  oom->add_option("--capacity-mib", *capacity_mib,
+                  "cap the device at N MiB (default: the run's uncapped live peak rounded up to a 2 MiB page, plus one page)")
+      ->check(CLI::Range(1, 1 << 24));
+  oom->add_option("--steps", options->steps, "training steps")->check(CLI::Range(1, 1000))->capture_default_str();
+  oom->add_option("--seed", options->seed, "seed of the length schedule and the model")->capture_default_str();
+  oom->add_option("--knob", options->knob, "the SUBLET_ALLOC_CONF setting shown fixing it")->capture_default_str();
+  oom->callback([oom_device, options, capacity_mib] {
+    options->device = train::resolve_device(*oom_device);
+    options->capacity_bytes = *capacity_mib * memory::kMiB;
+    memory::AllocatorConfig::parse(options->knob, {}, "--knob");  // a bad knob fails before the runs
+    const int status = bench::variable_length_oom_demo(*options, std::cout);
     if (status != 0) throw CLI::RuntimeError(status);
   });
 }

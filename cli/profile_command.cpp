@@ -1,16 +1,22 @@
 // sublet profile --model M [--device auto|cpu|cuda|cuda:N] [--batch-size B] [--steps N] [--out DIR]
 //                [--alloc-conf STR] [--input CxHxW] [--classes K] [--optimizer sgd|adam]
-//                [--precision fp32|bf16|fp16] [--channels-last] [--seq-len N]
+//                [--precision fp32|bf16|fp16] [--channels-last] [--seq-len N] [--block-size N]
+//                [--seq-len-range MIN:MAX --tokens-per-batch N | --resolutions R,R,... | --shape-schedule FILE]
 // GPT models (gpt-nano, gpt-mini, gpt2-small) train on random token windows of --seq-len (default
 // the model's context) over --classes ids (default 50304, GPT-2's padded vocabulary): the layer
 // table then has the attention, MLP and layer norms of every block, and the loss.
+// With a shape schedule (bench/step/shape_schedule.h, as bench step draws or reads it) every step
+// trains on its own batch and shape; segment_map.svg then shows how the changing sizes split the
+// segments and made reserved memory grow.
 // Runs N training steps of a model with hooks on every module and writes the per-layer memory
 // study (profile/profile_report.h lists the files) into DIR; prints the last step's layer table.
 #include <fmt/format.h>
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
+#include "bench/step/shape_schedule.h"
 #include "cli/commands.h"
 #include "cli/device_flag.h"
 #include "cli/flag_checks.h"
@@ -57,7 +63,58 @@ struct ProfileArgs {
   bool overwrite = false;
   PrecisionFlags precision;
   std::int64_t seq_len = 0;  // GPT models; 0: the model's context
+  std::int64_t block_size = 0;  // GPT models; 0: the model's context
+  // A shape each step: drawn from --seed (lengths or resolutions) or read from a file.
+  std::string seq_len_range;
+  std::int64_t tokens_per_batch = 0;
+  std::string resolutions;
+  std::string shape_schedule_path;
+  bool batch_size_given = false, input_given = false, seq_len_given = false;
 };
+
+// The schedule the flags ask for (the first `steps` entries are profiled), or nothing. The same
+// rules as bench step's: one source of shapes, and no fixed shape flag beside one.
+std::optional<bench::ShapeSchedule> schedule_from_flags(const ProfileArgs& args, std::int64_t channels) {
+  const bool drawn_tokens = !args.seq_len_range.empty() || args.tokens_per_batch > 0;
+  const bool drawn_images = !args.resolutions.empty();
+  const bool read = !args.shape_schedule_path.empty();
+  if (int(drawn_tokens) + int(drawn_images) + int(read) > 1)
+    throw ValueError("profile: --seq-len-range/--tokens-per-batch, --resolutions and --shape-schedule each give the "
+                     "shapes; use one of them");
+  if (!drawn_tokens && !drawn_images && !read) return std::nullopt;
+  if (args.seq_len_given && (drawn_tokens || read))
+    throw ValueError("profile --seq-len: the shape schedule sets every step's length; drop --seq-len");
+  if (read) {
+    if (args.batch_size_given || args.input_given)
+      throw ValueError("profile --shape-schedule: the file sets every step's batch and shape; drop --batch-size and --input");
+    return bench::load_shape_schedule(args.shape_schedule_path);
+  }
+  if (drawn_tokens) {
+    if (args.seq_len_range.empty() || args.tokens_per_batch <= 0)
+      throw ValueError("profile: --seq-len-range and --tokens-per-batch go together (a length each step, and the "
+                       "tokens a batch keeps about)");
+    if (args.batch_size_given)
+      throw ValueError("profile --batch-size: with --tokens-per-batch each step's batch is tokens / length; drop --batch-size");
+    const auto [lo, hi] = bench::parse_seq_len_range(args.seq_len_range);
+    return bench::token_schedule(
+        {.seed = args.seed, .steps = args.steps, .min_len = lo, .max_len = hi, .tokens_per_batch = args.tokens_per_batch});
+  }
+  return bench::image_schedule({.seed = args.seed, .steps = args.steps, .batch_size = args.batch_size, .channels = channels,
+                                .resolutions = bench::parse_resolutions(args.resolutions)});
+}
+
+std::vector<profile::StepShape> step_shapes(const bench::ShapeSchedule& schedule, int steps) {
+  std::vector<profile::StepShape> shapes;
+  for (int i = 0; i < steps; ++i) {
+    const bench::ShapeStep& s = schedule.steps[static_cast<std::size_t>(i)];
+    profile::StepShape shape;
+    shape.batch = s.batch;
+    shape.seq_len = s.seq_len;
+    if (!schedule.tokens()) shape.input_shape = {s.channels, s.height, s.width};
+    shapes.push_back(shape);
+  }
+  return shapes;
+}
 
 std::vector<std::int64_t> parse_input_shape(const std::string& text) {
   const ImageShape shape = parse_image_shape("--input", text);
@@ -130,16 +187,28 @@ void run_profile(const ProfileArgs& args) {
     if (args.precision.memory_format() == MemoryFormat::ChannelsLast)
       throw ValueError("--channels-last is for image models; " + args.model + " has no channels");
     options.num_classes = args.classes > 0 ? args.classes : 50304;
-    const std::int64_t context = models::gpt_config(args.model, options.num_classes).block_size;
+    const std::int64_t context =
+        args.block_size > 0 ? args.block_size : models::gpt_config(args.model, options.num_classes).block_size;
     options.seq_len = args.seq_len > 0 ? args.seq_len : context;
     if (options.seq_len > context)
       throw ValueError(fmt::format("--seq-len {} is longer than {}'s context of {}", options.seq_len, args.model, context));
     options.input_shape = {options.seq_len};
   } else {
     if (args.seq_len > 0) throw ValueError("--seq-len is for GPT models; " + args.model + " takes images (--input)");
+    if (args.block_size > 0) throw ValueError("--block-size is for GPT models; " + args.model + " takes images");
     options.input_shape =
         parse_input_shape(!args.input.empty() ? args.input : imagenet_model(args.model) ? "3x224x224" : "3x32x32");
     options.num_classes = args.classes > 0 ? args.classes : imagenet_model(args.model) ? 1000 : 10;
+  }
+  if (const std::optional<bench::ShapeSchedule> schedule =
+          schedule_from_flags(args, language_model ? 1 : options.input_shape[0])) {  // a GPT refuses images below
+    if (!args.memory_budget.empty()) throw ValueError("profile --memory-budget: fits one batch shape; drop it with a shape schedule");
+    bench::check_schedule_for_run(*schedule, language_model, language_model ? options.input_shape[0] : 0, args.steps, args.model);
+    options.step_shapes = step_shapes(*schedule, args.steps);
+    const profile::StepShape& last = options.step_shapes.back();  // the step the layer table shows
+    options.batch_size = last.batch;
+    if (language_model) options.seq_len = last.seq_len, options.input_shape = {last.seq_len};
+    else options.input_shape = last.input_shape;
   }
   options.optimizer = args.optimizer;
   options.learning_rate = args.lr;
@@ -155,11 +224,17 @@ void run_profile(const ProfileArgs& args) {
                                            .num_classes = options.num_classes,
                                            .small_input_stem = args.small_input_stem,
                                            .vocab_size = options.num_classes,
-                                           .seed = args.seed};
-  const std::string input = language_model ? fmt::format("{} tokens of {}", options.seq_len, options.num_classes)
-                                           : fmt::format("{}", fmt::join(options.input_shape, "x"));
-  fmt::print("Profiling {} on {}: batch {}, input {}, {} steps (+{} unprofiled for timing)...\n", args.model,
-             options.device.str(), options.batch_size, input, options.steps, options.timing_steps);
+                                           .seed = args.seed,
+                                           .block_size = language_model ? args.block_size : 0};
+  const std::string input = !options.step_shapes.empty() ? "a shape each step"
+                            : language_model ? fmt::format("{} tokens of {}", options.seq_len, options.num_classes)
+                                             : fmt::format("{}", fmt::join(options.input_shape, "x"));
+  if (options.step_shapes.empty())
+    fmt::print("Profiling {} on {}: batch {}, input {}, {} steps (+{} unprofiled for timing)...\n", args.model,
+               options.device.str(), options.batch_size, input, options.steps, options.timing_steps);
+  else
+    fmt::print("Profiling {} on {}: {} steps of changing shape (+{} unprofiled for timing)...\n", args.model,
+               options.device.str(), options.steps, options.timing_steps);
   std::fflush(stdout);
   std::string recomputed;
   profile::ProfileRun run = profile::profile_training(
@@ -188,6 +263,11 @@ void run_profile(const ProfileArgs& args) {
   if (overhead_at != std::string::npos) fmt::print("{}", summary.substr(overhead_at, summary.find("\n\n", overhead_at) - overhead_at + 1));
   fmt::print("\nWrote {} files to {}/:", report.files.size(), args.out);
   for (const auto& file : report.files) fmt::print(" {}", file.substr(file.find_last_of('/') + 1));
+  if (!options.step_shapes.empty()) {
+    fmt::print("\nStep shapes:");
+    for (const auto& step : run.steps) fmt::print(" {}: {};", step.step, step.shape);
+    fmt::print("\nsegment_map.svg shows which requests split which blocks and where reserved memory grew.\n");
+  }
   fmt::print("\nOpen trace.json in Perfetto (ui.perfetto.dev) or chrome://tracing, snapshot.pickle in pytorch.org/memory_viz,"
              " memory.html in a browser; replay with: sublet replay {}/alloc_trace.json\n", args.out);
 }
@@ -201,19 +281,37 @@ void add_profile_command(CLI::App& app) {
       ->check(CLI::IsMember(models::model_names()))
       ->capture_default_str();
   add_device_option(*cmd, args->device);
-  cmd->add_option("--batch-size", args->batch_size, "batch size")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  CLI::Option* batch_size =
+      cmd->add_option("--batch-size", args->batch_size, "batch size")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd->add_option("--steps", args->steps, "profiled training steps (2 or more for the step diff)")->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->add_option("--timing-steps", args->timing_steps, "unprofiled steps afterwards, to measure the overhead")->check(CLI::Range(0, 1000))->capture_default_str();
   cmd->add_option("--out", args->out, "output folder")->capture_default_str();
   cmd->add_flag("--overwrite", args->overwrite,
                 "replace the files of an earlier profile in --out (those with the names profile writes; nothing else)");
   cmd->add_option("--alloc-conf", args->alloc_conf, "SUBLET_ALLOC_CONF string for the profiled allocator (default: the environment's)");
-  cmd->add_option("--input", args->input, "input shape CxHxW (default 3x224x224 for resnet18/34/50, else 3x32x32)");
+  CLI::Option* input =
+      cmd->add_option("--input", args->input, "input shape CxHxW (default 3x224x224 for resnet18/34/50, else 3x32x32)");
   cmd->add_option("--classes", args->classes,
                   "number of classes (default 1000 for resnet18/34/50, else 10; GPT models: the vocabulary, default 50304)")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--seq-len", args->seq_len, "GPT models: tokens per window (default: the model's context)")
+  CLI::Option* seq_len = cmd->add_option("--seq-len", args->seq_len, "GPT models: tokens per window (default: the model's context)")
+                              ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--block-size", args->block_size,
+                  "GPT models: the context (default: the model's; gpt-nano 64, gpt-mini 256, gpt2-small 1024)")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--seq-len-range", args->seq_len_range,
+                  "GPT models: a new window length each step, drawn uniformly from MIN:MAX (seeded by --seed) and "
+                  "rounded up to a multiple of 8, as bench step; with --tokens-per-batch");
+  cmd->add_option("--tokens-per-batch", args->tokens_per_batch,
+                  "with --seq-len-range: each step's batch is max(1, N / length), about N tokens a step")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--resolutions", args->resolutions,
+                  "image models: a new resolution each step, drawn uniformly from this list of sides (C from --input, "
+                  "the batch from --batch-size; seeded by --seed)");
+  cmd->add_option("--shape-schedule", args->shape_schedule_path,
+                  "read every step's shape from this file (sublet-shape-schedule JSON, as bench step "
+                  "--write-shape-schedule writes it); its first --steps entries are profiled")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--optimizer", args->optimizer, "sgd (momentum 0.9) or adam")->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
   cmd->add_option("--lr", args->lr, "learning rate")->capture_default_str();
   cmd->add_option("--memory-budget", args->memory_budget,
@@ -226,7 +324,12 @@ void add_profile_command(CLI::App& app) {
   add_default_on_switch(*cmd, "cudnn-benchmark", args->cudnn_benchmark,
                         "time every cuDNN algorithm once per shape, as bench step and torch.backends.cudnn.benchmark");
   add_default_on_switch(*cmd, "tf32", args->tf32, "allow TF32 tensor-core math in float32 convolutions, PyTorch's default");
-  cmd->callback([args] { run_profile(*args); });
+  cmd->callback([args, batch_size, input, seq_len] {
+    args->batch_size_given = batch_size->count() > 0;
+    args->input_given = input->count() > 0;
+    args->seq_len_given = seq_len->count() > 0;
+    run_profile(*args);
+  });
 }
 
 }  // namespace sublet::cli

@@ -1,4 +1,5 @@
 // sublet replay TRACE [--alloc-conf STR]... [--rules sublet|pytorch] [--capacity-mib N] [--device N|cuda:N] [--json PATH]
+//                     [--segment-map SVG]
 // Replays a recorded allocation trace through the caching allocator on the simulated backend
 // under several settings and prints what each would have done (and writes it as JSON). TRACE is
 // a sublet-alloc-trace (JSON) or a PyTorch memory snapshot (a pickle, gzip-compressed or not),
@@ -7,9 +8,12 @@
 // --rules picks whose allocator rules every row follows: sublet's own CachingAllocator (the
 // default) or PyTorch 2.11's (analysis/pytorch_rules.h), under which the recorded row also takes
 // the snapshot's segment addresses and gives torch.cuda.memory_stats()'s figures exactly.
+// --segment-map draws the trace's segments over time (profile/segment_map_svg.h) under the first
+// setting tried, as sublet profile draws a profiled run.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -28,6 +32,8 @@
 #include "cli/trace_source.h"
 #include "analysis/pytorch_rules.h"
 #include "analysis/replay.h"
+#include "profile/output_file.h"
+#include "profile/trace_segment_map.h"
 
 namespace sublet::cli {
 namespace {
@@ -148,10 +154,21 @@ void add_replay_command(CLI::App& app) {
           ->check(CLI::Range(0, 1 << 20))
           ->transform(snapshot_device_index());
   replay->add_option("--json", *json_path, "also write the rows as JSON (format sublet-replay-report)");
-  replay->callback([trace_path, settings, capacity_mib, json_path, device, device_option, rules] {
+  auto map_path = std::make_shared<std::string>();
+  replay->add_option("--segment-map", *map_path,
+                     "also draw the segments over time as SVG, replayed by sublet's allocator under the first --alloc-conf "
+                     "(default: PyTorch's default knobs): blocks, holes, and the requests that made reserved memory grow");
+  replay->callback([trace_path, settings, capacity_mib, json_path, map_path, device, device_option, rules] {
     check_output_file("--json", *json_path);
+    check_output_file("--segment-map", *map_path);
+    if (!map_path->empty() && *rules == "pytorch")
+      throw ValueError("replay --segment-map: draws sublet's allocator; drop --rules pytorch (or draw with --rules sublet)");
     for (const std::string& setting : *settings) memory::AllocatorConfig::parse(setting, {}, "--alloc-conf");
-    RunFiles().input("trace", *trace_path, "trace").output("--json", *json_path, "report").check();
+    RunFiles()
+        .input("trace", *trace_path, "trace")
+        .output("--json", *json_path, "report")
+        .output("--segment-map", *map_path, "segment map")
+        .check();
     const TraceSource source =
         load_trace_source(*trace_path, device_option->count() > 0 ? std::optional<int>(*device) : std::nullopt);
     // A snapshot's own settings join the standard set, so its row sits beside the what-ifs.
@@ -177,6 +194,15 @@ void add_replay_command(CLI::App& app) {
       results.push_back(replay_one(source.events, setting, nullptr));
     print_results(results, source.events.size());
     if (!json_path->empty()) write_report_json(*json_path, results, source.source);
+    if (!map_path->empty()) {
+      const std::string setting = settings->empty() ? "" : settings->front();
+      const profile::TraceSegmentMap map = profile::trace_segment_map(
+          source.events, setting, capacity, "Segments over time: " + std::filesystem::path(*trace_path).filename().string());
+      profile::write_text_file(*map_path, map.svg);
+      fmt::print("\nWrote the segment map under {} to {}{}\n", setting.empty() ? "PyTorch's default knobs" : setting, *map_path,
+                 map.out_of_memory ? fmt::format(" (out of memory at trace event {}: the map ends there)", map.events_replayed)
+                                   : "");
+    }
   });
 }
 

@@ -20,7 +20,7 @@ struct SweepSetting {
 
 // The standard list: PyTorch's defaults (fixed segments), max_split_size_mb:512,
 // roundup_power2_divisions:16, both of them, expandable_segments:True, and sublet's defaults
-// for `device` (default_config: expandable segments on CUDA; on the CPU the same as PyTorch's).
+// for `device` (default_config: expandable segments, on the CPU as on CUDA).
 std::vector<SweepSetting> default_sweep_settings(Device device);
 // "pytorch;max_split_size_mb:512,roundup_power2_divisions:16;sublet": entries separated by ';'
 // (a setting has commas of its own); "pytorch" and "sublet" name the two defaults, any other

@@ -1,6 +1,7 @@
 #include "memory/host_backend.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -55,6 +56,17 @@ void HostBackend::unmap(void* address, std::size_t bytes) {
   // Give the physical pages back now, and make later touches fault like unmapped device memory.
   madvise(address, bytes, MADV_DONTNEED);
   mprotect(address, bytes, PROT_NONE);
+}
+
+bool host_address_space_allows_expandable() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur != RLIM_INFINITY) return false;
+  HostBackend host;
+  const std::size_t range = host.memory_info().total_bytes;
+  void* base = host.reserve(range);
+  if (!base) return false;
+  host.release(base, range);
+  return true;
 }
 
 }  // namespace sublet::memory

@@ -22,4 +22,11 @@ class HostBackend final : public Backend, public VirtualMemory {
   void unmap(void* address, std::size_t bytes) override;
 };
 
+// Whether expandable segments suit this process's host memory: one reserves an address range as
+// large as physical memory, which a limit on the address space (ulimit -v, RLIMIT_AS) would run
+// into or leave too little of for everything else. True when the address space is unlimited and
+// such a range can be reserved now (it is released at once).
+bool host_address_space_allows_expandable();
+
 }  // namespace sublet::memory
+

@@ -95,8 +95,10 @@ const char* allocator_kind_name(AllocatorKind kind) {
 }
 
 AllocatorConfig default_config(Device device) {
+  // Decided once per process: the address-space limit does not change under a running program.
+  static const bool host_expandable = host_address_space_allows_expandable();
   AllocatorConfig config;
-  config.expandable_segments = device.is_cuda();
+  config.expandable_segments = device.is_cuda() || host_expandable;
   return config;
 }
 

@@ -34,10 +34,12 @@ const char* allocator_kind_name(AllocatorKind kind);
 std::unique_ptr<CachingAllocator> make_allocator(Device device, AllocatorKind kind,
                                                  std::optional<AllocatorConfig> config = std::nullopt);
 
-// A device's knobs before SUBLET_ALLOC_CONF: PyTorch's defaults, with one difference: CUDA
-// devices use expandable segments (expandable_segments:False restores PyTorch's fixed
-// segments): a training step's reserved memory then stays close to its allocated memory, at the
-// same step time, where fixed segments leave holes (docs/allocator.md, "Defaults").
+// A device's knobs before SUBLET_ALLOC_CONF: PyTorch's defaults, with one difference: expandable
+// segments, on the CPU (host memory) as on CUDA (expandable_segments:False restores PyTorch's
+// fixed segments). One growing segment per stream leaves no segment-sized holes when the sizes
+// change from step to step (docs/variable-shapes.md has the measured sweeps); on fixed shapes it
+// reserves a little less at the same step time. The CPU keeps fixed segments in a process whose
+// address space is limited (host_address_space_allows_expandable).
 AllocatorConfig default_config(Device device);
 
 bool cuda_built();          // the CUDA backend is compiled in

@@ -11,6 +11,7 @@
 #include "profile/memory_timeline_svg.h"
 #include "profile/memory_viz_snapshot.h"
 #include "profile/output_file.h"
+#include "profile/segment_map_svg.h"
 #include "profile/segments_svg.h"
 #include "profile/step_diff.h"
 #include "profile/summary_report.h"
@@ -20,7 +21,7 @@ namespace sublet::profile {
 namespace {
 
 std::string html_page(const ProfileRun& run, const std::string& memory, const std::string& layers,
-                      const std::string& segments, const std::string& table) {
+                      const std::string& segments, const std::string& segment_map, const std::string& table) {
   // The SVGs are inlined (without their XML declarations) so the page is one self-contained file.
   const auto inline_svg = [](const std::string& svg) { return svg.substr(svg.find("<svg")); };
   return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>sublet profile: " + xml_escape(run.options.model_name) +
@@ -29,7 +30,20 @@ std::string html_page(const ProfileRun& run, const std::string& memory, const st
          "<h2>Memory over the last step</h2>\n" + inline_svg(memory) +
          "\n<h2>Per layer</h2>\n" + inline_svg(layers) +
          "\n<h2>Segments at the peak</h2>\n" + inline_svg(segments) +
+         "\n<h2>Segments over the run</h2>\n" + inline_svg(segment_map) +
          "\n<h2>Layer table (last step)</h2>\n<pre>" + xml_escape(table) + "</pre>\n</body></html>\n";
+}
+
+// The whole run's segments over time, with the profiled steps (and their shapes) marked.
+std::string segment_map(const ProfileRun& run) {
+  SegmentMapOptions options;
+  options.title = run.options.model_name + " on " + run.options.device.str() + ": segments over " +
+                  std::to_string(run.steps.size()) + " profiled step" + (run.steps.size() == 1 ? "" : "s");
+  options.subtitle = "allocator: " + (run.allocator_config.empty() ? std::string("PyTorch's default knobs") : run.allocator_config) +
+                     " (" + run.allocator_config_origin + "); the model and optimizer set-up come before step 1";
+  for (const StepRecord& step : run.steps)
+    options.steps.push_back({step.begin_event, "step " + std::to_string(step.step), step.shape});
+  return segment_map_svg(build_segment_timeline(run.events), options);
 }
 
 }  // namespace
@@ -37,7 +51,7 @@ std::string html_page(const ProfileRun& run, const std::string& memory, const st
 const std::vector<std::string>& profile_file_names() {
   static const std::vector<std::string> names = {"layers.csv",  "layers.json",   "trace.json",       "snapshot.pickle",
                                                  "memory.svg",  "memory.html",   "layers.svg",       "segments.svg",
-                                                 "summary.txt", "alloc_trace.json", "step_diff.txt"};
+                                                 "segment_map.svg", "summary.txt", "alloc_trace.json", "step_diff.txt"};
   return names;
 }
 
@@ -67,8 +81,10 @@ ProfileReport write_profile(const ProfileRun& run, const std::string& directory)
       run.options.model_name + " on " + run.options.device.str() + ": segments at step " + std::to_string(last) + "'s peak");
   write_text_file(path("memory.svg"), memory_svg);
   write_text_file(path("layers.svg"), layers);
+  const std::string map = segment_map(run);
   write_text_file(path("segments.svg"), segments);
-  write_text_file(path("memory.html"), html_page(run, memory_svg, layers, segments, report.table));
+  write_text_file(path("segment_map.svg"), map);
+  write_text_file(path("memory.html"), html_page(run, memory_svg, layers, segments, map, report.table));
 
   std::unique_ptr<StepDiff> diff;
   if (run.steps.size() >= 2) {

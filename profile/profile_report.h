@@ -5,6 +5,7 @@
 //   snapshot.pickle           segments and history in memory_viz's layout
 //   memory.svg, memory.html   memory over the last step; the page embeds all three plots
 //   layers.svg, segments.svg  per-layer net/peak by category; the segment map at the peak
+//   segment_map.svg           the segments over the whole run: blocks, holes, where reserved grew
 //   summary.txt               peaks, static estimate vs measured, fragmentation, step diff,
 //                             overhead, memory_summary() at the peak and at the end
 //   step_diff.txt             step 2 against step 1 (when two steps or more were profiled)

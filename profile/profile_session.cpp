@@ -1,8 +1,11 @@
 #include "profile/profile_session.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 #include "memory/annotation.h"
 #include "memory/config.h"
@@ -73,10 +76,26 @@ std::pair<Tensor, Tensor> make_batch(const ProfileOptions& o, Generator& generat
   return {std::move(images), std::move(labels)};
 }
 
+// The options with one step's shape in place of the fixed one.
+ProfileOptions with_shape(ProfileOptions o, const StepShape& shape) {
+  o.batch_size = shape.batch;
+  o.seq_len = shape.seq_len;
+  if (!shape.input_shape.empty()) o.input_shape = shape.input_shape;
+  return o;
+}
+
+// The step's inputs: a copy of the batch drawn before the profile, or, with a shape each step, a
+// batch of that step's shape drawn now (which the step then owns).
+struct StepInput {
+  const std::pair<Tensor, Tensor>* fixed = nullptr;
+  const ProfileOptions* shaped = nullptr;
+  Generator* generator = nullptr;
+};
+
 // One training step as PyTorch users write it: zero_grad, forward, loss, backward, step.
 // Every tensor of the step is a local of this function, so it is freed before it returns.
-float training_step(nn::Module& model, optim::Optimizer& optimizer, amp::StepRecipe& recipe,
-                    const std::pair<Tensor, Tensor>& batch, LayerRecorder* recorder) {
+float training_step(nn::Module& model, optim::Optimizer& optimizer, amp::StepRecipe& recipe, const StepInput& input,
+                    LayerRecorder* recorder) {
   {
     MaybeSpan span(recorder, "(optimizer.zero_grad)", Phase::Optimizer);
     optimizer.zero_grad();
@@ -85,8 +104,12 @@ float training_step(nn::Module& model, optim::Optimizer& optimizer, amp::StepRec
   {
     MaybeSpan span(recorder, "(input)", Phase::Forward);
     AllocationCategoryGuard category(memory::BlockCategory::Input);
-    images = batch.first.clone();
-    labels = batch.second.clone();
+    if (input.shaped) {
+      std::tie(images, labels) = make_batch(*input.shaped, *input.generator);
+    } else {
+      images = input.fixed->first.clone();
+      labels = input.fixed->second.clone();
+    }
   }
   const Tensor loss = recipe.forward([&] {
     const Tensor logits = model(images);
@@ -110,13 +133,27 @@ double mean(const std::vector<double>& values) {
 
 }  // namespace
 
+std::string StepShape::describe() const {
+  if (seq_len > 0) return fmt::format("batch {} x {} tokens", batch, seq_len);
+  return fmt::format("batch {} x {}", batch, fmt::join(input_shape, "x"));
+}
+
 ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions& options) {
   if (options.steps < 1) throw ValueError("profile: --steps must be at least 1, got " + std::to_string(options.steps));
   if (options.batch_size < 1) throw ValueError("profile: --batch-size must be at least 1");
   if (options.seq_len <= 0 && options.input_shape.size() != 3)
     throw ValueError("profile: the input shape must be C x H x W");
+  if (!options.step_shapes.empty() && options.step_shapes.size() < static_cast<std::size_t>(options.steps))
+    throw ValueError(fmt::format("profile: {} step shapes for {} steps", options.step_shapes.size(), options.steps));
+  for (const StepShape& shape : options.step_shapes)
+    if (shape.batch < 1 || (shape.seq_len <= 0 && shape.input_shape.size() != 3))
+      throw ValueError("profile: a step shape needs a batch of at least 1 and a length or a C x H x W input, got " +
+                       shape.describe());
   ProfileRun run;
   run.options = options;
+  // The inputs of step `step` (1-based; timing steps continue the count).
+  std::vector<ProfileOptions> shaped;
+  for (const StepShape& shape : options.step_shapes) shaped.push_back(with_shape(options, shape));
 
   if (!options.alloc_conf.empty()) {
     const memory::AllocatorConfig config =
@@ -151,7 +188,7 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
       optimizer = make_optimizer(options, model->parameters(), &run.optimizer_state_per_parameter);
       recipe.emplace(options.precision, options.device);
       AllocationCategoryGuard category(memory::BlockCategory::Input);
-      batch = make_batch(options, generator);
+      if (shaped.empty()) batch = make_batch(options, generator);
     }
     // Buffers (BatchNorm's running statistics) are model state that lives as long as the
     // parameters; nobody else tags them, and untagged memory would read as temporary.
@@ -172,7 +209,10 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
       allocator.reset_peak_memory_stats();
       record.begin_event = log.count();
       record.begin_ns = log.now_ns();
-      record.loss = training_step(*model, *optimizer, *recipe, batch, &recorder);
+      record.shape = shaped.empty() ? StepShape{options.batch_size, options.seq_len, options.input_shape}.describe()
+                                    : options.step_shapes[static_cast<std::size_t>(step - 1)].describe();
+      const StepInput input{&batch, shaped.empty() ? nullptr : &shaped[static_cast<std::size_t>(step - 1)], &generator};
+      record.loss = training_step(*model, *optimizer, *recipe, input, &recorder);
       record.end_event = log.count();
       record.end_ns = log.now_ns();
       record.live_peak_allocated = allocator.max_memory_allocated();
@@ -197,7 +237,8 @@ ProfileRun profile_training(const ModelFactory& make_model, const ProfileOptions
   // The same steps without hooks or history: what the profile costs per step.
   for (int i = 0; i < options.timing_steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    training_step(*model, *optimizer, *recipe, batch, nullptr);
+    const StepInput input{&batch, shaped.empty() ? nullptr : &shaped[static_cast<std::size_t>(i) % shaped.size()], &generator};
+    training_step(*model, *optimizer, *recipe, input, nullptr);
     run.plain_step_times_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   run.profiled_step_ms = mean(run.profiled_step_times_ms);

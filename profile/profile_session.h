@@ -23,6 +23,15 @@
 
 namespace sublet::profile {
 
+// One step's inputs when the shape changes from step to step (a variable-length or
+// variable-resolution schedule).
+struct StepShape {
+  std::int64_t batch = 0;
+  std::int64_t seq_len = 0;                 // > 0: token windows of this length
+  std::vector<std::int64_t> input_shape;    // images: C, H, W
+  std::string describe() const;             // "batch 22 x 728 tokens" / "batch 64 x 3x192x192"
+};
+
 struct ProfileOptions {
   std::string model_name = "model";
   Device device = Device::cpu();
@@ -43,6 +52,10 @@ struct ProfileOptions {
   // > 0: a language model (GPT): the batch is token ids [batch_size, seq_len] below num_classes
   // (the vocabulary) with next-token targets of the same shape; input_shape does not apply.
   std::int64_t seq_len = 0;
+  // Non-empty: step i trains on step_shapes[i - 1] (at least `steps` entries; the timing steps
+  // cycle through them), its batch drawn afresh inside the step as a data loader hands it over.
+  // batch_size, input_shape and seq_len then describe the last profiled step.
+  std::vector<StepShape> step_shapes;
 };
 
 struct StepRecord {
@@ -54,6 +67,7 @@ struct StepRecord {
   std::size_t allocated_at_end = 0, reserved_at_end = 0;
   std::vector<memory::SegmentInfo> segments_at_end;  // after the step's tensors went out of scope
   double loss = 0;
+  std::string shape;  // StepShape::describe() of the step's inputs
 };
 
 struct ProfileRun {

@@ -44,9 +44,9 @@ void add_sublet_variants(std::vector<AllocatorEntry>& entries, const std::string
     }
     entries.push_back(std::move(entry));
   };
-  // Both layouts, whatever the device's default (memory::default_config: expandable on CUDA).
+  // Both layouts, whatever the device's default (memory::default_config: expandable).
   add("sublet", "fixed segments (PyTorch's default knobs)", memory::AllocatorConfig{});
-  add("sublet-expandable", "expandable_segments:True (sublet's CUDA default)", expandable_config());
+  add("sublet-expandable", "expandable_segments:True (sublet's default)", expandable_config());
 }
 
 // PyTorch's allocator and at::empty on `device`, from the plugin (which stays loaded for good).

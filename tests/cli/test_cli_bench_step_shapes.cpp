@@ -117,8 +117,8 @@ TEST_F(BenchStepShapesCli, TheSweepPrintsOneRowPerSettingReadFromTheAllocatorsSt
                                        row["device_allocations"]};
   };
   const auto bytes = [](const nlohmann::json& row, const char* key) { return row[key].get<std::int64_t>(); };
-  // On the CPU sublet's defaults are PyTorch's: the same allocations, the same figures.
-  EXPECT_EQ(figures(rows[5]), figures(rows[0]));
+  // sublet's defaults are expandable segments, on the CPU too: the same figures as that row.
+  EXPECT_EQ(figures(rows[5]), figures(rows[4]));
   // No block of this run reaches 512 MiB, so max_split_size_mb:512 never applies.
   EXPECT_EQ(figures(rows[1]), figures(rows[0]));
   // roundup_power2_divisions rounds sizes up to one of 16 steps per power of two: only more bytes.

@@ -30,7 +30,7 @@ TEST(AllocConfSweep, TheStandardListCoversPytorchsKnobsAndBothDefaults) {
   EXPECT_EQ(cpu[3].config.max_split_size, 512 * kMiB);
   EXPECT_EQ(cpu[3].config.divisions_for(64 * kMiB), 16u);
   EXPECT_TRUE(cpu[4].config.expandable_segments);
-  // sublet's defaults are the device's: PyTorch's on the CPU, expandable segments on CUDA.
+  // sublet's defaults are the device's: expandable segments, on the CPU as on CUDA.
   EXPECT_EQ(texts[5], default_config(sublet::Device::cpu()).to_string());
   EXPECT_EQ(default_sweep_settings(sublet::Device::cuda(0)).back().config.expandable_segments, true);
 }

@@ -162,9 +162,12 @@ TEST(AllocatorConfig, DivisionListAcceptsZero) {
 }
 
 // A device's defaults sit under SUBLET_ALLOC_CONF: keys the text names replace them, the others
-// stay. CUDA's defaults differ from PyTorch's only in expandable segments.
+// stay. sublet's defaults differ from PyTorch's only in expandable segments, on every device.
 TEST(AllocatorConfig, TextAppliesOnTopOfTheDeviceDefaults) {
-  EXPECT_FALSE(sublet::memory::default_config(sublet::Device::cpu()).expandable_segments);
+  const AllocatorConfig cpu = sublet::memory::default_config(sublet::Device::cpu());
+  EXPECT_TRUE(cpu.expandable_segments);
+  EXPECT_EQ(cpu.to_string(), "expandable_segments:True");
+  EXPECT_FALSE(AllocatorConfig::parse("expandable_segments:False", cpu).expandable_segments);
   const AllocatorConfig cuda = sublet::memory::default_config(sublet::Device::cuda(0));
   EXPECT_TRUE(cuda.expandable_segments);
   EXPECT_FALSE(cuda.max_split_size_set());

@@ -1,6 +1,10 @@
 // CPU memory goes through the same caching allocator: usable, aligned, and visible in stats.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -76,4 +80,28 @@ TEST(DeviceParse, AcceptsKnownNamesAndRejectsOthers) {
   EXPECT_EQ(Device::parse("cuda:1"), Device::cuda(1));
   EXPECT_THROW(Device::parse("gpu"), sublet::ValueError);
   EXPECT_THROW(Device::parse("cuda:x"), sublet::ValueError);
+}
+
+// sublet's CPU default is expandable segments, whose address range is as large as physical
+// memory; under a limit on the address space (ulimit -v) the default stays fixed segments, which
+// serve a request the reservation could not. The limit is set in a child process.
+TEST(HostBackend, ExpandableSegmentsAreTheDefaultOnlyWithoutAnAddressSpaceLimit) {
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &limit), 0);
+  if (limit.rlim_cur != RLIM_INFINITY) GTEST_SKIP() << "this process runs under an address-space limit already";
+  EXPECT_TRUE(host_address_space_allows_expandable());
+  EXPECT_TRUE(default_config(Device::cpu()).expandable_segments);
+
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const rlimit capped{rlim_t{64} << 30, rlim_t{64} << 30};
+    if (setrlimit(RLIMIT_AS, &capped) != 0) _exit(2);
+    // 0: refused under the limit, as it must be.
+    _exit(host_address_space_allows_expandable() ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }

@@ -1,6 +1,6 @@
 // Every file `sublet profile` writes, from a profiled ResNet-20 on the CPU: trace.json has the
 // trace-event shapes Perfetto reads, snapshot.pickle loads with Python's pickle into memory_viz's
-// keys, the SVGs are well-formed XML, and the allocation trace replays to the live run's peak.
+// keys, the SVGs (the segment map over the run too) are well-formed XML, and the allocation trace replays to the live run's peak.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,7 +50,7 @@ std::string read(const std::filesystem::path& path) {
 TEST(ProfileOutputs, EveryFileIsWritten) {
   const Profiled& p = profiled();
   for (const char* name : {"layers.csv", "layers.json", "trace.json", "snapshot.pickle", "memory.svg", "memory.html", "layers.svg",
-                           "segments.svg", "summary.txt", "alloc_trace.json", "step_diff.txt"}) {
+                           "segments.svg", "segment_map.svg", "summary.txt", "alloc_trace.json", "step_diff.txt"}) {
     EXPECT_TRUE(std::filesystem::exists(p.dir / name)) << name;
     EXPECT_GT(std::filesystem::file_size(p.dir / name), 100u) << name;
   }
@@ -98,7 +98,9 @@ TEST(ProfileOutputs, TraceJsonHasCompleteEventsCountersAndInstants) {
     } else if (ph == "i") {
       ++instants;
       ASSERT_TRUE(e["s"] == "g" || e["s"] == "t" || e["s"] == "p");
-      if (e["name"].get<std::string>().rfind("segment_alloc", 0) == 0) ++segment_allocs;
+      // A new segment, or more pages of an expandable one (sublet's default).
+      const std::string name = e["name"].get<std::string>();
+      if (name.rfind("segment_alloc", 0) == 0 || name.rfind("segment_map", 0) == 0) ++segment_allocs;
     } else {
       FAIL() << "unexpected phase " << ph;
     }
@@ -107,7 +109,7 @@ TEST(ProfileOutputs, TraceJsonHasCompleteEventsCountersAndInstants) {
   EXPECT_GT(counters, 100u);
   EXPECT_EQ(counter_names, (std::set<std::string>{"memory (MiB)", "allocated by category (MiB)"}));
   EXPECT_EQ(segment_allocs, static_cast<std::size_t>(std::count_if(p.run.events.begin(), p.run.events.end(), [](const auto& e) {
-              return e.kind == memory::AllocatorEventKind::SegmentAlloc;
+              return e.kind == memory::AllocatorEventKind::SegmentAlloc || e.kind == memory::AllocatorEventKind::SegmentMap;
             })));
   EXPECT_GE(instants, segment_allocs);
   EXPECT_GT(segment_allocs, 0u);
@@ -143,13 +145,16 @@ TEST(ProfileOutputs, SnapshotPickleLoadsWithPythonIntoMemoryVizKeys) {
     allocated += s.allocated_size;
     reserved += s.total_size;
   }
+  // New memory comes as segments, or as pages mapped onto an expandable segment (sublet's default).
+  const std::string new_memory =
+      p.run.allocator_config.find("expandable_segments:True") != std::string::npos ? "segment_map" : "segment_alloc";
   // The markers of empty_cache() and peak resets have no action in PyTorch's trace: left out.
   const auto traced = std::count_if(p.run.events.begin(), p.run.events.end(), [](const memory::HistoryEvent& e) {
     return e.kind != memory::AllocatorEventKind::CacheEmptied && e.kind != memory::AllocatorEventKind::PeaksReset;
   });
   const std::string expected =
       "['allocator_settings', 'device_traces', 'segments']\n" + std::to_string(p.run.final_segments.size()) + " " +
-      std::to_string(traced) + " ['alloc', 'free_completed', 'free_requested', 'segment_alloc']\n" +
+      std::to_string(traced) + " ['alloc', 'free_completed', 'free_requested', '" + new_memory + "']\n" +
       // input: the profile's own copy of the batch, made once with the model (each step copies it)
       "['gradient', 'input', 'optimizer_state', 'parameter']\n" + std::to_string(allocated) + " " + std::to_string(reserved) + "\n-1\n";
   EXPECT_EQ(out, expected);
@@ -157,7 +162,7 @@ TEST(ProfileOutputs, SnapshotPickleLoadsWithPythonIntoMemoryVizKeys) {
 
 TEST(ProfileOutputs, SvgsAreWellFormedXml) {
   const Profiled& p = profiled();
-  for (const char* name : {"memory.svg", "layers.svg", "segments.svg"}) {
+  for (const char* name : {"memory.svg", "layers.svg", "segments.svg", "segment_map.svg"}) {
     int status = 0;
     const std::string out = testing::run_python(
         "import sys, xml.etree.ElementTree as ET\n"
@@ -172,7 +177,7 @@ TEST(ProfileOutputs, SvgsAreWellFormedXml) {
   EXPECT_EQ(std::count(html.begin(), html.end(), '<') > 100, true);
   std::size_t svgs = 0;
   for (std::size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++svgs;
-  EXPECT_EQ(svgs, 3u);
+  EXPECT_EQ(svgs, 4u);
 }
 
 TEST(ProfileOutputs, AllocationTraceReplaysToTheLivePeakReserved) {

@@ -1,0 +1,1 @@
+build/sublet replay bench/results/2026-12-07_cpu_variable_shapes/gpt_mini_trace.json --capacity-mib 80000 --alloc-conf '' --alloc-conf max_split_size_mb:512 --alloc-conf roundup_power2_divisions:16 --alloc-conf expandable_segments:True
