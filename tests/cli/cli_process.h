@@ -127,6 +127,15 @@ inline std::vector<std::string> non_empty_lines(const std::string& text) {
   return lines;
 }
 
+// A command line: `base` followed by `extra`.
+inline std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& extra) {
+  base.insert(base.end(), extra.begin(), extra.end());
+  return base;
+}
+
+// What a run printed, standard output then standard error (for failure messages).
+inline std::string both(const Outcome& o) { return o.out + o.err; }
+
 inline std::size_t count_of(const std::string& text, const std::string& part) {
   std::size_t n = 0;
   for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;

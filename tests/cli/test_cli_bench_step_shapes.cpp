@@ -20,6 +20,8 @@ namespace fs = std::filesystem;
 using cli_test::Outcome;
 using cli_test::read_text;
 using cli_test::run_sublet;
+using cli_test::with;
+using cli_test::both;
 
 class BenchStepShapesCli : public ::testing::Test {
  protected:
@@ -29,18 +31,12 @@ class BenchStepShapesCli : public ::testing::Test {
     return run_sublet(all, {{"OMP_NUM_THREADS", "1"}}, dir_);
   }
   nlohmann::json json(const std::string& name) { return nlohmann::json::parse(read_text(dir_ / name)); }
-  static std::string both(const Outcome& o) { return o.out + o.err; }
   cli_test::ScratchDir scratch_{"sublet-bench-shapes"};
   const fs::path& dir_ = scratch_.path();
 };
 
 const std::vector<std::string> kNanoSchedule = {"--model", "gpt-nano", "--vocab", "256", "--seq-len-range", "8:64",
                                                 "--tokens-per-batch", "256", "--warmup", "1", "--steps", "5"};
-
-std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
-  base.insert(base.end(), more.begin(), more.end());
-  return base;
-}
 
 TEST_F(BenchStepShapesCli, ASeededScheduleIsWrittenReadBackAndReportedPerToken) {
   const Outcome drawn = run(with(kNanoSchedule, {"--seed", "3", "--write-shape-schedule", "s.json", "--json", "a.json"}));

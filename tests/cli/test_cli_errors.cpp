@@ -35,6 +35,7 @@ using cli_test::non_empty_lines;
 using cli_test::Outcome;
 using cli_test::read_text;
 using cli_test::run_sublet;
+using cli_test::with;
 
 // ---------------------------------------------------------------------------------------------
 // Files the cases need, written into the case's scratch folder
@@ -134,11 +135,6 @@ const std::vector<std::string> kProfile = {"profile", "--device", "cpu", "--inpu
                                            "--steps", "1", "--timing-steps", "0"};
 const std::vector<std::string> kBenchStep = {"bench", "step", "--model", "resnet20", "--input", "1x8x8",
                                              "--batch-size", "2", "--steps", "1", "--warmup", "0"};
-
-std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& extra) {
-  base.insert(base.end(), extra.begin(), extra.end());
-  return base;
-}
 
 const std::string kAllocTrace = R"({"format": "sublet-alloc-trace", "events": [)"
                                 R"({"action": "alloc", "id": 1, "size": 4096}, {"action": "free", "id": 1}]})";

@@ -31,6 +31,7 @@ using cli_test::non_empty_lines;
 using cli_test::Outcome;
 using cli_test::read_text;
 using cli_test::run_sublet;
+using cli_test::with;
 
 void write_text(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
@@ -76,11 +77,6 @@ std::string budget_report(const std::string& baseline) {
 
 const std::vector<std::string> kTinyTrain = {"train", "--device", "cpu", "--epochs", "1", "--batch-size", "2",
                                              "--limit-train", "4", "--limit-test", "2"};
-std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& extra) {
-  base.insert(base.end(), extra.begin(), extra.end());
-  return base;
-}
-
 // Every regular file under `dir` and its bytes, and every link and its target (links are not
 // followed: some cases make link loops).
 void collect(const fs::path& root, const fs::path& dir, std::map<std::string, std::string>& files) {

@@ -18,22 +18,18 @@ namespace fs = std::filesystem;
 using cli_test::Outcome;
 using cli_test::read_text;
 using cli_test::run_sublet;
+using cli_test::with;
+using cli_test::both;
 
 class SegmentMapCli : public ::testing::Test {
  protected:
   Outcome run(const std::vector<std::string>& args) { return run_sublet(args, {{"OMP_NUM_THREADS", "1"}}, dir_); }
-  static std::string both(const Outcome& o) { return o.out + o.err; }
   cli_test::ScratchDir scratch_{"sublet-segment-map"};
   const fs::path& dir_ = scratch_.path();
 };
 
 const std::vector<std::string> kProfile = {"profile", "--device", "cpu", "--model", "gpt-nano", "--classes", "256",
                                            "--steps", "3", "--timing-steps", "1", "--seed", "5"};
-
-std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
-  base.insert(base.end(), more.begin(), more.end());
-  return base;
-}
 
 TEST_F(SegmentMapCli, ProfileDrawsEveryStepsShapeAndReplayDrawsTheTrace) {
   const Outcome o = run(with(kProfile, {"--seq-len-range", "8:64", "--tokens-per-batch", "256", "--out", "p"}));
