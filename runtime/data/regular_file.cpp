@@ -1,61 +1,46 @@
 #include "runtime/data/regular_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "core/errors.h"
+#include "core/input_file.h"
 
 namespace sublet::data {
 namespace {
 
-std::string file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "not a regular file";
-}
-
-// Owns a file descriptor of a regular file; `size` is its length when opened.
+// A regular file opened by the one input opener (core/input_file.h: anything else is refused with
+// an IoError naming the path); `size` is its length when opened. No size limit: token files are
+// mapped, not read into memory.
 struct OpenRegularFile {
+  io::InputHandle file{nullptr, &std::fclose};
   int fd = -1;
   std::size_t size = 0;
-  ~OpenRegularFile() {
-    if (fd >= 0) ::close(fd);
-  }
 };
 
-// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer before fstat could
-// tell what it is.
-void open_regular(const std::filesystem::path& path, OpenRegularFile& file) {
-  file.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (file.fd < 0) {
-    const int error = errno;
-    if (error == ENOENT) throw IoError(path.string() + ": file not found");
-    throw IoError(path.string() + ": cannot open for reading (" + std::strerror(error) + ")");
-  }
+OpenRegularFile open_regular(const std::filesystem::path& path) {
+  OpenRegularFile opened;
+  opened.file = io::open_input(path, {.kind = io::InputKind::regular_file, .max_bytes = SIZE_MAX});
+  opened.fd = ::fileno(opened.file.get());
   struct stat info {};
-  if (::fstat(file.fd, &info) != 0) {
+  if (::fstat(opened.fd, &info) != 0) {
     throw IoError(path.string() + ": cannot read the file status (" + std::strerror(errno) + ")");
   }
-  if (!S_ISREG(info.st_mode)) {
-    throw IoError(path.string() + ": expected a regular file, found " + file_kind(info.st_mode));
-  }
-  file.size = static_cast<std::size_t>(info.st_size);
+  opened.size = static_cast<std::size_t>(info.st_size);
+  return opened;
 }
 
 }  // namespace
 
 std::vector<std::uint8_t> read_regular_file(const std::filesystem::path& path) {
-  OpenRegularFile file;
-  open_regular(path, file);
+  const OpenRegularFile file = open_regular(path);
   std::vector<std::uint8_t> bytes(file.size);
   std::size_t done = 0;
   while (done < bytes.size()) {
@@ -75,8 +60,7 @@ std::vector<std::uint8_t> read_regular_file(const std::filesystem::path& path) {
 }
 
 MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
-  OpenRegularFile file;
-  open_regular(path, file);
+  const OpenRegularFile file = open_regular(path);
   size_ = file.size;
   if (size_ == 0) return;  // mmap refuses a zero length; an empty span says the same
   void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
