@@ -20,7 +20,6 @@
 #include "cli/trace_source.h"
 #include "core/atomic_write.h"
 #include "core/errors.h"
-#include "core/byte_count.h"
 #include "core/format_bytes.h"
 #include "core/input_file.h"
 #include "core/printable.h"

@@ -26,7 +26,6 @@
 #include "cli/flag_checks.h"
 #include "cli/run_files.h"
 #include "core/atomic_write.h"
-#include "core/byte_count.h"
 #include "core/format_bytes.h"
 #include "core/errors.h"
 #include "cli/trace_source.h"
