@@ -27,6 +27,7 @@
 #include "cli/flag_checks.h"
 #include "cli/image_shape_flag.h"
 #include "cli/run_files.h"
+#include "cli/shape_schedule_flags.h"
 #include "cli/precision_flags.h"
 #include "ops/conv_settings.h"
 #include "core/errors.h"
@@ -73,11 +74,7 @@ struct StepFlags {
   std::int64_t seq_len = 0;       // GPT models
   std::int64_t vocab_size = 50304;
   std::int64_t block_size = 0;
-  // A shape each step: drawn here (seq_len_range + tokens_per_batch, or resolutions) or read.
-  std::string seq_len_range;
-  std::int64_t tokens_per_batch = 0;
-  std::string resolutions;
-  std::string shape_schedule_path;
+  ShapeScheduleFlags shapes;  // a shape each step
   std::string write_shape_schedule_path;
   bool alloc_conf_sweep = false;
   std::string alloc_conf_sweep_list;  // empty: the standard list
@@ -87,39 +84,15 @@ struct StepFlags {
 
 // The schedule the flags ask for, or null. Drawn from --seed for warm-up + timed steps.
 std::shared_ptr<const bench::ShapeSchedule> schedule_from_flags(const StepFlags& flags, std::int64_t channels) {
-  const bool drawn_tokens = !flags.seq_len_range.empty() || flags.tokens_per_batch > 0;
-  const bool drawn_images = !flags.resolutions.empty();
-  const bool read = !flags.shape_schedule_path.empty();
-  if (int(drawn_tokens) + int(drawn_images) + int(read) > 1)
-    throw ValueError("bench step: --seq-len-range/--tokens-per-batch, --resolutions and --shape-schedule each give the "
-                     "shapes; use one of them");
-  if (!flags.write_shape_schedule_path.empty() && !drawn_tokens && !drawn_images)
+  if (!flags.write_shape_schedule_path.empty() && !flags.shapes.draws())
     throw ValueError("bench step --write-shape-schedule: writes the schedule drawn from --seq-len-range and "
                      "--tokens-per-batch, or from --resolutions; give one of them");
-  if (!drawn_tokens && !drawn_images && !read) return nullptr;
-  if (flags.seq_len_given && (drawn_tokens || read))
-    throw ValueError("bench step --seq-len: the shape schedule sets every step's length; drop --seq-len");
-  const std::int64_t steps = flags.warmup + flags.steps;
-  if (read) {
-    if (flags.batch_size_given || flags.input_given)
-      throw ValueError("bench step --shape-schedule: the file sets every step's batch and shape; drop --batch-size "
-                       "and --input");
-    return std::make_shared<const bench::ShapeSchedule>(bench::load_shape_schedule(flags.shape_schedule_path));
-  }
-  if (drawn_tokens) {
-    if (flags.seq_len_range.empty() || flags.tokens_per_batch <= 0)
-      throw ValueError("bench step: --seq-len-range and --tokens-per-batch go together (a length each step, and the "
-                       "tokens a batch keeps about)");
-    if (flags.batch_size_given)
-      throw ValueError("bench step --batch-size: with --tokens-per-batch each step's batch is tokens / length; drop "
-                       "--batch-size");
-    const auto [lo, hi] = bench::parse_seq_len_range(flags.seq_len_range);
-    return std::make_shared<const bench::ShapeSchedule>(bench::token_schedule(
-        {.seed = flags.seed, .steps = steps, .min_len = lo, .max_len = hi, .tokens_per_batch = flags.tokens_per_batch}));
-  }
-  return std::make_shared<const bench::ShapeSchedule>(
-      bench::image_schedule({.seed = flags.seed, .steps = steps, .batch_size = flags.batch_size, .channels = channels,
-                             .resolutions = bench::parse_resolutions(flags.resolutions)}));
+  std::optional<bench::ShapeSchedule> schedule = shape_schedule_from_flags(
+      "bench step", flags.shapes,
+      {.batch_size = flags.batch_size_given, .seq_len = flags.seq_len_given, .input = flags.input_given},
+      {.seed = flags.seed, .steps = flags.warmup + flags.steps, .batch_size = flags.batch_size, .channels = channels});
+  if (!schedule) return nullptr;
+  return std::make_shared<const bench::ShapeSchedule>(std::move(*schedule));
 }
 
 // One setting's outcome: the row, the run (none when it ran out of memory) and the statistics
@@ -198,7 +171,7 @@ void run_bench_step(const StepFlags& flags) {
   check_output_file("--plan-trace", flags.plan_trace_path);
   check_output_file("--write-shape-schedule", flags.write_shape_schedule_path);
   RunFiles()
-      .input("--shape-schedule", flags.shape_schedule_path, "shape schedule")
+      .input("--shape-schedule", flags.shapes.read_path, "shape schedule")
       .output("--write-shape-schedule", flags.write_shape_schedule_path, "shape schedule")
       .output("--json", flags.json_path, "report")
       .output("--alloc-trace", flags.alloc_trace_path, "allocation trace")
@@ -220,8 +193,7 @@ void run_bench_step(const StepFlags& flags) {
   if (options.device.is_cuda())
     std::cerr << "bench step: cuDNN algorithms " << (flags.cudnn_benchmark ? "timed per shape" : "from heuristics")
               << ", TF32 " << (flags.tf32 ? "allowed" : "off") << " for convolutions\n";
-  if ((!flags.seq_len_range.empty() || flags.tokens_per_batch > 0 || !flags.shape_schedule_path.empty() ||
-       !flags.resolutions.empty()) &&
+  if ((flags.shapes.draws() || !flags.shapes.read_path.empty()) &&
       (flags.cuda_graph || !flags.memory_budget.empty() || launched_as_worker()))
     throw ValueError("bench step: with a shape each step the steps run eager on one device; drop --cuda-graph, "
                      "--memory-budget and --nproc-per-node");
@@ -350,19 +322,7 @@ void add_bench_step_command(CLI::App& app) {
                    "GPT models: the context, i.e. positions with embeddings (default: the model's; gpt-nano 64, "
                    "gpt-mini 256, gpt2-small 1024)")
       ->check(CLI::Range(1, 1 << 20));
-  step->add_option("--seq-len-range", flags->seq_len_range,
-                   "GPT models: a new window length each step, drawn uniformly from MIN:MAX (seeded by --seed) and "
-                   "rounded up to a multiple of 8, so MAX must be one; with --tokens-per-batch");
-  step->add_option("--tokens-per-batch", flags->tokens_per_batch,
-                   "with --seq-len-range: each step's batch is max(1, N / length), about N tokens a step")
-      ->check(CLI::Range(1, 1 << 24));
-  step->add_option("--resolutions", flags->resolutions,
-                   "image models: a new resolution each step, drawn uniformly from this list of sides (224,192,160: "
-                   "Cx224x224, ...; C from --input, the batch from --batch-size; seeded by --seed)");
-  step->add_option("--shape-schedule", flags->shape_schedule_path,
-                   "read every step's shape from this file (sublet-shape-schedule JSON, as --write-shape-schedule "
-                   "writes it; bench/pytorch_step.py reads it too); its first --warmup + --steps entries are used")
-      ->check(CLI::ExistingFile);
+  add_shape_schedule_flags(*step, flags->shapes, "its first --warmup + --steps entries are used");
   step->add_option("--write-shape-schedule", flags->write_shape_schedule_path,
                    "write the schedule drawn from --seq-len-range or --resolutions to this file before the run");
   step->add_flag("--alloc-conf-sweep", flags->alloc_conf_sweep_list,

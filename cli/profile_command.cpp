@@ -22,6 +22,7 @@
 #include "cli/flag_checks.h"
 #include "cli/image_shape_flag.h"
 #include "cli/precision_flags.h"
+#include "cli/shape_schedule_flags.h"
 #include "memory/config.h"
 #include "core/errors.h"
 #include "core/format_bytes.h"
@@ -64,43 +65,16 @@ struct ProfileArgs {
   PrecisionFlags precision;
   std::int64_t seq_len = 0;  // GPT models; 0: the model's context
   std::int64_t block_size = 0;  // GPT models; 0: the model's context
-  // A shape each step: drawn from --seed (lengths or resolutions) or read from a file.
-  std::string seq_len_range;
-  std::int64_t tokens_per_batch = 0;
-  std::string resolutions;
-  std::string shape_schedule_path;
+  ShapeScheduleFlags shapes;  // a shape each step
   bool batch_size_given = false, input_given = false, seq_len_given = false;
 };
 
-// The schedule the flags ask for (the first `steps` entries are profiled), or nothing. The same
-// rules as bench step's: one source of shapes, and no fixed shape flag beside one.
+// The schedule the flags ask for (the first `steps` entries are profiled), or nothing.
 std::optional<bench::ShapeSchedule> schedule_from_flags(const ProfileArgs& args, std::int64_t channels) {
-  const bool drawn_tokens = !args.seq_len_range.empty() || args.tokens_per_batch > 0;
-  const bool drawn_images = !args.resolutions.empty();
-  const bool read = !args.shape_schedule_path.empty();
-  if (int(drawn_tokens) + int(drawn_images) + int(read) > 1)
-    throw ValueError("profile: --seq-len-range/--tokens-per-batch, --resolutions and --shape-schedule each give the "
-                     "shapes; use one of them");
-  if (!drawn_tokens && !drawn_images && !read) return std::nullopt;
-  if (args.seq_len_given && (drawn_tokens || read))
-    throw ValueError("profile --seq-len: the shape schedule sets every step's length; drop --seq-len");
-  if (read) {
-    if (args.batch_size_given || args.input_given)
-      throw ValueError("profile --shape-schedule: the file sets every step's batch and shape; drop --batch-size and --input");
-    return bench::load_shape_schedule(args.shape_schedule_path);
-  }
-  if (drawn_tokens) {
-    if (args.seq_len_range.empty() || args.tokens_per_batch <= 0)
-      throw ValueError("profile: --seq-len-range and --tokens-per-batch go together (a length each step, and the "
-                       "tokens a batch keeps about)");
-    if (args.batch_size_given)
-      throw ValueError("profile --batch-size: with --tokens-per-batch each step's batch is tokens / length; drop --batch-size");
-    const auto [lo, hi] = bench::parse_seq_len_range(args.seq_len_range);
-    return bench::token_schedule(
-        {.seed = args.seed, .steps = args.steps, .min_len = lo, .max_len = hi, .tokens_per_batch = args.tokens_per_batch});
-  }
-  return bench::image_schedule({.seed = args.seed, .steps = args.steps, .batch_size = args.batch_size, .channels = channels,
-                                .resolutions = bench::parse_resolutions(args.resolutions)});
+  return shape_schedule_from_flags(
+      "profile", args.shapes,
+      {.batch_size = args.batch_size_given, .seq_len = args.seq_len_given, .input = args.input_given},
+      {.seed = args.seed, .steps = args.steps, .batch_size = args.batch_size, .channels = channels});
 }
 
 std::vector<profile::StepShape> step_shapes(const bench::ShapeSchedule& schedule, int steps) {
@@ -299,19 +273,7 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--block-size", args->block_size,
                   "GPT models: the context (default: the model's; gpt-nano 64, gpt-mini 256, gpt2-small 1024)")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--seq-len-range", args->seq_len_range,
-                  "GPT models: a new window length each step, drawn uniformly from MIN:MAX (seeded by --seed) and "
-                  "rounded up to a multiple of 8, as bench step; with --tokens-per-batch");
-  cmd->add_option("--tokens-per-batch", args->tokens_per_batch,
-                  "with --seq-len-range: each step's batch is max(1, N / length), about N tokens a step")
-      ->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--resolutions", args->resolutions,
-                  "image models: a new resolution each step, drawn uniformly from this list of sides (C from --input, "
-                  "the batch from --batch-size; seeded by --seed)");
-  cmd->add_option("--shape-schedule", args->shape_schedule_path,
-                  "read every step's shape from this file (sublet-shape-schedule JSON, as bench step "
-                  "--write-shape-schedule writes it); its first --steps entries are profiled")
-      ->check(CLI::ExistingFile);
+  add_shape_schedule_flags(*cmd, args->shapes, "its first --steps entries are profiled");
   cmd->add_option("--optimizer", args->optimizer, "sgd (momentum 0.9) or adam")->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
   cmd->add_option("--lr", args->lr, "learning rate")->capture_default_str();
   cmd->add_option("--memory-budget", args->memory_budget,
