@@ -314,7 +314,6 @@ def run(args, model_name, device, shape):
         for i in range(args.warmup):
             step(i)
     step_ms, cpu_ms = time_steps(args, step, cuda)
-    ms = statistics.median(step_ms)
     timed = sum(samples(i) for i in range(args.warmup, args.warmup + args.steps))
     return {
         "framework": f"pytorch {torch.__version__}",
@@ -326,6 +325,17 @@ def run(args, model_name, device, shape):
         "batch_size": args.batch_size,
         "input": "x".join(str(s) for s in shape),
         "classes": args.classes,
+        **timing_fields(args, step_ms, cpu_ms, cuda),
+        "us_per_image": us_per_sample(step_ms, timed),
+        **({"shape_schedule": schedule["describe"], "timed_samples": timed, "input": "varies", "batch_size": "varies"}
+           if schedule else {}),
+    }
+
+
+def timing_fields(args, step_ms, cpu_ms, cuda):
+    """The result fields every model's run reports: the timed steps and the device's peaks."""
+    ms = statistics.median(step_ms)
+    return {
         "threads": torch.get_num_threads(),
         "ms_per_step": ms,
         "cpu_ms_per_step": statistics.median(cpu_ms),
@@ -335,9 +345,6 @@ def run(args, model_name, device, shape):
         "steps": args.steps,
         "warmup": args.warmup,
         "step_ms": step_ms,
-        "us_per_image": us_per_sample(step_ms, timed),
-        **({"shape_schedule": schedule["describe"], "timed_samples": timed, "input": "varies", "batch_size": "varies"}
-           if schedule else {}),
     }
 
 
@@ -443,15 +450,7 @@ def run_gpt(args, model_name, device):
         "batch_size": "varies" if schedule else args.batch_size,
         "input": "varies" if schedule else f"seq {seq_len}",
         "classes": args.vocab,
-        "threads": torch.get_num_threads(),
-        "ms_per_step": ms,
-        "cpu_ms_per_step": statistics.median(cpu_ms),
-        "img_per_s": args.batch_size * 1000.0 / ms,
-        "peak_allocated_bytes": torch.cuda.max_memory_allocated() if cuda else None,
-        "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
-        "steps": args.steps,
-        "warmup": args.warmup,
-        "step_ms": step_ms,
+        **timing_fields(args, step_ms, cpu_ms, cuda),
         "seq_len": max(t for _, t in timed_steps),  # the longest under a schedule
         "vocab_size": args.vocab,
         "us_per_token": us_per_sample(step_ms, timed),
