@@ -6,6 +6,7 @@
         [--threads T] [--cuda-graph] [--precision fp32|bf16|fp16] [--channels-last] [--json PATH]
         [--seq-len N] [--vocab V] [--block-size N] [--compile]                  (GPT models)
         [--shape-schedule FILE] [--alloc-conf-sweep [LIST]] [--snapshot-dir DIR]
+        [--allocator pytorch|sublet]
 
 Step: forward, cross-entropy, backward, SGD(lr 0.1, momentum 0.9) step, zero_grad(set_to_none).
 --cuda-graph (CUDA): the warm-up runs on a side stream, then one whole step is captured with
@@ -47,6 +48,10 @@ from the start and writes DIR/<setting>.pickle, and `sublet replay --rules pytor
 snapshot gives the column (its "recorded" row). PyTorch keeps no CPU allocator statistics, so on
 the CPU the processes run and the memory columns read n/a; --sweep-dry-run prints each setting's
 command and environment instead of running it.
+--allocator sublet: CUDA tensors come from sublet's caching allocator through sublet_torch.use()
+(the sublet_torch package importable; sublet's defaults, or SUBLET_ALLOC_CONF), installed before
+the first CUDA allocation; peaks, statistics and snapshots then come from sublet_torch. In a sweep,
+the setting "sublet_torch" runs its process that way.
 Works with PyTorch 1.13 (Debian 12) and 2.x.
 """
 import argparse
@@ -72,8 +77,14 @@ GPT_NAMES = tuple(nanogpt_model.CONFIGS)
 MODEL_NAMES = ("resnet20", "resnet32", "resnet56") + IMAGENET_MODELS + GPT_NAMES
 DENSE_BF16_PEAK_FLOPS = 989e12  # H100/H200 SXM
 SHAPE_SCHEDULE_FORMAT, SHAPE_SCHEDULE_VERSION = "sublet-shape-schedule", 1
+SUBLET_TORCH_SETTING = "sublet_torch"  # a sweep setting: the process runs with --allocator sublet
 DEFAULT_SWEEP = ("pytorch", "max_split_size_mb:512", "roundup_power2_divisions:16",
                  "max_split_size_mb:512,roundup_power2_divisions:16", "expandable_segments:True")
+
+
+# Where the CUDA memory statistics come from: PyTorch's allocator, or sublet_torch (same function
+# names) once --allocator sublet has installed sublet's.
+memory_api = torch.cuda
 
 
 class BasicBlock(nn.Module):
@@ -340,8 +351,8 @@ def timing_fields(args, step_ms, cpu_ms, cuda):
         "ms_per_step": ms,
         "cpu_ms_per_step": statistics.median(cpu_ms),
         "img_per_s": args.batch_size * 1000.0 / ms,
-        "peak_allocated_bytes": torch.cuda.max_memory_allocated() if cuda else None,
-        "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
+        "peak_allocated_bytes": memory_api.max_memory_allocated() if cuda else None,
+        "peak_reserved_bytes": memory_api.max_memory_reserved() if cuda else None,
         "steps": args.steps,
         "warmup": args.warmup,
         "step_ms": step_ms,
@@ -353,7 +364,7 @@ def time_steps(args, step, cuda):
     if cuda:
         torch.cuda.synchronize()
         if not args.cuda_graph and not args.stats_from_start:  # a graph's peaks count from its capture on
-            torch.cuda.reset_peak_memory_stats()
+            memory_api.reset_peak_memory_stats()
     step_ms, cpu_ms = [], []
     if cuda and args.profile_range:
         torch.cuda.cudart().cudaProfilerStart()
@@ -478,7 +489,7 @@ def capture_step(args, model, optimizer, images, labels, recipe):
             train_step()
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+    memory_api.reset_peak_memory_stats()
     graph = torch.cuda.CUDAGraph()
     optimizer.zero_grad(set_to_none=True)
     with torch.cuda.graph(graph):
@@ -526,7 +537,8 @@ def sweep_settings(text):
         raise SystemExit(f"error: --alloc-conf-sweep '{text}': an empty entry; expected settings separated by ';'")
     if "sublet" in settings:
         raise SystemExit("error: --alloc-conf-sweep: 'sublet' names sublet's own defaults, which PyTorch's allocator "
-                         "has no setting for; use expandable_segments:True (sublet's CUDA default) instead")
+                         "has no setting for; use expandable_segments:True (sublet's CUDA default), or "
+                         f"{SUBLET_TORCH_SETTING} (sublet's allocator inside PyTorch) instead")
     return settings
 
 
@@ -539,7 +551,7 @@ def sweep_row(label, stats, result):
 
     peak_allocated, peak_reserved = stat("allocated_bytes.all.peak"), stat("reserved_bytes.all.peak")
     return {"label": label,
-            "alloc_conf": "" if label == "pytorch" else label,
+            "alloc_conf": "" if label in ("pytorch", SUBLET_TORCH_SETTING) else label,
             "peak_allocated_bytes": peak_allocated,
             "peak_reserved_bytes": peak_reserved,
             "reserved_per_allocated": peak_reserved / peak_allocated if peak_allocated else None,
@@ -565,13 +577,15 @@ def run_sweep(args):
     with tempfile.TemporaryDirectory() as scratch:
         for n, setting in enumerate(settings):
             env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")}
-            if setting != "pytorch":
+            if setting not in ("pytorch", SUBLET_TORCH_SETTING):
                 env["PYTORCH_CUDA_ALLOC_CONF"] = setting
             env[SWEEP_CHILD_ENV] = os.path.join(scratch, f"row{n}.json")
             if args.snapshot_dir:
                 name = "".join(c if c.isalnum() or c in "_-." else "_" for c in setting)
                 env[SWEEP_SNAPSHOT_ENV] = os.path.join(args.snapshot_dir, f"{name}.pickle")
             command = [sys.executable, os.path.abspath(__file__)] + [a for a in sys.argv[1:] if a != "--sweep-dry-run"]
+            if setting == SUBLET_TORCH_SETTING:
+                command += ["--allocator", "sublet"]
             if args.sweep_dry_run:
                 print(shlex.join([f"PYTORCH_CUDA_ALLOC_CONF={env.get('PYTORCH_CUDA_ALLOC_CONF', '')}",
                                   f"{SWEEP_CHILD_ENV}={env[SWEEP_CHILD_ENV]}"] + command))
@@ -618,6 +632,21 @@ def print_sweep_table(rows):
           f"PyTorch {torch.__version__}")
 
 
+def use_sublet_allocator():
+    """sublet's allocator for every CUDA tensor of this process, before the first is made."""
+    global memory_api
+    if not torch.cuda.is_available():
+        raise SystemExit("error: --allocator sublet: this PyTorch has no usable CUDA device (sublet_torch serves CUDA "
+                         "tensors)")
+    try:
+        import sublet_torch
+    except ImportError as e:
+        raise SystemExit(f"error: --allocator sublet: cannot import sublet_torch ({e}); install it with "
+                         "`pip install ./python` or put python/ on PYTHONPATH") from None
+    sublet_torch.use()
+    memory_api = sublet_torch
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
@@ -651,6 +680,8 @@ def main():
                         "separated by ';' (pytorch: PyTorch's defaults); default: " + "; ".join(DEFAULT_SWEEP))
     parser.add_argument("--snapshot-dir", help="with --alloc-conf-sweep: write each setting's memory snapshot here "
                         "(for sublet replay --rules pytorch)")
+    parser.add_argument("--allocator", choices=("pytorch", "sublet"), default="pytorch",
+                        help="CUDA tensor memory: PyTorch's caching allocator, or sublet's through sublet_torch.use()")
     parser.add_argument("--sweep-dry-run", action="store_true",
                         help="with --alloc-conf-sweep: print each setting's command and environment, run nothing")
     args = parser.parse_args()
@@ -664,8 +695,12 @@ def main():
         return run_sweep(args)
     if args.alloc_conf_sweep is None and (args.snapshot_dir or args.sweep_dry_run):
         raise SystemExit("error: --snapshot-dir and --sweep-dry-run go with --alloc-conf-sweep")
+    if args.allocator == "sublet":
+        use_sublet_allocator()
     snapshot = os.environ.get(SWEEP_SNAPSHOT_ENV)
-    if snapshot and torch.cuda.is_available():
+    if snapshot and args.allocator == "sublet":
+        memory_api.record_memory_history(max_entries=4_000_000, stacks=None)
+    elif snapshot and torch.cuda.is_available():
         # Before anything is allocated: sublet replay rebuilds the run from an empty allocator.
         try:
             torch.cuda.memory._record_memory_history(max_entries=4_000_000, context=None, stacks="python")
@@ -710,9 +745,12 @@ def main():
         if cuda:
             torch.cuda.synchronize()
         if snapshot and cuda:
-            torch.cuda.memory._dump_snapshot(snapshot)
+            if args.allocator == "sublet":
+                memory_api.dump_snapshot(snapshot)
+            else:
+                torch.cuda.memory._dump_snapshot(snapshot)
         with open(child, "w") as out:
-            json.dump({"memory_stats": dict(torch.cuda.memory_stats()) if cuda else None, "result": results[0]}, out)
+            json.dump({"memory_stats": dict(memory_api.memory_stats()) if cuda else None, "result": results[0]}, out)
         return None
     print_table(results)
     if args.json:

@@ -58,6 +58,14 @@ with tempfile.TemporaryDirectory() as work:
     expect("sweep labels", ["pytorch", "expandable_segments:True"], [r["label"] for r in sweep["rows"]])
     expect("sweep rows timed", [True, True], [(r["us_per_token"] or 0) > 0 for r in sweep["rows"]])
 
+    # The sublet_torch setting runs its process with sublet's allocator installed (and no PyTorch setting).
+    dry = subprocess.run([sys.executable, script, "--device", "cpu", "--model", "gpt-nano",
+                          "--alloc-conf-sweep=expandable_segments:True;sublet_torch", "--sweep-dry-run"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    expect("sublet_torch in its process only", [False, True], [line.endswith("--allocator sublet") for line in dry])
+    expect("no PyTorch setting beside sublet_torch", ["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+                                                      "PYTORCH_CUDA_ALLOC_CONF="], [line.split()[0] for line in dry])
+
 for failure in failures:
     print(failure)
 print("pytorch_step.py ran sublet's schedules" if not failures else f"{len(failures)} mismatches")
