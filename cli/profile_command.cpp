@@ -5,7 +5,7 @@
 // GPT models (gpt-nano, gpt-mini, gpt2-small) train on random token windows of --seq-len (default
 // the model's context) over --classes ids (default 50304, GPT-2's padded vocabulary): the layer
 // table then has the attention, MLP and layer norms of every block, and the loss.
-// With a shape schedule (bench/step/shape_schedule.h, as bench step draws or reads it) every step
+// With a shape schedule (runtime/data/shape_schedule.h, as bench step draws or reads it) every step
 // trains on its own batch and shape; segment_map.svg then shows how the changing sizes split the
 // segments and made reserved memory grow.
 // Runs N training steps of a model with hooks on every module and writes the per-layer memory
