@@ -121,8 +121,9 @@ TEST(TrainCommand, GptRunsWithAShapeSchedule) {
     std::ofstream text(dir / "text.txt");
     for (int i = 0; i < 100; ++i) text << "the cat sat on the mat. ";
   }
-  const std::string data = "train --model gpt-nano --device cpu --data text --data-dir " + (dir / "text.txt").string() +
-                           " --eval-interval 3 --eval-batches 1 --seed 2 ";
+  const std::string base = "train --model gpt-nano --device cpu --data text --data-dir " + (dir / "text.txt").string() +
+                           " --eval-interval 3 --eval-batches 1 ";
+  const std::string data = base + "--seed 2 ";
   const std::string gpt = data + "--steps 6 ";
   const std::string range = "--seq-len-range 8:64 --tokens-per-batch 128 ";
   const std::string written = (dir / "s.json").string();
@@ -143,6 +144,17 @@ TEST(TrainCommand, GptRunsWithAShapeSchedule) {
   const RunResult read = run_sublet(gpt + "--shape-schedule " + written);
   ASSERT_EQ(read.exit_code, 0) << read.output;
   EXPECT_NE(read.output.find("final validation loss"), std::string::npos) << read.output;
+
+  // Resumed with more steps the CLI draws the schedule again from the seed: the 6 steps trained
+  // keep their shapes and the run goes on to step 9; another seed would give them others.
+  const std::string checkpoint = (dir / "ck.safetensors").string();
+  ASSERT_EQ(run_sublet(gpt + range + "--checkpoint " + checkpoint).exit_code, 0);
+  const RunResult resumed = run_sublet(data + "--steps 9 " + range + "--resume " + checkpoint);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from " + checkpoint + " at step 6 of 9"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("step 9: train loss"), std::string::npos) << resumed.output;
+  expect_clear_error(base + "--seed 5 --steps 6 " + range + "--resume " + checkpoint, "gives its 6 steps other shapes");
+  expect_clear_error(gpt + "--resume " + checkpoint, "was trained with a shape schedule");
 
   expect_clear_error(gpt + range + "--seq-len 32", "train --seq-len: the shape schedule sets every step's length");
   expect_clear_error(gpt + range + "--batch-size 4", "drop --batch-size");
