@@ -157,7 +157,7 @@ class Trainer {
   std::int64_t windows_in_interval() const;
   std::string describe_language_model() const;
   // The learning-rate schedule's position before step `step`: the step, or with a shape schedule
-  // the tokens of the steps before it.
+  // the tokens of the steps before it (all the run's tokens past its last step).
   std::int64_t schedule_position(std::int64_t step) const;
   // The schedule and a digest of its first `steps_done` entries, as checkpoints record it:
   // "seq 8..64 (multiples of 8), about 256 tokens per step; seed 3; steps 0..39 digest 0123abcd".

@@ -1,7 +1,7 @@
 // The Trainer's GPT side (trainer.h): nanoGPT's optimizer setup and schedule, one step on a
 // batch of random token windows (of a fixed length, or of the shape schedule's), and the
-// validation loss. The loop, checkpoints, metrics and
-// progress are the Trainer's own, shared with the image models.
+// validation loss. The loop, checkpoints, metrics and progress are the Trainer's own, shared
+// with the image models.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -92,9 +92,10 @@ void Trainer::setup_language_model() {
     // nanoGPT's get_lr: lr (it + 1) / (warmup + 1) during the warm-up, then cosine down to lr / 10
     // at the last step. The cosine is made first: it takes the optimizer's lr as its base before
     // the warm-up lowers it. Positions are steps, or with a shape schedule tokens (the warm-up
-    // spans the tokens of its steps), so that a step of few tokens moves the rate little.
+    // spans the tokens of its steps, at most the run's), so that a step of few tokens moves the
+    // rate little.
     const std::int64_t warmup = warmup_steps_of(options_);
-    const std::int64_t warmup_span = schedule_position(std::min(warmup, options_.steps));
+    const std::int64_t warmup_span = schedule_position(warmup);
     auto cosine = std::make_unique<optim::CosineAnnealingLR>(
         *optimizer_, std::max<std::int64_t>(1, schedule_position(options_.steps) - warmup_span), lr / 10.0);
     if (warmup > 0) {
@@ -148,9 +149,9 @@ void Trainer::check_resumed_schedule(const std::filesystem::path& path, const Tr
                                  "wrote it",
                                  path.string(), pos.shape_schedule, flags));
   if (pos.shape_schedule.empty())
-    throw ValueError(fmt::format("checkpoint {} was trained on fixed windows of {} x {} tokens, and this run has a "
-                                 "shape schedule; resume it without --seq-len-range and --shape-schedule",
-                                 path.string(), pos.batch_size, seq_len_));
+    throw ValueError(fmt::format("checkpoint {} was trained on fixed windows ({} a step), and this run has a shape "
+                                 "schedule; resume it without --seq-len-range and --shape-schedule",
+                                 path.string(), pos.batch_size));
   const std::string mine = schedule_identity(pos.global_step);
   if (mine != pos.shape_schedule)
     throw ValueError(fmt::format("checkpoint {} was trained with the shape schedule \"{}\", this run's gives its {} "
