@@ -171,7 +171,7 @@ def format_bytes(n):
 
 
 def load_shape_schedule(path):
-    """A sublet-shape-schedule file (bench/step/shape_schedule.h): {"kind", "steps": [(batch, seq_len or (C, H, W))],
+    """A sublet-shape-schedule file (runtime/data/shape_schedule.h): {"kind", "steps": [(batch, seq_len or (C, H, W))],
     "describe"}; SystemExit naming what was expected and found."""
     def fail(what):
         raise SystemExit(f"error: --shape-schedule {path}: {what}")

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bench/alloc/report_json.h"
-#include "bench/step/shape_schedule.h"
+#include "runtime/data/shape_schedule.h"
 #include "bench/step/step_bench.h"
 #include "bench/step/step_report.h"
 #include "bench/step/sweep_report.h"
@@ -75,7 +75,6 @@ struct StepFlags {
   std::int64_t vocab_size = 50304;
   std::int64_t block_size = 0;
   ShapeScheduleFlags shapes;  // a shape each step
-  std::string write_shape_schedule_path;
   bool alloc_conf_sweep = false;
   std::string alloc_conf_sweep_list;  // empty: the standard list
   // Given on the command line (not just defaults): refused together with a schedule.
@@ -83,16 +82,13 @@ struct StepFlags {
 };
 
 // The schedule the flags ask for, or null. Drawn from --seed for warm-up + timed steps.
-std::shared_ptr<const bench::ShapeSchedule> schedule_from_flags(const StepFlags& flags, std::int64_t channels) {
-  if (!flags.write_shape_schedule_path.empty() && !flags.shapes.draws())
-    throw ValueError("bench step --write-shape-schedule: writes the schedule drawn from --seq-len-range and "
-                     "--tokens-per-batch, or from --resolutions; give one of them");
-  std::optional<bench::ShapeSchedule> schedule = shape_schedule_from_flags(
+std::shared_ptr<const data::ShapeSchedule> schedule_from_flags(const StepFlags& flags, std::int64_t channels) {
+  std::optional<data::ShapeSchedule> schedule = shape_schedule_from_flags(
       "bench step", flags.shapes,
       {.batch_size = flags.batch_size_given, .seq_len = flags.seq_len_given, .input = flags.input_given},
       {.seed = flags.seed, .steps = flags.warmup + flags.steps, .batch_size = flags.batch_size, .channels = channels});
   if (!schedule) return nullptr;
-  return std::make_shared<const bench::ShapeSchedule>(std::move(*schedule));
+  return std::make_shared<const data::ShapeSchedule>(std::move(*schedule));
 }
 
 // One setting's outcome: the row, the run (none when it ran out of memory) and the statistics
@@ -169,10 +165,10 @@ void run_bench_step(const StepFlags& flags) {
       (options.memory_plan != MemoryPlan::Static || !flags.cuda_graph))
     throw ValueError("bench step --plan-heuristic and --plan-trace: need --cuda-graph with --memory-plan static");
   check_output_file("--plan-trace", flags.plan_trace_path);
-  check_output_file("--write-shape-schedule", flags.write_shape_schedule_path);
+  check_output_file("--write-shape-schedule", flags.shapes.write_path);
   RunFiles()
       .input("--shape-schedule", flags.shapes.read_path, "shape schedule")
-      .output("--write-shape-schedule", flags.write_shape_schedule_path, "shape schedule")
+      .output("--write-shape-schedule", flags.shapes.write_path, "shape schedule")
       .output("--json", flags.json_path, "report")
       .output("--alloc-trace", flags.alloc_trace_path, "allocation trace")
       .output("--plan-trace", flags.plan_trace_path, "plan trace")
@@ -193,7 +189,7 @@ void run_bench_step(const StepFlags& flags) {
   if (options.device.is_cuda())
     std::cerr << "bench step: cuDNN algorithms " << (flags.cudnn_benchmark ? "timed per shape" : "from heuristics")
               << ", TF32 " << (flags.tf32 ? "allowed" : "off") << " for convolutions\n";
-  if ((flags.shapes.draws() || !flags.shapes.read_path.empty()) &&
+  if (flags.shapes.given() &&
       (flags.cuda_graph || !flags.memory_budget.empty() || launched_as_worker()))
     throw ValueError("bench step: with a shape each step the steps run eager on one device; drop --cuda-graph, "
                      "--memory-budget and --nproc-per-node");
@@ -201,16 +197,17 @@ void run_bench_step(const StepFlags& flags) {
   if (options.schedule && !options.schedule->tokens()) options.batch_size = options.schedule->batch_size;
   if (options.schedule)  // before the first model is built, so a bad schedule fails at once
     for (const auto& model : flags.models)
-      bench::check_schedule_for_run(
-          *options.schedule, models::is_language_model(model),
-          flags.block_size > 0 ? flags.block_size
-          : models::is_language_model(model) ? models::gpt_config(model, flags.vocab_size).block_size
-                                             : 0,
-          flags.warmup + flags.steps, model);
-  if (!flags.write_shape_schedule_path.empty()) {
-    bench::save_shape_schedule(flags.write_shape_schedule_path, *options.schedule);
-    std::cout << "wrote " << flags.write_shape_schedule_path << "\n";
-  }
+      data::check_schedule_for_run(
+          *options.schedule,
+          {.model = model,
+           .language_model = models::is_language_model(model),
+           .context = flags.block_size > 0                 ? flags.block_size
+                      : models::is_language_model(model) ? models::gpt_config(model, flags.vocab_size).block_size
+                                                         : 0,
+           .steps = flags.warmup + flags.steps,
+           .steps_source = "warm-up + timed steps",
+           .context_hint = "--block-size sets a longer one"});
+  if (options.schedule) write_shape_schedule_if_asked(flags.shapes, *options.schedule, std::cout);
   if (flags.alloc_conf_sweep) {
     if (flags.allocator != "caching")
       throw ValueError("bench step --alloc-conf-sweep: tries settings of the caching allocator; drop --allocator " +
@@ -244,7 +241,7 @@ void run_bench_step(const StepFlags& flags) {
                          {"precision", amp::precision_name(options.precision)},
                          {"steps", flags.steps},
                          {"warmup", flags.warmup},
-                         {"shape_schedule", options.schedule ? bench::shape_schedule_json(*options.schedule)
+                         {"shape_schedule", options.schedule ? data::shape_schedule_json(*options.schedule)
                                                              : nlohmann::json(nullptr)},
                          {"rows", json_rows}});
     }
@@ -322,9 +319,8 @@ void add_bench_step_command(CLI::App& app) {
                    "GPT models: the context, i.e. positions with embeddings (default: the model's; gpt-nano 64, "
                    "gpt-mini 256, gpt2-small 1024)")
       ->check(CLI::Range(1, 1 << 20));
-  add_shape_schedule_flags(*step, flags->shapes, "its first --warmup + --steps entries are used");
-  step->add_option("--write-shape-schedule", flags->write_shape_schedule_path,
-                   "write the schedule drawn from --seq-len-range or --resolutions to this file before the run");
+  add_shape_schedule_flags(*step, flags->shapes,
+                           {.read_help = "its first --warmup + --steps entries are used", .images = true, .write = true});
   step->add_flag("--alloc-conf-sweep", flags->alloc_conf_sweep_list,
                  "run the same steps under each allocator setting, a fresh caching allocator each, and print one row "
                  "per setting from its memory_stats(). Alone: pytorch (PyTorch's defaults, fixed segments), "

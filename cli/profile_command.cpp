@@ -5,7 +5,7 @@
 // GPT models (gpt-nano, gpt-mini, gpt2-small) train on random token windows of --seq-len (default
 // the model's context) over --classes ids (default 50304, GPT-2's padded vocabulary): the layer
 // table then has the attention, MLP and layer norms of every block, and the loss.
-// With a shape schedule (bench/step/shape_schedule.h, as bench step draws or reads it) every step
+// With a shape schedule (runtime/data/shape_schedule.h, as bench step draws or reads it) every step
 // trains on its own batch and shape; segment_map.svg then shows how the changing sizes split the
 // segments and made reserved memory grow.
 // Runs N training steps of a model with hooks on every module and writes the per-layer memory
@@ -16,7 +16,7 @@
 #include <iostream>
 #include <optional>
 
-#include "bench/step/shape_schedule.h"
+#include "runtime/data/shape_schedule.h"
 #include "cli/commands.h"
 #include "cli/device_flag.h"
 #include "cli/flag_checks.h"
@@ -70,17 +70,17 @@ struct ProfileArgs {
 };
 
 // The schedule the flags ask for (the first `steps` entries are profiled), or nothing.
-std::optional<bench::ShapeSchedule> schedule_from_flags(const ProfileArgs& args, std::int64_t channels) {
+std::optional<data::ShapeSchedule> schedule_from_flags(const ProfileArgs& args, std::int64_t channels) {
   return shape_schedule_from_flags(
       "profile", args.shapes,
       {.batch_size = args.batch_size_given, .seq_len = args.seq_len_given, .input = args.input_given},
       {.seed = args.seed, .steps = args.steps, .batch_size = args.batch_size, .channels = channels});
 }
 
-std::vector<profile::StepShape> step_shapes(const bench::ShapeSchedule& schedule, int steps) {
+std::vector<profile::StepShape> step_shapes(const data::ShapeSchedule& schedule, int steps) {
   std::vector<profile::StepShape> shapes;
   for (int i = 0; i < steps; ++i) {
-    const bench::ShapeStep& s = schedule.steps[static_cast<std::size_t>(i)];
+    const data::ShapeStep& s = schedule.steps[static_cast<std::size_t>(i)];
     profile::StepShape shape;
     shape.batch = s.batch;
     shape.seq_len = s.seq_len;
@@ -174,10 +174,15 @@ void run_profile(const ProfileArgs& args) {
         parse_input_shape(!args.input.empty() ? args.input : imagenet_model(args.model) ? "3x224x224" : "3x32x32");
     options.num_classes = args.classes > 0 ? args.classes : imagenet_model(args.model) ? 1000 : 10;
   }
-  if (const std::optional<bench::ShapeSchedule> schedule =
+  if (const std::optional<data::ShapeSchedule> schedule =
           schedule_from_flags(args, language_model ? 1 : options.input_shape[0])) {  // a GPT refuses images below
     if (!args.memory_budget.empty()) throw ValueError("profile --memory-budget: fits one batch shape; drop it with a shape schedule");
-    bench::check_schedule_for_run(*schedule, language_model, language_model ? options.input_shape[0] : 0, args.steps, args.model);
+    data::check_schedule_for_run(*schedule, {.model = args.model,
+                                             .language_model = language_model,
+                                             .context = language_model ? options.input_shape[0] : 0,
+                                             .steps = args.steps,
+                                             .steps_source = "--steps",
+                                             .context_hint = "--block-size sets a longer one"});
     options.step_shapes = step_shapes(*schedule, args.steps);
     const profile::StepShape& last = options.step_shapes.back();  // the step the layer table shows
     options.batch_size = last.batch;
@@ -273,7 +278,7 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--block-size", args->block_size,
                   "GPT models: the context (default: the model's; gpt-nano 64, gpt-mini 256, gpt2-small 1024)")
       ->check(CLI::Range(1, 1 << 20));
-  add_shape_schedule_flags(*cmd, args->shapes, "its first --steps entries are profiled");
+  add_shape_schedule_flags(*cmd, args->shapes, {.read_help = "its first --steps entries are profiled"});
   cmd->add_option("--optimizer", args->optimizer, "sgd (momentum 0.9) or adam")->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
   cmd->add_option("--lr", args->lr, "learning rate")->capture_default_str();
   cmd->add_option("--memory-budget", args->memory_budget,

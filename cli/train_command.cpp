@@ -7,6 +7,7 @@
 //              [--nvtx] [--precision fp32|bf16|fp16] [--channels-last]
 // GPT models (--model gpt-nano|gpt-mini|gpt2-small, --data text|tokens): [--seq-len N] [--steps N]
 //              [--eval-interval N] [--eval-batches N] [--warmup-steps N] [--grad-clip X] [--val-fraction X]
+//              [--seq-len-range MIN:MAX --tokens-per-batch N | --shape-schedule FILE] [--write-shape-schedule FILE]
 // Data parallel: with --nproc-per-node this process is the launcher (as torchrun): it starts N
 // workers running the same command without the launcher flags, with torchrun's variables set;
 // a process started with those variables (by this launcher, torchrun or SLURM) is a worker.
@@ -22,6 +23,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +38,7 @@
 #include "cli/image_shape_flag.h"
 #include "cli/precision_flags.h"
 #include "cli/run_files.h"
+#include "cli/shape_schedule_flags.h"
 #include "core/errors.h"
 #include "models/registry.h"
 #include "runtime/nn/module_ranges.h"
@@ -87,18 +90,22 @@ void check_resume_file(const fs::path& path) {
                   (S_ISFIFO(info.st_mode) ? "a FIFO" : S_ISSOCK(info.st_mode) ? "a socket" : "a device"));
 }
 
-void run_train(train::TrainOptions options, const std::string& synthetic_shape, bool nvtx) {
+void run_train(train::TrainOptions options, const std::string& synthetic_shape, const ShapeScheduleFlags& shapes,
+               bool nvtx) {
   parse_synthetic_shape(synthetic_shape, options);
   train::validate(options);
   // Training can take hours: refuse an output that cannot be written before, not after.
   check_output_file("--checkpoint", options.checkpoint);
   check_output_file("--metrics-json", options.metrics_json);
+  check_output_file("--write-shape-schedule", shapes.write_path);
   if (!options.resume.empty()) check_resume_file(options.resume);
   RunFiles files;
-  files.input("--resume", options.resume, "checkpoint");
+  files.input("--resume", options.resume, "checkpoint").input("--shape-schedule", shapes.read_path, "shape schedule");
   for (const fs::path& file : dataset_files(options)) files.input("--data-dir", file, "dataset");
   files.output("--checkpoint", options.checkpoint, "checkpoint").output("--metrics-json", options.metrics_json, "metrics");
+  files.output("--write-shape-schedule", shapes.write_path, "shape schedule");
   files.check();
+  if (options.shape_schedule) write_shape_schedule_if_asked(shapes, *options.shape_schedule, std::cout);
   train::Trainer trainer(options);
   std::optional<nn::ModuleRanges> ranges;  // --nvtx: each module's forward and backward on Nsight's timeline
   if (nvtx) ranges.emplace(trainer.model(), nn::nvtx_range_sink());
@@ -181,7 +188,10 @@ void add_train_command(CLI::App& app) {
   add_default_on_switch(*cmd, "oom-retry", options->oom_retry, "on out of memory, halve the batch size and continue");
   cmd->add_flag("--allow-nonfinite", options->allow_nonfinite,
                 "go on when the loss becomes NaN or infinite (default: stop with an error, keeping the last checkpoint)");
-  cmd->add_option("--seq-len", options->seq_len, "GPT: tokens per training window (default: the model's context)");
+  cmd->add_option("--seq-len", options->seq_len,
+                  "GPT: tokens per window, in training and evaluation (default: the model's context); with a shape "
+                  "schedule (--seq-len-range, --shape-schedule) training takes the schedule's lengths and evaluation "
+                  "keeps this default, fixed");
   cmd->add_option("--steps", options->steps, "GPT: optimizer steps in all")->capture_default_str();
   cmd->add_option("--eval-interval", options->eval_interval,
                   "GPT: steps between evaluations (validation loss, checkpoint, metrics)")
@@ -195,6 +205,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--val-fraction", options->validation_fraction,
                   "GPT: the end of a single text or token file kept for validation")
       ->capture_default_str();
+  auto shapes = std::make_shared<ShapeScheduleFlags>();
+  add_shape_schedule_flags(*cmd, *shapes,
+                           {.read_help = "GPT: step k trains on entry k (the file needs --steps entries)",
+                            .images = false,
+                            .write = true});
   auto launch = std::make_shared<LaunchFlags>();
   add_launch_flags(*cmd, *launch);
   auto nvtx = std::make_shared<bool>(false);
@@ -213,8 +228,13 @@ void add_train_command(CLI::App& app) {
                   "data parallel: seconds any wait for the other ranks may take (joining, store, collectives) before "
                   "the run stops naming the rank that did not answer")
       ->capture_default_str();
-  cmd->callback([cmd, options, synthetic_shape, memory_plan, launch, nvtx] {
+  cmd->callback([cmd, options, synthetic_shape, memory_plan, shapes, launch, nvtx] {
     train::use_language_model_defaults(*options, [cmd](const char* flag) { return cmd->count(flag) > 0; });
+    // Drawn from --seed for --steps steps; a resumed run draws the same schedule again.
+    if (std::optional<data::ShapeSchedule> schedule = shape_schedule_from_flags(
+            "train", *shapes, {.batch_size = cmd->count("--batch-size") > 0, .seq_len = cmd->count("--seq-len") > 0},
+            {.seed = options->seed, .steps = options->steps}))
+      options->shape_schedule = std::make_shared<const data::ShapeSchedule>(std::move(*schedule));
     if (memory_plan->count() > 0 && !options->cuda_graph)
       throw ValueError("--memory-plan lays out a captured step's memory, so it needs --cuda-graph");
     if (launch->launching()) {
@@ -226,7 +246,7 @@ void add_train_command(CLI::App& app) {
       return;
     }
     options->data_parallel = launched_as_worker();
-    run_train(*options, *synthetic_shape, *nvtx);
+    run_train(*options, *synthetic_shape, *shapes, *nvtx);
   });
 }
 

@@ -103,6 +103,8 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkp
   std::map<std::string, std::string> with_format = metadata;
   if (!checkpoint.precision.empty()) with_format["precision"] = checkpoint.precision;
   if (!checkpoint.memory_format.empty()) with_format["memory_format"] = checkpoint.memory_format;
+  if (pos.epoch_tokens >= 0) with_format["epoch_tokens"] = std::to_string(pos.epoch_tokens);
+  if (!pos.shape_schedule.empty()) with_format["shape_schedule"] = pos.shape_schedule;
   io::save_safetensors(path, tensors, with_format);
 }
 
@@ -158,12 +160,15 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
       throw IoError(fmt::format("{}: checkpoint loss scale {} (growth tracker {}) is invalid: expected a finite scale "
                                 ">= 0 and a count >= 0", path.string(), pos.loss_scale, pos.loss_scale_growth_tracker));
   }
+  // Absent before GPT runs weighed their loss by tokens (-1), and in runs of fixed windows.
+  if (file.metadata.contains("epoch_tokens")) pos.epoch_tokens = meta.number<std::int64_t>("epoch_tokens");
+  if (file.metadata.contains("shape_schedule")) pos.shape_schedule = meta.text("shape_schedule");
   // A language model's (in_channels 0) samples are windows over train_images tokens, which may
   // outnumber them.
   const bool windows = out.identity.in_channels == 0;
   if (pos.epoch < 0 || pos.samples_in_epoch < 0 || (!windows && pos.samples_in_epoch > pos.train_images) ||
       pos.batch_size < 1 ||
-      pos.epoch_images < 0) {
+      pos.epoch_images < 0 || pos.epoch_tokens < -1) {
     throw IoError(fmt::format("{}: checkpoint position is invalid (epoch {}, image {} of {}, batch size {})",
                               path.string(), pos.epoch, pos.samples_in_epoch, pos.train_images, pos.batch_size));
   }

@@ -53,6 +53,13 @@ struct TrainingPosition {
   // beside the model's); 0: no loss scaler.
   double loss_scale = 0.0;
   std::int64_t loss_scale_growth_tracker = 0;
+  // GPT runs: the tokens trained in the interval in progress, the weights of epoch_loss_sum (a
+  // mean over tokens, as the windows' lengths may differ); -1 where not recorded (the sum then
+  // weighs windows).
+  std::int64_t epoch_tokens = -1;
+  // GPT runs with a shape schedule: the schedule and a digest of the steps already trained
+  // (Trainer's schedule_identity); empty for fixed windows. A resume must match it.
+  std::string shape_schedule;
 };
 
 struct Checkpoint {

@@ -26,6 +26,7 @@ struct EpochMetrics {
   double val_loss = 0.0;           // mean over the evaluated validation tokens, nats
   double val_perplexity = 0.0;     // exp(val_loss)
   double tokens_per_s = 0.0;       // training tokens per second (training steps only)
+  std::int64_t tokens = 0;         // training tokens of the interval (windows x their lengths)
 };
 
 }  // namespace sublet::train

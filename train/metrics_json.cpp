@@ -18,6 +18,7 @@ json epoch_json(const EpochMetrics& m) {
                 {"val_loss", m.val_loss},
                 {"val_perplexity", m.val_perplexity},
                 {"tokens_per_s", m.tokens_per_s},
+                {"tokens", m.tokens},
                 {"peak_allocated_bytes", m.peak_allocated_bytes},
                 {"peak_reserved_bytes", m.peak_reserved_bytes},
                 {"seconds", m.seconds},
@@ -46,6 +47,12 @@ json epochs_array(const std::vector<EpochMetrics>& history) {
 
 std::string metrics_json_text(const RunDescription& run, const std::vector<EpochMetrics>& history) {
   json doc{{"model", run.model}, {"device", run.device}, {"data", run.data}, {"epochs", epochs_array(history)}};
+  if (const std::optional<ShapeScheduleSummary>& s = run.shape_schedule) {
+    doc["shape_schedule"] = json{{"seq_len_min", s->seq_len_min},           {"seq_len_max", s->seq_len_max},
+                                 {"multiple", s->multiple},                 {"tokens_per_batch", s->tokens_per_batch},
+                                 {"seed", s->seed},                         {"steps", s->steps},
+                                 {"eval_seq_len", s->eval_seq_len}};
+  }
   if (!history.empty() && history.back().language_model) {
     doc["final_val_loss"] = history.back().val_loss;
     doc["final_val_perplexity"] = history.back().val_perplexity;
@@ -77,6 +84,7 @@ std::vector<EpochMetrics> parse_epochs_json(const std::string& text, const std::
         m.val_loss = e.at("val_loss").get<double>();
         m.val_perplexity = e.at("val_perplexity").get<double>();
         m.tokens_per_s = e.at("tokens_per_s").get<double>();
+        m.tokens = e.value("tokens", std::int64_t{0});  // absent in older checkpoints
       } else {
         m.epoch = e.at("epoch").get<std::int64_t>();
         m.train_acc = e.at("train_acc").get<double>();

@@ -5,7 +5,13 @@
 //                "peak_allocated_bytes": ..., "peak_reserved_bytes": ..., "seconds": ..., "batch_size": ...}],
 //    "final_test_acc": ...}
 // Accuracies are fractions in [0, 1]; final_test_acc is the last epoch's (null before any epoch).
+// GPT runs list evaluations instead ({"evaluation", "step", "train_loss", "val_loss", "tokens", ...},
+// final_val_loss); with a shape schedule the document adds
+//   "shape_schedule": {"seq_len_min", "seq_len_max", "multiple", "tokens_per_batch", "seed", "steps",
+//                      "eval_seq_len"}.
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,10 +19,21 @@
 
 namespace sublet::train {
 
+// How a GPT run with a shape schedule drew its steps (runtime/data/shape_schedule.h): the range,
+// the length multiple, the tokens a batch keeps about, the seed, the steps trained from it, and
+// the fixed window length of the evaluations.
+struct ShapeScheduleSummary {
+  std::int64_t seq_len_min = 0, seq_len_max = 0, multiple = 0, tokens_per_batch = 0;
+  std::uint64_t seed = 0;
+  std::int64_t steps = 0;
+  std::int64_t eval_seq_len = 0;
+};
+
 struct RunDescription {
   std::string model;
   std::string device;
   std::string data;
+  std::optional<ShapeScheduleSummary> shape_schedule;
 };
 
 // The document as JSON text (pretty-printed).

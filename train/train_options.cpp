@@ -8,7 +8,9 @@
 #include "runtime/amp/precision.h"
 #include "analysis/recompute_plan.h"
 #include "memory/registry.h"
+#include "models/gpt.h"
 #include "models/registry.h"
+#include "runtime/data/shape_schedule.h"
 
 namespace sublet::train {
 namespace {
@@ -42,6 +44,26 @@ Device parse_device_text(const std::string& text) {
   } catch (const ValueError&) {
     throw ValueError("--device: unknown value '" + text + "'; expected auto, cpu, cuda or cuda:N");
   }
+}
+
+// A shape schedule fits GPT runs only, and only runs whose steps may change shape.
+void check_shape_schedule(const TrainOptions& options) {
+  if (!is_language_model_run(options))
+    throw ValueError("--seq-len-range/--shape-schedule: a shape schedule gives GPT models a window length each step; "
+                     "--model " + options.model + " is an image model (fixed --batch-size batches of its images)");
+  if (options.cuda_graph)
+    throw ValueError("--cuda-graph replays one captured step of fixed shapes, and the shape schedule changes the "
+                     "shapes every step; drop one of them");
+  if (options.seq_len > 0)
+    throw ValueError("--seq-len: the shape schedule sets every step's window length (and the evaluation takes the "
+                     "model's context); drop --seq-len");
+  data::check_schedule_for_run(*options.shape_schedule,
+                               {.model = options.model,
+                                .language_model = true,
+                                .context = models::gpt_config(options.model, 256).block_size,
+                                .steps = options.steps,
+                                .steps_source = "--steps",
+                                .context_hint = "its position embeddings; lower the MAX of --seq-len-range"});
 }
 
 }  // namespace
@@ -125,6 +147,7 @@ void validate(const TrainOptions& options) {
     throw ValueError("prefetch batches must be in [0, 16], got " + std::to_string(options.prefetch_batches));
   }
   const bool token_data = options.data == "text" || options.data == "tokens";
+  if (options.shape_schedule) check_shape_schedule(options);
   if (is_language_model_run(options)) {
     if (!token_data)
       throw ValueError("--data " + options.data + ": --model " + options.model + " is a GPT, which trains on text or tokens");

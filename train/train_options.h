@@ -3,11 +3,16 @@
 // that turn a bad value into one ValueError naming the flag (the CLI prints it and exits 1).
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/device.h"
 #include "runtime/data/batch_buffer.h"
+
+namespace sublet::data {
+struct ShapeSchedule;  // runtime/data/shape_schedule.h
+}
 
 namespace sublet::train {
 
@@ -70,6 +75,12 @@ struct TrainOptions {
   // gradients are clipped to a global norm of grad_clip. use_language_model_defaults() sets the
   // defaults that differ from the image models'.
   std::int64_t seq_len = 0;             // tokens per window (block size); 0: the model's context
+  // Variable lengths (runtime/data/shape_schedule.h; the CLI's --seq-len-range/--tokens-per-batch,
+  // drawn from the seed, or --shape-schedule): step k trains on entry k's batch x seq_len, and the
+  // learning-rate schedule counts the tokens trained rather than the steps. seq_len is then 0: the
+  // evaluation keeps fixed windows of the model's context, max(1, tokens_per_batch / context) a
+  // batch. Null: every step is batch_size x seq_len.
+  std::shared_ptr<const data::ShapeSchedule> shape_schedule;
   std::int64_t steps = 2000;            // optimizer steps in all
   std::int64_t eval_interval = 250;     // steps between evaluations
   std::int64_t eval_batches = 20;       // validation batches per evaluation (0: the whole split)

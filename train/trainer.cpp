@@ -180,7 +180,7 @@ void Trainer::note(const std::string& message) const {
 void Trainer::apply_schedule() {
   if (!schedule_) return;
   if (language_model_) {
-    optimizer_->set_lr(schedule_->lr_at(global_step_));
+    optimizer_->set_lr(schedule_->lr_at(schedule_position(global_step_)));
     return;
   }
   if (options_.schedule == "step") {
@@ -230,6 +230,7 @@ void Trainer::open_epoch() {
   epoch_started_ = now_seconds();
   epoch_step_seconds_ = 0.0;
   epoch_timed_images_ = 0;
+  epoch_timed_tokens_ = 0;
   rebuild_loader();
   model_->train();
   epoch_open_ = true;
@@ -262,7 +263,7 @@ data::BatchBufferAllocator Trainer::loader_buffers() const {
 }
 
 bool Trainer::drops_final_single_image() const {
-  return !options_.cuda_graph && batch_size_ > 1 && images_in_shard() % batch_size_ == 1;
+  return !language_model_ && !options_.cuda_graph && batch_size_ > 1 && images_in_shard() % batch_size_ == 1;
 }
 
 std::int64_t Trainer::images_per_epoch() const {
@@ -332,9 +333,10 @@ std::int64_t Trainer::halve_after_oom(const OutOfMemoryError& error, std::int64_
   if (language_model_) {
     throw OutOfMemoryError(fmt::format(
         "out of memory in the {} of {} at batch size {} x {} tokens on {}; GPT runs do not halve the batch (the "
-        "window sampler is indexed by the step): restart with a smaller --batch-size or --seq-len, or --precision "
-        "bf16: {}",
-        what, options_.model, batch_size, seq_len_, device_.str(), error.what()));
+        "window sampler is indexed by the step): restart with a smaller {}, or --precision bf16: {}",
+        what, options_.model, batch_size, what == "training step" ? last_step_shape_.seq_len : seq_len_, device_.str(),
+        options_.shape_schedule ? "--tokens-per-batch or MAX of --seq-len-range" : "--batch-size or --seq-len",
+        error.what()));
   }
   if (parallel_) {
     // Every rank must step with the same batch size, and an out-of-memory error is one rank's:
@@ -411,10 +413,17 @@ void Trainer::report_step() {
   p.mean_loss = epoch_images_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_images_) : 0.0;
   p.img_per_s = epoch_step_seconds_ > 0 ? static_cast<double>(epoch_timed_images_) / epoch_step_seconds_ : 0.0;
   if (language_model_) {
+    // One batch a step, whatever its windows; the loss is a mean over tokens.
+    const std::int64_t interval_start = epoch_ * options_.eval_interval;
+    p.batches_done = global_step_ - interval_start;
+    p.batches_total = std::min(options_.eval_interval, options_.steps - interval_start);
+    p.mean_loss = epoch_tokens_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_tokens_) : 0.0;
     p.language_model = true;
     p.step = global_step_;
     p.steps = options_.steps;
-    p.tokens_per_s = p.img_per_s * static_cast<double>(seq_len_);
+    p.tokens_per_s = epoch_step_seconds_ > 0 ? static_cast<double>(epoch_timed_tokens_) / epoch_step_seconds_ : 0.0;
+    p.step_batch = last_step_shape_.batch;
+    p.step_seq_len = last_step_shape_.seq_len;
   }
   p.allocated_bytes = memory_allocated(device_);
   p.peak_allocated_bytes = max_memory_allocated(device_);
@@ -473,10 +482,12 @@ EpochMetrics Trainer::finish_epoch() {
   if (language_model_) {
     m.language_model = true;
     m.train_acc = 0.0;
+    m.train_loss = epoch_tokens_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_tokens_) : 0.0;
     m.step = global_step_;
     m.val_loss = evaluate();
     m.val_perplexity = std::exp(m.val_loss);
-    m.tokens_per_s = m.img_per_s * static_cast<double>(seq_len_);
+    m.tokens_per_s = epoch_step_seconds_ > 0 ? static_cast<double>(epoch_timed_tokens_) / epoch_step_seconds_ : 0.0;
+    m.tokens = epoch_tokens_;
   } else {
     m.test_acc = evaluate();
   }
@@ -491,6 +502,7 @@ EpochMetrics Trainer::finish_epoch() {
   epoch_loss_sum_ = 0.0;
   epoch_correct_ = 0;
   epoch_images_ = 0;
+  epoch_tokens_ = 0;
   epoch_open_ = false;
   loader_.reset();
   apply_schedule();
@@ -509,7 +521,11 @@ const std::vector<EpochMetrics>& Trainer::fit() {
     note(fmt::format("nothing to train: {} of {} epochs are done already", epoch_, options_.epochs));
   }
   if (!options_.memory_budget.empty() && !memory_budget_fit_) fit_memory_budget();
-  const RunDescription run{.model = options_.model, .device = device_.str(), .data = options_.data};
+  RunDescription run{.model = options_.model, .device = device_.str(), .data = options_.data};
+  if (const data::ShapeSchedule* s = shape_schedule())
+    run.shape_schedule = ShapeScheduleSummary{.seq_len_min = s->min_len, .seq_len_max = s->max_len,
+                                              .multiple = s->multiple, .tokens_per_batch = s->tokens_per_batch,
+                                              .seed = s->seed, .steps = options_.steps, .eval_seq_len = seq_len_};
   while (epoch_ < options_.epochs) {
     train_epoch();
     if (rank() != 0) continue;  // rank 0 writes for all (every rank holds the same parameters)

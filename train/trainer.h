@@ -24,6 +24,10 @@
 // random token windows; an "epoch" is one evaluation interval (eval_interval steps), evaluate()
 // gives the validation loss, and batch `k` of the run is the sampler's batch k (a function of the
 // seed and the step), so a resumed run sees the same windows. No out-of-memory halving there.
+// With a shape schedule (TrainOptions::shape_schedule) step k trains on the schedule's entry k
+// (its batch of windows of its length), the learning rate is evaluated at the tokens trained
+// before the step, the train loss is a mean over tokens, and a resume must bring the schedule
+// that gave the steps already trained their shapes.
 //
 // --cuda-graph (CUDA only): the step (zero_grad, forward, loss, backward, optimizer step) runs
 // through runtime/step/graphed_train_step.h: three eager warm-up steps, then one capture, then
@@ -40,6 +44,7 @@
 #include "core/errors.h"
 #include "runtime/amp/step_recipe.h"
 #include "runtime/data/loader.h"
+#include "runtime/data/shape_schedule.h"
 #include "runtime/nn/module.h"
 #include "runtime/optim/lr_scheduler.h"
 #include "runtime/optim/optimizer.h"
@@ -97,8 +102,14 @@ class Trainer {
   // Test-set accuracy in [0, 1] (GPT models: the validation loss in nats, over eval_batches
   // batches), in eval mode without recording a graph.
   double evaluate();
-  // GPT models: the training window length (--seq-len, or the model's context); 0 otherwise.
+  // GPT models: the training window length (--seq-len, or the model's context), with a shape
+  // schedule the evaluation's fixed one; 0 otherwise.
   std::int64_t seq_len() const { return seq_len_; }
+  // GPT runs with a shape schedule; null otherwise.
+  const data::ShapeSchedule* shape_schedule() const { return options_.shape_schedule.get(); }
+  // GPT runs: the windows and window length of optimizer step `step` (0-based): the schedule's
+  // entry, or batch_size() x seq_len() without one.
+  data::ShapeStep step_shape(std::int64_t step) const;
   bool language_model() const { return language_model_; }
   // Epochs until options.epochs are complete; after each, the checkpoint and the metrics file
   // when the options name them. Returns the whole history (resumed epochs included).
@@ -145,6 +156,14 @@ class Trainer {
   double validation_loss();
   std::int64_t windows_in_interval() const;
   std::string describe_language_model() const;
+  // The learning-rate schedule's position before step `step`: the step, or with a shape schedule
+  // the tokens of the steps before it (all the run's tokens past its last step).
+  std::int64_t schedule_position(std::int64_t step) const;
+  // The schedule and a digest of its first `steps_done` entries, as checkpoints record it:
+  // "seq 8..64 (multiples of 8), about 256 tokens per step; seed 3; steps 0..39 digest 0123abcd".
+  std::string schedule_identity(std::int64_t steps_done) const;
+  // Refuses a checkpoint whose steps were trained with other shapes than this run's schedule gives.
+  void check_resumed_schedule(const std::filesystem::path& path, const TrainingPosition& position) const;
 
   void open_epoch();
   void rebuild_loader();
@@ -192,6 +211,8 @@ class Trainer {
   bool language_model_ = false;
   std::int64_t seq_len_ = 0;
   std::unique_ptr<data::RandomWindowSampler> token_sampler_;
+  std::vector<std::int64_t> tokens_before_;  // shape schedule: tokens of steps [0, k) for k = 0..steps
+  data::ShapeStep last_step_shape_;          // the windows of the last step trained, as its input held them
   // shared_ptr: its deleter is bound where the step is made (CUDA builds only), so CPU builds can
   // hold and reset it without the complete type.
   std::shared_ptr<GraphedTrainStep> graphed_;  // graph mode, created at the first step
@@ -205,12 +226,14 @@ class Trainer {
   double epoch_loss_sum_ = 0.0;      // sum over the epoch's trained images of their loss
   std::int64_t epoch_correct_ = 0;
   std::int64_t epoch_images_ = 0;    // trained images, counting any replayed after an OOM retry
+  std::int64_t epoch_tokens_ = 0;    // GPT runs: trained tokens, the weights of epoch_loss_sum_
   std::vector<EpochMetrics> history_;
 
   // This process's view of the epoch in progress (not saved: wall-clock time).
   bool epoch_open_ = false;
   double epoch_step_seconds_ = 0.0;
   std::int64_t epoch_timed_images_ = 0;
+  std::int64_t epoch_timed_tokens_ = 0;  // GPT runs
   double epoch_started_ = 0.0;       // seconds on the steady clock
   std::int64_t oom_retries_ = 0;
   bool noted_final_drop_ = false;

@@ -29,6 +29,8 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
   pos.epoch_images = epoch_images_;
   pos.history = history_;
   pos.planned_epochs = options_.epochs;
+  if (language_model_) pos.epoch_tokens = epoch_tokens_;
+  if (shape_schedule()) pos.shape_schedule = schedule_identity(global_step_);
   if (const amp::GradScaler* scaler = recipe_->scaler()) {
     pos.loss_scale = scaler->current_scale();
     pos.loss_scale_growth_tracker = scaler->growth_tracker();
@@ -55,6 +57,7 @@ void Trainer::resume_from(const std::filesystem::path& path) {
                                  "--data and --limit-train of the run that wrote it",
                                  path.string(), pos.train_images, data_.train->size()));
   }
+  check_resumed_schedule(path, pos);
   // Values are copied into the existing tensors, so a captured graph would stay valid; dropping
   // it anyway keeps the resumed run's first steps eager, as in the run that wrote the checkpoint.
   graphed_.reset();
@@ -113,6 +116,13 @@ void Trainer::resume_from(const std::filesystem::path& path) {
   epoch_loss_sum_ = pos.epoch_loss_sum;
   epoch_correct_ = pos.epoch_correct;
   epoch_images_ = pos.epoch_images;
+  epoch_tokens_ = pos.epoch_tokens;
+  if (language_model_ && pos.epoch_tokens < 0) {
+    // Written when the sum weighed windows, all of seq_len tokens then: the same mean over tokens.
+    epoch_tokens_ = pos.epoch_images * seq_len_;
+    epoch_loss_sum_ *= static_cast<double>(seq_len_);
+  }
+  if (!language_model_) epoch_tokens_ = 0;
   history_ = pos.history;
   if (parallel_) parallel_->broadcast_model();  // one copy of the truth, whatever each rank read
   epoch_open_ = false;  // the next step restarts the loader at the saved position

@@ -1,6 +1,7 @@
 // The Trainer's GPT side (trainer.h): nanoGPT's optimizer setup and schedule, one step on a
-// batch of random token windows, and the validation loss. The loop, checkpoints, metrics and
-// progress are the Trainer's own, shared with the image models.
+// batch of random token windows (of a fixed length, or of the shape schedule's), and the
+// validation loss. The loop, checkpoints, metrics and progress are the Trainer's own, shared
+// with the image models.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -72,6 +73,16 @@ void Trainer::setup_language_model() {
     throw ValueError(fmt::format("--seq-len {} is longer than {}'s context of {} tokens (its position embeddings)",
                                  seq_len_, options_.model, context));
   }
+  if (const data::ShapeSchedule* schedule = shape_schedule()) {
+    // validate() checked the schedule against the context and --steps; the evaluation keeps its
+    // windows at the context, as many as hold about a training step's tokens.
+    batch_size_ = std::max<std::int64_t>(1, schedule->tokens_per_batch / seq_len_);
+    tokens_before_.assign(1, 0);
+    for (std::int64_t k = 0; k < options_.steps; ++k) {
+      const data::ShapeStep& s = schedule->steps[static_cast<std::size_t>(k)];
+      tokens_before_.push_back(tokens_before_.back() + s.batch * s.seq_len);
+    }
+  }
   options_.epochs = evaluations_of(options_);  // the shared loop's "epochs": evaluation intervals
   model_->to(device_);
   model_->train();
@@ -80,13 +91,16 @@ void Trainer::setup_language_model() {
   if (options_.schedule == "cosine") {
     // nanoGPT's get_lr: lr (it + 1) / (warmup + 1) during the warm-up, then cosine down to lr / 10
     // at the last step. The cosine is made first: it takes the optimizer's lr as its base before
-    // the warm-up lowers it.
+    // the warm-up lowers it. Positions are steps, or with a shape schedule tokens (the warm-up
+    // spans the tokens of its steps, at most the run's), so that a step of few tokens moves the
+    // rate little.
     const std::int64_t warmup = warmup_steps_of(options_);
+    const std::int64_t warmup_span = schedule_position(warmup);
     auto cosine = std::make_unique<optim::CosineAnnealingLR>(
-        *optimizer_, std::max<std::int64_t>(1, options_.steps - warmup), lr / 10.0);
+        *optimizer_, std::max<std::int64_t>(1, schedule_position(options_.steps) - warmup_span), lr / 10.0);
     if (warmup > 0) {
-      schedule_ = std::make_unique<optim::LinearWarmupLR>(*optimizer_, warmup, 1.0 / static_cast<double>(warmup + 1),
-                                                          std::move(cosine));
+      schedule_ = std::make_unique<optim::LinearWarmupLR>(*optimizer_, warmup_span,
+                                                          1.0 / static_cast<double>(warmup + 1), std::move(cosine));
     } else {
       schedule_ = std::move(cosine);
     }
@@ -96,8 +110,53 @@ void Trainer::setup_language_model() {
 
 std::int64_t Trainer::windows_in_interval() const {
   const std::int64_t steps_before = epoch_ * options_.eval_interval;
-  const std::int64_t steps = std::min(options_.eval_interval, options_.steps - steps_before);
-  return std::max<std::int64_t>(steps, 0) * batch_size_;
+  const std::int64_t steps = std::max<std::int64_t>(std::min(options_.eval_interval, options_.steps - steps_before), 0);
+  if (!shape_schedule()) return steps * batch_size_;
+  std::int64_t windows = 0;
+  for (std::int64_t k = steps_before; k < steps_before + steps; ++k) windows += step_shape(k).batch;
+  return windows;
+}
+
+data::ShapeStep Trainer::step_shape(std::int64_t step) const {
+  const data::ShapeSchedule* schedule = shape_schedule();
+  if (!schedule) return {.batch = batch_size_, .seq_len = seq_len_};
+  if (step < 0 || step >= static_cast<std::int64_t>(schedule->steps.size()))
+    throw ValueError(fmt::format("step {} is outside the shape schedule's {} steps", step, schedule->steps.size()));
+  return schedule->steps[static_cast<std::size_t>(step)];
+}
+
+std::int64_t Trainer::schedule_position(std::int64_t step) const {
+  if (tokens_before_.empty()) return step;
+  const auto last = static_cast<std::int64_t>(tokens_before_.size()) - 1;
+  return tokens_before_[static_cast<std::size_t>(std::clamp<std::int64_t>(step, 0, last))];
+}
+
+std::string Trainer::schedule_identity(std::int64_t steps_done) const {
+  const data::ShapeSchedule& s = *shape_schedule();
+  if (steps_done > static_cast<std::int64_t>(s.steps.size()))
+    return fmt::format("{}; seed {}; {} steps (fewer than the {} trained)", s.describe(), s.seed, s.steps.size(),
+                       steps_done);
+  return fmt::format("{}; seed {}; steps 0..{} digest {:016x}", s.describe(), s.seed, steps_done - 1,
+                     data::steps_digest(s, steps_done));
+}
+
+void Trainer::check_resumed_schedule(const std::filesystem::path& path, const TrainingPosition& pos) const {
+  if (!language_model_) return;
+  const std::string flags = "--seq-len-range, --tokens-per-batch and --seed, or the --shape-schedule,";
+  if (!shape_schedule() && pos.shape_schedule.empty()) return;
+  if (!shape_schedule())
+    throw ValueError(fmt::format("checkpoint {} was trained with a shape schedule ({}); pass the {} of the run that "
+                                 "wrote it",
+                                 path.string(), pos.shape_schedule, flags));
+  if (pos.shape_schedule.empty())
+    throw ValueError(fmt::format("checkpoint {} was trained on fixed windows ({} a step), and this run has a shape "
+                                 "schedule; resume it without --seq-len-range and --shape-schedule",
+                                 path.string(), pos.batch_size));
+  const std::string mine = schedule_identity(pos.global_step);
+  if (mine != pos.shape_schedule)
+    throw ValueError(fmt::format("checkpoint {} was trained with the shape schedule \"{}\", this run's gives its {} "
+                                 "steps other shapes (\"{}\"); pass the {} of the run that wrote it",
+                                 path.string(), pos.shape_schedule, pos.global_step, mine, flags));
 }
 
 std::string Trainer::describe_language_model() const {
@@ -108,25 +167,36 @@ std::string Trainer::describe_language_model() const {
       options_.schedule == "cosine"
           ? fmt::format("warm-up {} steps, cosine to {:g}", warmup_steps_of(options_), base_lr / 10.0)
           : std::string("constant");
+  const data::ShapeSchedule* shapes = shape_schedule();
+  const std::string batches =
+      shapes ? fmt::format("windows from the shape schedule {} (seed {}; learning rate over tokens), {} steps, "
+                           "evaluation every {} steps on {} validation batches of {} x {} tokens",
+                           shapes->describe(), shapes->seed, options_.steps, options_.eval_interval,
+                           options_.eval_batches == 0 ? std::string("all") : std::to_string(options_.eval_batches),
+                           batch_size_, seq_len_)
+             : fmt::format("batch {} x {} tokens, {} steps, evaluation every {} steps on {} validation batches",
+                           batch_size_, seq_len_, options_.steps, options_.eval_interval,
+                           options_.eval_batches == 0 ? std::string("all") : std::to_string(options_.eval_batches));
   return fmt::format(
       "training {} ({:.2f} M parameters, context {}) on {} ({}) on {}: "
-      "{} lr {:g} ({}), weight decay {:g} on 2-D weights, gradient clip {:g}, batch {} x {} tokens, {} steps, "
-      "evaluation every {} steps on {} validation batches, {}, seed {}",
+      "{} lr {:g} ({}), weight decay {:g} on 2-D weights, gradient clip {:g}, {}, {}, seed {}",
       options_.model, static_cast<double>(gpt.num_parameters()) / 1e6, gpt.config().block_size, options_.data,
-      tokens.description, device_.str(),
-      options_.optimizer, base_lr, schedule, options_.weight_decay, options_.grad_clip, batch_size_, seq_len_,
-      options_.steps, options_.eval_interval, options_.eval_batches == 0 ? std::string("all") : std::to_string(options_.eval_batches),
-      options_.precision, options_.seed);
+      tokens.description, device_.str(), options_.optimizer, base_lr, schedule, options_.weight_decay,
+      options_.grad_clip, batches, options_.precision, options_.seed);
 }
 
 std::optional<float> Trainer::language_model_step() {
   if (samples_in_epoch_ >= images_per_epoch()) return std::nullopt;
-  if (!token_sampler_ || token_sampler_->options().batch_size() != batch_size_) {
+  const data::ShapeStep shape = step_shape(global_step_);
+  if (!token_sampler_ || token_sampler_->options().batch_size() != shape.batch ||
+      token_sampler_->options().block_size() != shape.seq_len) {
     token_sampler_ = std::make_unique<data::RandomWindowSampler>(
-        data_.tokens->train, data::TokenBatchOptions(batch_size_, seq_len_).seed(options_.seed).device(device_));
+        data_.tokens->train, data::TokenBatchOptions(shape.batch, shape.seq_len).seed(options_.seed).device(device_));
   }
   const double started = now_seconds();
   const data::TokenBatch batch = token_sampler_->batch(global_step_);
+  last_step_shape_ = {.batch = batch.inputs.size(0), .seq_len = batch.inputs.size(1)};
+  const std::int64_t tokens = batch.inputs.numel();
   optimizer_->zero_grad();
   float loss_value = 0.0f;
   try {
@@ -134,7 +204,7 @@ std::optional<float> Trainer::language_model_step() {
     recipe_->backward(loss);
     loss_value = loss.item<float>();
   } catch (const OutOfMemoryError& error) {
-    halve_after_oom(error, batch_size_, "training step");  // throws for a GPT run
+    halve_after_oom(error, shape.batch, "training step");  // throws for a GPT run
     throw;
   }
   check_finite_loss(loss_value);
@@ -149,13 +219,15 @@ std::optional<float> Trainer::language_model_step() {
     throw OutOfMemoryError(fmt::format(
         "out of memory in the optimizer update at batch size {} (not retried: the parameters may be partly updated; "
         "resume from the last checkpoint with a smaller --batch-size): {}",
-        batch_size_, error.what()));
+        shape.batch, error.what()));
   }
   ++global_step_;
-  samples_in_epoch_ += batch_size_;
-  epoch_images_ += batch_size_;
-  epoch_loss_sum_ += static_cast<double>(loss_value) * static_cast<double>(batch_size_);
-  epoch_timed_images_ += batch_size_;
+  samples_in_epoch_ += shape.batch;
+  epoch_images_ += shape.batch;
+  epoch_tokens_ += tokens;
+  epoch_loss_sum_ += static_cast<double>(loss_value) * static_cast<double>(tokens);  // the step's loss is a token mean
+  epoch_timed_images_ += shape.batch;
+  epoch_timed_tokens_ += tokens;
   epoch_step_seconds_ += now_seconds() - started;
   apply_schedule();
   report_step();

@@ -19,11 +19,14 @@ struct StepProgress {
   std::size_t peak_allocated_bytes = 0;
   std::size_t reserved_bytes = 0;
   std::size_t peak_reserved_bytes = 0;
-  // GPT runs: the step count in the whole run, and tokens per second (img_per_s counts windows).
+  // GPT runs: the step count in the whole run, and tokens per second (img_per_s counts windows),
+  // and the shape of the step just trained (its input's windows and their length).
   bool language_model = false;
   std::int64_t step = 0;
   std::int64_t steps = 0;
   double tokens_per_s = 0.0;
+  std::int64_t step_batch = 0;
+  std::int64_t step_seq_len = 0;
 };
 
 class TrainingObserver {

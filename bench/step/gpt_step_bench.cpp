@@ -54,10 +54,12 @@ StepBenchResult run_gpt_step_bench(const StepBenchOptions& options, std::ostream
   auto model = std::dynamic_pointer_cast<models::GPT>(models::create_model(
       options.model, {.vocab_size = options.vocab_size, .seed = options.seed, .block_size = options.block_size}));
   const models::GPTConfig& config = model->config();
-  const ShapeSchedule* schedule = options.schedule.get();
+  const data::ShapeSchedule* schedule = options.schedule.get();
   if (schedule)
-    check_schedule_for_run(*schedule, /*language_model=*/true, config.block_size, options.warmup + options.steps,
-                           options.model);
+    data::check_schedule_for_run(*schedule, {.model = options.model, .language_model = true,
+                                             .context = config.block_size, .steps = options.warmup + options.steps,
+                                             .steps_source = "warm-up + timed steps",
+                                             .context_hint = "--block-size sets a longer one"});
   const std::int64_t seq_len = options.seq_len > 0 ? options.seq_len : config.block_size;
   if (!schedule && seq_len > config.block_size) {
     throw ValueError(fmt::format("bench step: --seq-len {} is longer than {}'s context of {}", seq_len, options.model,
@@ -100,12 +102,12 @@ StepBenchResult run_gpt_step_bench(const StepBenchOptions& options, std::ostream
     optimizer.zero_grad();
   };
   const auto shape_of = [&](std::int64_t i) {
-    return schedule ? schedule->steps[static_cast<std::size_t>(i)] : ShapeStep{.batch = options.batch_size, .seq_len = seq_len};
+    return schedule ? schedule->steps[static_cast<std::size_t>(i)] : data::ShapeStep{.batch = options.batch_size, .seq_len = seq_len};
   };
   if (schedule) {
     time_eager_steps(
         [&](std::int64_t i) {
-          const ShapeStep s = shape_of(i);
+          const data::ShapeStep s = shape_of(i);
           train_on(window(input_pool, s.batch, s.seq_len), window(target_pool, s.batch, s.seq_len));
         },
         [&](std::int64_t i) { return shape_of(i).batch * shape_of(i).seq_len; }, options, result);

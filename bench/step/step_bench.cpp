@@ -126,7 +126,9 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
   if (!language_model) {
     check_options(options);
     if (options.schedule)
-      check_schedule_for_run(*options.schedule, /*language_model=*/false, 0, options.warmup + options.steps, options.model);
+      data::check_schedule_for_run(*options.schedule, {.model = options.model, .language_model = false,
+                                                     .steps = options.warmup + options.steps,
+                                                     .steps_source = "warm-up + timed steps"});
   }
   const Device device = options.device;
   // Only when asked for (the history's ring reserves a few MiB). Saved however the run ends (an
@@ -201,13 +203,13 @@ StepBenchResult run_step_bench(const StepBenchOptions& options, std::ostream* pr
     result.us_per_sample = result.ms_per_step * 1000.0 / static_cast<double>(options.batch_size);
     return result;
   }
-  if (const ShapeSchedule* schedule = options.schedule.get()) {
+  if (const data::ShapeSchedule* schedule = options.schedule.get()) {
     // A fresh batch of the step's shape each step, as a loader with variable resolutions hands over.
     images = Tensor();
     labels = Tensor();
     time_eager_steps(
         [&](std::int64_t i) {
-          const ShapeStep& s = schedule->steps[static_cast<std::size_t>(i)];
+          const data::ShapeStep& s = schedule->steps[static_cast<std::size_t>(i)];
           const auto [x, y] = make_batch(s.batch, s.channels, s.height, s.width);
           training_step(*model, optimizer, x, y, parallel.get(), &recipe);
         },

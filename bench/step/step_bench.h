@@ -19,7 +19,7 @@
 
 #include "models/resnet_recompute.h"
 #include "runtime/amp/precision.h"
-#include "bench/step/shape_schedule.h"
+#include "runtime/data/shape_schedule.h"
 #include "runtime/amp/step_recipe.h"
 #include "runtime/nn/module.h"
 #include "runtime/optim/optimizer.h"
@@ -87,7 +87,7 @@ struct StepBenchOptions {
   std::int64_t block_size = 0;  // GPT models: positions with embeddings (0: the model's own context)
   // Set: step i trains on the schedule's i-th shape (warm-up steps first), built afresh each step,
   // instead of batch_size x input or seq_len; batch_size, input and seq_len do not apply then.
-  std::shared_ptr<const ShapeSchedule> schedule;
+  std::shared_ptr<const data::ShapeSchedule> schedule;
   // Keep the allocator's peaks and counters from its creation instead of resetting them after the
   // warm-up (the allocator-settings sweep: the whole run, as a fresh PyTorch process reports it).
   bool memory_stats_from_start = false;

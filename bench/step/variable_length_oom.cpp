@@ -6,7 +6,7 @@
 #include <memory>
 #include <ostream>
 
-#include "bench/step/shape_schedule.h"
+#include "runtime/data/shape_schedule.h"
 #include "bench/step/step_bench.h"
 #include "core/errors.h"
 #include "core/format_bytes.h"
@@ -54,7 +54,7 @@ StepBenchOptions step_options(const VariableLengthOomOptions& o) {
   s.steps = o.steps;
   s.seed = o.seed;
   s.memory_stats_from_start = true;
-  s.schedule = std::make_shared<const ShapeSchedule>(token_schedule(
+  s.schedule = std::make_shared<const data::ShapeSchedule>(data::token_schedule(
       {.seed = o.seed, .steps = o.steps, .min_len = o.min_len, .max_len = o.max_len, .tokens_per_batch = o.tokens_per_batch}));
   return s;
 }

@@ -47,6 +47,16 @@ TEST(CliHelp, DefaultOnSwitchesSayDefaultOn) {
     EXPECT_NE(step.find(part), std::string::npos) << part << " not in:\n" << step;
 }
 
+// `sublet train --help` offers the token schedule flags of bench step (not --resolutions: train
+// takes schedules for GPT models only) and says that the evaluation keeps a fixed length.
+TEST(CliHelp, TrainOffersTheTokenScheduleFlags) {
+  const std::string train = help_of({"train"});
+  for (const char* part : {"--seq-len-range", "--tokens-per-batch", "--shape-schedule", "--write-shape-schedule",
+                           "evaluation keeps this default, fixed"})
+    EXPECT_NE(train.find(part), std::string::npos) << part << " not in:\n" << train;
+  EXPECT_EQ(train.find("--resolutions"), std::string::npos) << train;
+}
+
 // `sublet --version` names the release (CMake's project version, passed in by the test's build)
 // and, in a checkout, the revision it was built from.
 TEST(CliHelp, VersionNamesReleaseAndRevision) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/step/shape_schedule.h"
+#include "runtime/data/shape_schedule.h"
 #include "tests/cli/cli_process.h"
 
 namespace sublet {
@@ -36,8 +36,8 @@ TEST_F(SegmentMapCli, ProfileDrawsEveryStepsShapeAndReplayDrawsTheTrace) {
   ASSERT_EQ(o.exit_code, 0) << both(o);
   const std::string map = read_text(dir_ / "p" / "segment_map.svg");
   // The steps bench step would draw from the same seed, each named with its shape.
-  const bench::ShapeSchedule schedule =
-      bench::token_schedule({.seed = 5, .steps = 3, .min_len = 8, .max_len = 64, .tokens_per_batch = 256});
+  const data::ShapeSchedule schedule =
+      data::token_schedule({.seed = 5, .steps = 3, .min_len = 8, .max_len = 64, .tokens_per_batch = 256});
   for (std::size_t i = 0; i < 3; ++i) {
     const std::string shape = fmt::format("batch {} x {} tokens", schedule.steps[i].batch, schedule.steps[i].seq_len);
     EXPECT_NE(map.find(">step " + std::to_string(i + 1) + "<"), std::string::npos) << i;
@@ -60,10 +60,10 @@ TEST_F(SegmentMapCli, ImageModelsTakeAResolutionEachStep) {
   const Outcome o = run({"profile", "--device", "cpu", "--model", "resnet20", "--batch-size", "2", "--input", "3x16x16",
                          "--resolutions", "16,8", "--steps", "3", "--timing-steps", "0", "--seed", "2", "--out", "p"});
   ASSERT_EQ(o.exit_code, 0) << both(o);
-  const bench::ShapeSchedule schedule =
-      bench::image_schedule({.seed = 2, .steps = 3, .batch_size = 2, .channels = 3, .resolutions = {16, 8}});
+  const data::ShapeSchedule schedule =
+      data::image_schedule({.seed = 2, .steps = 3, .batch_size = 2, .channels = 3, .resolutions = {16, 8}});
   const std::string map = read_text(dir_ / "p" / "segment_map.svg");
-  for (const bench::ShapeStep& step : schedule.steps) {
+  for (const data::ShapeStep& step : schedule.steps) {
     const std::string shape = fmt::format("batch 2 x 3x{}x{}", step.height, step.width);
     EXPECT_NE(map.find(shape), std::string::npos) << shape;
   }

@@ -1,6 +1,7 @@
 // `sublet train` as a user runs it: bad flags, unknown models, a bad device, missing data each
 // give one "error: ..." line and a non-zero exit, never a crash; a small synthetic run writes its
-// metrics and checkpoint, and a second run resumes from that checkpoint.
+// metrics and checkpoint, and a second run resumes from that checkpoint; a GPT run takes a shape
+// schedule (--seq-len-range, --shape-schedule) under the rules `bench step` and `profile` share.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "memory/registry.h"
+#include "runtime/data/shape_schedule.h"
 #include "train_test_support.h"
 
 namespace sublet::train {
@@ -109,6 +111,66 @@ TEST(TrainCommand, ResumingWithAnotherModelIsRefused) {
   ASSERT_EQ(run_sublet("train " + data + "--checkpoint " + checkpoint).exit_code, 0);
   expect_clear_error("train " + data + "--model resnet32 --resume " + checkpoint, "was written for resnet20");
   expect_clear_error("train " + data + "--resume " + (dir / "absent.safetensors").string(), "no such file");
+}
+
+// A gpt-nano run on a small text, drawn from a range: the schedule it writes is the one the seed
+// draws, a second run reads it back, and the metrics record it.
+TEST(TrainCommand, GptRunsWithAShapeSchedule) {
+  testing::ScratchDir dir;
+  {
+    std::ofstream text(dir / "text.txt");
+    for (int i = 0; i < 100; ++i) text << "the cat sat on the mat. ";
+  }
+  const std::string base = "train --model gpt-nano --device cpu --data text --data-dir " + (dir / "text.txt").string() +
+                           " --eval-interval 3 --eval-batches 1 ";
+  const std::string data = base + "--seed 2 ";
+  const std::string gpt = data + "--steps 6 ";
+  const std::string range = "--seq-len-range 8:64 --tokens-per-batch 128 ";
+  const std::string written = (dir / "s.json").string();
+  const RunResult drawn = run_sublet(gpt + range + "--write-shape-schedule " + written + " --metrics-json " +
+                                     (dir / "m.json").string());
+  ASSERT_EQ(drawn.exit_code, 0) << drawn.output;
+  EXPECT_NE(drawn.output.find("wrote " + written), std::string::npos) << drawn.output;
+  EXPECT_NE(drawn.output.find("shape schedule seq 8..64"), std::string::npos) << drawn.output;
+  EXPECT_NE(drawn.output.find("tok/s"), std::string::npos) << drawn.output;
+  EXPECT_EQ(data::load_shape_schedule(written),
+            data::token_schedule({.seed = 2, .steps = 6, .min_len = 8, .max_len = 64, .tokens_per_batch = 128}));
+  std::ifstream in(dir / "m.json");
+  const nlohmann::json metrics = nlohmann::json::parse(in);
+  EXPECT_EQ(metrics.at("shape_schedule").at("seq_len_max"), 64);
+  EXPECT_EQ(metrics.at("shape_schedule").at("seed"), 2);
+  EXPECT_EQ(metrics.at("epochs").size(), 2u);
+
+  const RunResult read = run_sublet(gpt + "--shape-schedule " + written);
+  ASSERT_EQ(read.exit_code, 0) << read.output;
+  EXPECT_NE(read.output.find("final validation loss"), std::string::npos) << read.output;
+
+  // Resumed with more steps the CLI draws the schedule again from the seed: the 6 steps trained
+  // keep their shapes and the run goes on to step 9; another seed would give them others.
+  const std::string checkpoint = (dir / "ck.safetensors").string();
+  ASSERT_EQ(run_sublet(gpt + range + "--checkpoint " + checkpoint).exit_code, 0);
+  const RunResult resumed = run_sublet(data + "--steps 9 " + range + "--resume " + checkpoint);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from " + checkpoint + " at step 6 of 9"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("step 9: train loss"), std::string::npos) << resumed.output;
+  expect_clear_error(base + "--seed 5 --steps 6 " + range + "--resume " + checkpoint, "gives its 6 steps other shapes");
+  expect_clear_error(gpt + "--resume " + checkpoint, "was trained with a shape schedule");
+
+  expect_clear_error(gpt + range + "--seq-len 32", "train --seq-len: the shape schedule sets every step's length");
+  expect_clear_error(gpt + range + "--batch-size 4", "drop --batch-size");
+  expect_clear_error(gpt + "--seq-len-range 8:72 --tokens-per-batch 128", "a length of 72 passes gpt-nano's context of 64");
+  expect_clear_error(gpt + range + "--cuda-graph", "--cuda-graph replays one captured step of fixed shapes");
+  expect_clear_error(gpt + "--seq-len-range 8:64", "--seq-len-range and --tokens-per-batch go together");
+  expect_clear_error(gpt + "--write-shape-schedule " + (dir / "w.json").string(),
+                     "--write-shape-schedule: writes the schedule drawn from --seq-len-range and --tokens-per-batch; "
+                     "give one of them");
+  expect_clear_error(data + "--steps 7 --shape-schedule " + written, "6 steps, but the run needs 7 (--steps)");
+  expect_clear_error(gpt + "--resolutions 8,16", "--resolutions");  // an image flag train does not offer
+  const std::string images = (dir / "images.json").string();
+  data::save_shape_schedule(images, data::image_schedule({.seed = 1, .steps = 6, .batch_size = 2, .resolutions = {8}}));
+  expect_clear_error(gpt + "--shape-schedule " + images, "gpt-nano takes token windows (--seq-len-range), the schedule holds images");
+  expect_clear_error("train --device cpu --data synthetic --seq-len-range 8:64 --tokens-per-batch 128",
+                     "--model resnet20 is an image model");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "bench/step/shape_schedule.h"
+#include "runtime/data/shape_schedule.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "core/errors.h"
 #include "core/input_file.h"
 
-namespace sublet::bench {
+namespace sublet::data {
 namespace {
 
 constexpr const char* kFormat = "sublet-shape-schedule";
@@ -251,18 +251,36 @@ ShapeSchedule load_shape_schedule(const std::string& path) {
   return shape_schedule_from_json(j, "--shape-schedule " + path);
 }
 
-void check_schedule_for_run(const ShapeSchedule& schedule, bool language_model, std::int64_t context,
-                            std::int64_t steps_needed, const std::string& model) {
-  if (schedule.tokens() != language_model)
-    throw ValueError(fmt::format("shape schedule: {} takes {}, the schedule holds {}", model,
-                                 language_model ? "token windows (--seq-len-range)" : "images (--resolutions)",
+void check_schedule_for_run(const ShapeSchedule& schedule, const ScheduleNeeds& needs) {
+  if (schedule.tokens() != needs.language_model)
+    throw ValueError(fmt::format("shape schedule: {} takes {}, the schedule holds {}", needs.model,
+                                 needs.language_model ? "token windows (--seq-len-range)" : "images (--resolutions)",
                                  schedule.tokens() ? "token windows" : "images"));
-  if (static_cast<std::int64_t>(schedule.steps.size()) < steps_needed)
-    throw ValueError(fmt::format("shape schedule: {} steps, but the run needs {} (warm-up + timed steps)",
-                                 schedule.steps.size(), steps_needed));
-  if (language_model && schedule.longest() > context)
-    throw ValueError(fmt::format("shape schedule: a length of {} passes {}'s context of {} (--block-size sets a longer one)",
-                                 schedule.longest(), model, context));
+  if (static_cast<std::int64_t>(schedule.steps.size()) < needs.steps)
+    throw ValueError(fmt::format("shape schedule: {} steps, but the run needs {} ({})", schedule.steps.size(),
+                                 needs.steps, needs.steps_source));
+  const std::int64_t longest = std::max(schedule.max_len, schedule.longest());
+  if (needs.language_model && longest > needs.context)
+    throw ValueError(fmt::format("shape schedule: a length of {} passes {}'s context of {} ({})", longest, needs.model,
+                                 needs.context, needs.context_hint));
 }
 
-}  // namespace sublet::bench
+std::uint64_t steps_digest(const ShapeSchedule& schedule, std::int64_t count) {
+  if (count < 0 || count > static_cast<std::int64_t>(schedule.steps.size()))
+    throw ValueError(fmt::format("shape schedule: a digest of {} steps asked of a schedule of {}", count,
+                                 schedule.steps.size()));
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  const auto mix = [&hash](std::int64_t value) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= (static_cast<std::uint64_t>(value) >> (8 * byte)) & 0xff;
+      hash *= 0x100000001b3ULL;
+    }
+  };
+  for (std::int64_t i = 0; i < count; ++i) {
+    const ShapeStep& s = schedule.steps[static_cast<std::size_t>(i)];
+    for (std::int64_t v : {s.batch, s.seq_len, s.channels, s.height, s.width}) mix(v);
+  }
+  return hash;
+}
+
+}  // namespace sublet::data

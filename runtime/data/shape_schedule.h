@@ -1,7 +1,8 @@
 #pragma once
-// A seeded schedule of input shapes, one entry per training step (warm-up first), so that a step
-// benchmark sees changing tensor sizes as real training with variable lengths or resolutions
-// does, and bench/pytorch_step.py can run exactly the same shapes from the same JSON file.
+// A seeded schedule of input shapes, one entry per training step, so that a run sees changing
+// tensor sizes as real training with variable lengths or resolutions does: `sublet train` draws
+// each GPT step's window length and batch from it, `bench step` and `profile` time and study the
+// same shapes (warm-up steps first), and bench/pytorch_step.py runs them from the same JSON file.
 //
 // Tokens (GPT models): each step's length is drawn uniformly from [min, max] and rounded up to a
 // multiple of `multiple` (8 by default: a bounded set of lengths keeps per-shape caches small
@@ -17,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace sublet::bench {
+namespace sublet::data {
 
 inline constexpr int kShapeScheduleVersion = 1;
 inline constexpr std::int64_t kDefaultSeqLenMultiple = 8;
@@ -82,9 +83,26 @@ ShapeSchedule shape_schedule_from_json(const nlohmann::json& j, const std::strin
 void save_shape_schedule(const std::string& path, const ShapeSchedule& schedule);
 ShapeSchedule load_shape_schedule(const std::string& path);  // IoError when unreadable
 
-// The checks a run makes before its first step: enough steps for warm-up + timed steps, the kind
-// the model takes, lengths within the context. ValueError naming the flag.
-void check_schedule_for_run(const ShapeSchedule& schedule, bool language_model, std::int64_t context,
-                            std::int64_t steps_needed, const std::string& model);
+// What a run needs of a schedule, for the checks before its first step: the shapes its model
+// takes, the longest window it takes (GPT), how many entries it reads, and for the errors where
+// those come from (`steps_source` "warm-up + timed steps", `context_hint` "--block-size sets a
+// longer one").
+struct ScheduleNeeds {
+  std::string model;
+  bool language_model = false;
+  std::int64_t context = 0;
+  std::int64_t steps = 0;
+  std::string steps_source;
+  std::string context_hint;
+};
+// ValueError naming what was expected and found: another kind of shapes than the model takes,
+// fewer steps than needed, or a longest length (the drawn MAX, or a file's longest step) past
+// the context.
+void check_schedule_for_run(const ShapeSchedule& schedule, const ScheduleNeeds& needs);
 
-}  // namespace sublet::bench
+// A digest of the first `count` steps (FNV-1a over their numbers), so that a resumed run can
+// tell whether its schedule gave the steps already trained the same shapes. ValueError when the
+// schedule has fewer steps.
+std::uint64_t steps_digest(const ShapeSchedule& schedule, std::int64_t count);
+
+}  // namespace sublet::data

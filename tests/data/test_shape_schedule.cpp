@@ -1,12 +1,12 @@
-// bench/step/shape_schedule: seeded per-step shapes, their JSON file and its validation.
+// runtime/data/shape_schedule: seeded per-step shapes, their JSON file and its validation.
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <set>
 
-#include "bench/step/shape_schedule.h"
+#include "runtime/data/shape_schedule.h"
 #include "core/errors.h"
-#include "scratch_file.h"
+#include "../bench/scratch_file.h"
 #include "tests/throw_message.h"
 
 namespace sublet {
@@ -21,17 +21,17 @@ namespace {
 #define EXPECT_THROW_MESSAGE(expr, type, text) \
   EXPECT_TRUE(contains(testing::message_of<type>([&] { (void)(expr); }), text))
 
-using bench::ShapeSchedule;
+using data::ShapeSchedule;
 
 ShapeSchedule tokens(std::uint64_t seed, std::int64_t steps = 200) {
-  return bench::token_schedule({.seed = seed, .steps = steps, .min_len = 64, .max_len = 1024, .tokens_per_batch = 16384});
+  return data::token_schedule({.seed = seed, .steps = steps, .min_len = 64, .max_len = 1024, .tokens_per_batch = 16384});
 }
 
 TEST(ShapeSchedule, TheSameSeedGivesTheSameStepsAndAnotherSeedOthers) {
   EXPECT_EQ(tokens(3), tokens(3));
   EXPECT_NE(tokens(3).steps, tokens(4).steps);
-  const ShapeSchedule images = bench::image_schedule({.seed = 5, .steps = 50, .batch_size = 8, .resolutions = {224, 192, 160}});
-  EXPECT_EQ(images, bench::image_schedule({.seed = 5, .steps = 50, .batch_size = 8, .resolutions = {224, 192, 160}}));
+  const ShapeSchedule images = data::image_schedule({.seed = 5, .steps = 50, .batch_size = 8, .resolutions = {224, 192, 160}});
+  EXPECT_EQ(images, data::image_schedule({.seed = 5, .steps = 50, .batch_size = 8, .resolutions = {224, 192, 160}}));
 }
 
 TEST(ShapeSchedule, DrawsAreFixedByTheSeedOnEveryStandardLibrary) {
@@ -45,7 +45,7 @@ TEST(ShapeSchedule, DrawsAreFixedByTheSeedOnEveryStandardLibrary) {
 }
 
 TEST(ShapeSchedule, LengthsAreMultiplesOfEightWithinTheRangeAndBatchesKeepTheTokens) {
-  const ShapeSchedule s = bench::token_schedule({.seed = 1, .steps = 500, .min_len = 61, .max_len = 128, .tokens_per_batch = 1000});
+  const ShapeSchedule s = data::token_schedule({.seed = 1, .steps = 500, .min_len = 61, .max_len = 128, .tokens_per_batch = 1000});
   std::set<std::int64_t> seen;
   for (const auto& step : s.steps) {
     EXPECT_EQ(step.seq_len % 8, 0) << step.seq_len;
@@ -57,12 +57,12 @@ TEST(ShapeSchedule, LengthsAreMultiplesOfEightWithinTheRangeAndBatchesKeepTheTok
   EXPECT_EQ(seen.size(), 9u);  // 64, 72, ..., 128: every multiple of 8 in range is drawn in 500 steps
   EXPECT_EQ(s.longest(), 128);
   // A batch never drops to zero, however few tokens per batch.
-  const ShapeSchedule tiny = bench::token_schedule({.seed = 1, .steps = 10, .min_len = 16, .max_len = 64, .tokens_per_batch = 8});
+  const ShapeSchedule tiny = data::token_schedule({.seed = 1, .steps = 10, .min_len = 16, .max_len = 64, .tokens_per_batch = 8});
   for (const auto& step : tiny.steps) EXPECT_EQ(step.batch, 1);
 }
 
 TEST(ShapeSchedule, ImageStepsDrawFromTheListWithAFixedBatch) {
-  const ShapeSchedule s = bench::image_schedule({.seed = 2, .steps = 300, .batch_size = 16, .channels = 1, .resolutions = {32, 24}});
+  const ShapeSchedule s = data::image_schedule({.seed = 2, .steps = 300, .batch_size = 16, .channels = 1, .resolutions = {32, 24}});
   std::set<std::int64_t> seen;
   for (const auto& step : s.steps) {
     EXPECT_EQ(step.batch, 16);
@@ -75,29 +75,29 @@ TEST(ShapeSchedule, ImageStepsDrawFromTheListWithAFixedBatch) {
 }
 
 TEST(ShapeSchedule, RefusesBadSpecsWithTheReason) {
-  EXPECT_THROW_MESSAGE(bench::token_schedule({.steps = 3, .min_len = 64, .max_len = 1020, .tokens_per_batch = 100}), ValueError,
+  EXPECT_THROW_MESSAGE(data::token_schedule({.steps = 3, .min_len = 64, .max_len = 1020, .tokens_per_batch = 100}), ValueError,
                        "multiple of 8, so the longest must be one (e.g. 1016)");
-  EXPECT_THROW_MESSAGE(bench::token_schedule({.steps = 3, .min_len = 128, .max_len = 64, .tokens_per_batch = 100}), ValueError,
+  EXPECT_THROW_MESSAGE(data::token_schedule({.steps = 3, .min_len = 128, .max_len = 64, .tokens_per_batch = 100}), ValueError,
                        "the shortest length is above the longest");
-  EXPECT_THROW_MESSAGE(bench::token_schedule({.steps = 3, .min_len = 8, .max_len = 64, .tokens_per_batch = 0}), ValueError,
+  EXPECT_THROW_MESSAGE(data::token_schedule({.steps = 3, .min_len = 8, .max_len = 64, .tokens_per_batch = 0}), ValueError,
                        "tokens per batch must be in [1, 16777216], got 0");
-  EXPECT_THROW_MESSAGE(bench::image_schedule({.steps = 3, .batch_size = 4, .resolutions = {}}), ValueError, "at least one resolution");
-  EXPECT_EQ(bench::parse_seq_len_range("64:1024"), (std::pair<std::int64_t, std::int64_t>{64, 1024}));
+  EXPECT_THROW_MESSAGE(data::image_schedule({.steps = 3, .batch_size = 4, .resolutions = {}}), ValueError, "at least one resolution");
+  EXPECT_EQ(data::parse_seq_len_range("64:1024"), (std::pair<std::int64_t, std::int64_t>{64, 1024}));
   for (const char* bad : {"64", "64:", ":64", "0:64", "64:32", "a:b", "-8:64", "64:1024:2"})
-    EXPECT_THROW_MESSAGE(bench::parse_seq_len_range(bad), ValueError, "expected MIN:MAX") << bad;
-  EXPECT_EQ(bench::parse_resolutions("224,192,160"), (std::vector<std::int64_t>{224, 192, 160}));
+    EXPECT_THROW_MESSAGE(data::parse_seq_len_range(bad), ValueError, "expected MIN:MAX") << bad;
+  EXPECT_EQ(data::parse_resolutions("224,192,160"), (std::vector<std::int64_t>{224, 192, 160}));
   for (const char* bad : {"", "224,", ",224", "224,,192", "0", "22x4"})
-    EXPECT_THROW_MESSAGE(bench::parse_resolutions(bad), ValueError, "comma-separated list of positive sides") << bad;
+    EXPECT_THROW_MESSAGE(data::parse_resolutions(bad), ValueError, "comma-separated list of positive sides") << bad;
 }
 
 TEST(ShapeSchedule, JsonRoundTripsBothKinds) {
-  for (const ShapeSchedule& s : {tokens(9, 20), bench::image_schedule({.seed = 4, .steps = 7, .batch_size = 3,
+  for (const ShapeSchedule& s : {tokens(9, 20), data::image_schedule({.seed = 4, .steps = 7, .batch_size = 3,
                                                                         .resolutions = {96, 64}})}) {
     const testing::ScratchFile file("");
-    bench::save_shape_schedule(file.path(), s);
-    EXPECT_EQ(bench::load_shape_schedule(file.path()), s);
+    data::save_shape_schedule(file.path(), s);
+    EXPECT_EQ(data::load_shape_schedule(file.path()), s);
   }
-  const nlohmann::json j = bench::shape_schedule_json(tokens(9, 2));
+  const nlohmann::json j = data::shape_schedule_json(tokens(9, 2));
   EXPECT_EQ(j["format"], "sublet-shape-schedule");
   EXPECT_EQ(j["version"], 1);
   EXPECT_EQ(j["steps"].size(), 2u);
@@ -105,12 +105,12 @@ TEST(ShapeSchedule, JsonRoundTripsBothKinds) {
 }
 
 TEST(ShapeSchedule, BadFilesNameWhatWasExpectedAndFound) {
-  const nlohmann::json good = bench::shape_schedule_json(tokens(1, 3));
+  const nlohmann::json good = data::shape_schedule_json(tokens(1, 3));
   const auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& message) {
     nlohmann::json j = good;
     edit(j);
     const testing::ScratchFile file(j.dump());
-    EXPECT_THROW_MESSAGE(bench::load_shape_schedule(file.path()), ValueError, message) << j.dump();
+    EXPECT_THROW_MESSAGE(data::load_shape_schedule(file.path()), ValueError, message) << j.dump();
   };
   refused([](nlohmann::json& j) { j["version"] = 2; }, "unknown \"version\" 2 (this sublet reads version 1)");
   refused([](nlohmann::json& j) { j["format"] = "sublet-alloc-trace"; }, "\"format\" must be \"sublet-shape-schedule\"");
@@ -122,24 +122,50 @@ TEST(ShapeSchedule, BadFilesNameWhatWasExpectedAndFound) {
   refused([](nlohmann::json& j) { j["steps"] = nlohmann::json::array(); }, "\"steps\" must be a non-empty list");
   refused([](nlohmann::json& j) { j.erase("tokens_per_batch"); }, "the key \"tokens_per_batch\" is missing");
   refused([](nlohmann::json& j) { j = nlohmann::json::array(); }, "expected a JSON object, found array");
-  const nlohmann::json images = bench::shape_schedule_json(bench::image_schedule({.steps = 2, .batch_size = 2, .resolutions = {8}}));
+  const nlohmann::json images = data::shape_schedule_json(data::image_schedule({.steps = 2, .batch_size = 2, .resolutions = {8}}));
   nlohmann::json bad_input = images;
   bad_input["steps"][1]["input"] = {3, 8};
   const testing::ScratchFile two_dims(bad_input.dump());
-  EXPECT_THROW_MESSAGE(bench::load_shape_schedule(two_dims.path()), ValueError, "step 1: \"input\" must be [C, H, W], found [3,8]");
+  EXPECT_THROW_MESSAGE(data::load_shape_schedule(two_dims.path()), ValueError, "step 1: \"input\" must be [C, H, W], found [3,8]");
   const testing::ScratchFile not_json("{\"format\": ");
-  EXPECT_THROW_MESSAGE(bench::load_shape_schedule(not_json.path()), ValueError, "not valid JSON");
+  EXPECT_THROW_MESSAGE(data::load_shape_schedule(not_json.path()), ValueError, "not valid JSON");
 }
 
 TEST(ShapeSchedule, RunChecksNameTheContextAndTheStepCount) {
   const ShapeSchedule s = tokens(0, 10);
-  EXPECT_NO_THROW(bench::check_schedule_for_run(s, true, 1024, 10, "gpt2-small"));
-  EXPECT_THROW_MESSAGE(bench::check_schedule_for_run(s, true, 256, 10, "gpt-mini"), ValueError,
-                       "passes gpt-mini's context of 256 (--block-size sets a longer one)");
-  EXPECT_THROW_MESSAGE(bench::check_schedule_for_run(s, true, 1024, 11, "gpt2-small"), ValueError,
+  const auto needs = [](std::string model, bool language_model, std::int64_t context, std::int64_t steps) {
+    return data::ScheduleNeeds{.model = std::move(model), .language_model = language_model, .context = context,
+                               .steps = steps, .steps_source = "warm-up + timed steps",
+                               .context_hint = "--block-size sets a longer one"};
+  };
+  EXPECT_NO_THROW(data::check_schedule_for_run(s, needs("gpt2-small", true, 1024, 10)));
+  EXPECT_THROW_MESSAGE(data::check_schedule_for_run(s, needs("gpt-mini", true, 256, 10)), ValueError,
+                       "a length of 1024 passes gpt-mini's context of 256 (--block-size sets a longer one)");
+  EXPECT_THROW_MESSAGE(data::check_schedule_for_run(s, needs("gpt2-small", true, 1024, 11)), ValueError,
                        "10 steps, but the run needs 11 (warm-up + timed steps)");
-  EXPECT_THROW_MESSAGE(bench::check_schedule_for_run(s, false, 0, 10, "resnet20"), ValueError,
+  EXPECT_THROW_MESSAGE(data::check_schedule_for_run(s, needs("resnet20", false, 0, 10)), ValueError,
                        "resnet20 takes images (--resolutions), the schedule holds token windows");
+  // The drawn MAX bounds the context even when no step drew it; a file's longest step does too.
+  ShapeSchedule short_draws = data::token_schedule({.seed = 0, .steps = 1, .min_len = 8, .max_len = 128, .tokens_per_batch = 64});
+  short_draws.steps = {{.batch = 8, .seq_len = 8}};
+  EXPECT_THROW_MESSAGE(data::check_schedule_for_run(short_draws, needs("gpt-nano", true, 64, 1)), ValueError,
+                       "a length of 128 passes gpt-nano's context of 64");
+  ShapeSchedule edited = short_draws;
+  edited.max_len = 64;
+  edited.steps = {{.batch = 1, .seq_len = 72}};
+  EXPECT_THROW_MESSAGE(data::check_schedule_for_run(edited, needs("gpt-nano", true, 64, 1)), ValueError,
+                       "a length of 72 passes gpt-nano's context of 64");
+}
+
+TEST(ShapeSchedule, StepsDigestTellsTheStepsAlreadyTrainedApart) {
+  const ShapeSchedule a = tokens(1, 20);
+  ShapeSchedule longer = tokens(1, 30);  // the same seed draws the same first steps
+  EXPECT_EQ(data::steps_digest(a, 20), data::steps_digest(longer, 20));
+  EXPECT_NE(data::steps_digest(a, 20), data::steps_digest(tokens(2, 20), 20));
+  longer.steps[19].batch += 1;
+  EXPECT_NE(data::steps_digest(a, 20), data::steps_digest(longer, 20));
+  EXPECT_EQ(data::steps_digest(a, 19), data::steps_digest(longer, 19));
+  EXPECT_THROW_MESSAGE(data::steps_digest(a, 21), ValueError, "a digest of 21 steps asked of a schedule of 20");
 }
 
 }  // namespace
