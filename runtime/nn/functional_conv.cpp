@@ -82,14 +82,15 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
         op, {input, weight, bias}, {out},
         [s, weight_format, need_input, need_weight, need_bias, leaf_gradients,
          x = (need_weight || need_bias) ? autograd::save(x) : Tensor(),
-         w = need_input ? autograd::save(w) : Tensor()](const TensorList& grads) {
+         w = need_input ? autograd::save(w) : Tensor()](const TensorList& grads,
+                                                        const autograd::BackwardContext& context) {
           const Tensor grad_out = grads[0].contiguous(s.format);
           const auto ctx = sublet::detail::context_for(grad_out);
           Tensor grad_input, grad_weight, grad_bias;
           const bool need_filter = need_weight || need_bias;
           // The input's gradient collected so far (a residual block's shortcut): the pass adds to
-          // it (autograd::gradient_sum_target), where the backend can.
-          const Tensor sum_into = need_input ? autograd::gradient_sum_target(0) : Tensor();
+          // it (BackwardContext::gradient_sum_target), where the backend can.
+          const Tensor sum_into = need_input ? context.gradient_sum_target(0) : Tensor();
           const auto input_pass = [&](const ops::Context& c) {
             if (!need_input) return;
             if (sum_into.defined() && sum_into.dtype() == grad_out.dtype() && sum_into.is_contiguous(s.format) &&

@@ -1,7 +1,7 @@
 // Optimizer::backward_and_step (runtime/optim/optimizer.h): the update started group by group
 // while a captured backward is still producing gradients.
 //
-// Backward reports each parameter once its gradient is final (autograd's leaf-gradient hook).
+// Backward reports each parameter once its gradient is final (autograd::BackwardObserver).
 // The reported parameters collect in a group; once the group holds an eighth of all parameter
 // bytes, a fork of the capture's stream onto the update lane (ops/concurrent.h) launches its
 // fused update there, behind everything backward has enqueued so far. The groups queue one
@@ -14,7 +14,7 @@
 
 #include "ops/concurrent.h"
 #include "runtime/allocation_scope.h"
-#include "runtime/autograd/function.h"
+#include "runtime/autograd/backward_observer.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/kernel_args.h"
 #include "runtime/optim/optimizer.h"
@@ -39,12 +39,23 @@ bool gradients_in_parameter_layout(const std::vector<Tensor>& params, const std:
   return true;
 }
 
+// Hands each final leaf gradient to `on_final` while installed.
+template <typename OnFinal>
+class LeafGradientWatch final : public autograd::BackwardObserver {
+ public:
+  explicit LeafGradientWatch(OnFinal& on_final) : on_final_(on_final) {}
+  void leaf_gradient_final(const TensorImpl& leaf) override { on_final_(leaf); }
+
+ private:
+  OnFinal& on_final_;
+};
+
 }  // namespace
 
 std::size_t Optimizer::backward_and_step(const std::function<void()>& backward) {
   const ops::Context ctx =
       params_.empty() ? ops::Context::for_device(Device::cpu()) : ops::Context::for_device(params_[0].device());
-  if (params_.empty() || autograd::leaf_gradient_hook_set() ||
+  if (params_.empty() || !autograd::backward_observers().empty() ||
       !ops::detail::overlaps_streams(ctx)) {
     backward();
     step();
@@ -92,13 +103,15 @@ std::size_t Optimizer::backward_and_step(const std::function<void()>& backward) 
   };
   try {
     {
-      autograd::LeafGradientHookGuard watch([&](const TensorImpl& leaf) {
+      const auto on_final = [&](const TensorImpl& leaf) {
         const auto it = index_of.find(&leaf);
         if (it == index_of.end()) return;  // a leaf that is not one of this optimizer's parameters
         group.push_back(it->second);
         group_pending_bytes += params_[it->second].nbytes();
         if (group_pending_bytes >= group_bytes) launch_group();
-      });
+      };
+      LeafGradientWatch<const decltype(on_final)> watch(on_final);
+      const autograd::BackwardObserverGuard watching(watch);
       backward();
     }
     // What is left: the last group, groups the lane could not take, and parameters whose

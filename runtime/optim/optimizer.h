@@ -71,7 +71,7 @@ class Optimizer {
   // of backward instead of after it, as DDP's buckets overlap their all-reduces (PyTorch users
   // know the idea as "optimizer step in backward"). The values are those of backward(); step():
   // a parameter's update reads only its own gradient, final once backward reports it
-  // (autograd::LeafGradientHookGuard), and no later part of backward reads a parameter whose
+  // (autograd::BackwardObserver), and no later part of backward reads a parameter whose
   // gradient is in. Otherwise -- eager steps, where a fork costs host time a launch-bound step
   // does not have; the CPU; the per-parameter update; data parallel watching the gradients, whose
   // all-reduce must come first -- it is plain backward(); step().
