@@ -1,14 +1,15 @@
 #pragma once
 // What the backward engine tells whoever watches it, and nothing about what they do with it:
 // data parallel starts an all-reduce when a bucket's gradients are in; the step scheduler
-// (runtime/step/scheduler.h) joins the streams that wrote a gradient before anything reads it
-// and starts optimizer updates. Autograd knows these hooks, not the schedules behind them.
+// (runtime/step/scheduler.h) places a node's passes on streams, joins the streams that wrote a
+// gradient before anything reads it and starts optimizer updates. Autograd knows these hooks, not the schedules behind them.
 //
 // An observer is installed for a guard's scope on the calling thread (the thread that runs
 // backward). Every installed observer hears every event, in the order they were installed;
 // guards may end in any order (each removes its own observer).
 #include <vector>
 
+#include "runtime/autograd/backward_context.h"
 #include "runtime/tensor.h"
 
 namespace sublet::autograd {
@@ -31,6 +32,12 @@ class BackwardObserver {
   // When a backward ends, on the way out of an exception too (then an exception thrown here is
   // dropped: the first one goes on).
   virtual void backward_finished() {}
+  // A node's independent passes (BackwardContext::run_passes): true when this observer ran them;
+  // false leaves them to the observer installed before it, and after the first to run_in_order.
+  virtual bool place_passes(const ops::Context& ctx, BackwardPasses& passes) {
+    (void)ctx, (void)passes;
+    return false;
+  }
 };
 
 // The observers installed on this thread, in installation order.

@@ -14,7 +14,6 @@
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"
 #include "runtime/kernel_args.h"
-#include "runtime/side_work.h"
 
 namespace sublet::autograd {
 
@@ -114,18 +113,6 @@ bool kept_as_is(const TensorImpl& leaf, const Tensor& grad) {
          grad.storage_offset() == 0 && grad.storage().nbytes() == grad.nbytes();
 }
 
-// Backward ends with every stream caught up on the side work its ops left running (whoever reads
-// the gradients next, a capture's end included), on the way out of an exception too.
-struct SettleSideWorkAtEnd {
-  ~SettleSideWorkAtEnd() {
-    if (!sublet::detail::side_work_pending()) return;
-    try {
-      sublet::detail::settle_side_work();
-    } catch (...) {  // a device error is already on its way out, or will be reported by the next call
-    }
-  }
-};
-
 // Tells the observers that backward ended: finished() on the way out of the walk, the destructor
 // on the way out of an exception (dropping theirs: the first one goes on).
 class BackwardFinishedNotice {
@@ -161,10 +148,8 @@ class BackwardFinishedNotice {
 }  // namespace
 
 void Engine::accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
-  // A gradient still being written beside (runtime/side_work.h) may be stored, not read: anything
-  // that launches work on it waits for the side work first.
-  if (sublet::detail::side_work_pending() && (grad.dtype() != leaf.dtype || leaf.grad || !kept_as_is(leaf, grad)))
-    sublet::detail::settle_side_work();
+  // Storing a gradient as it is launches nothing; anything else is announced first (a gradient
+  // may still be being written on another stream: runtime/step/scheduler.h).
   if (!backward_observers().empty() && (grad.dtype() != leaf.dtype || leaf.grad || !kept_as_is(leaf, grad)))
     notify([&leaf](BackwardObserver& o) { o.about_to_touch_leaf_gradient(leaf); });
   if (grad.dtype() != leaf.dtype) grad = grad.to(leaf.dtype);
@@ -294,7 +279,6 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
     }
   }
 
-  const SettleSideWorkAtEnd settle_at_end;
   BackwardFinishedNotice finished;
   for (auto& [leaf, grad] : root_leaves) {
     accumulate_into_leaf(*leaf, std::move(grad));
