@@ -1,6 +1,7 @@
 #pragma once
 // Two pieces of device work that do not depend on each other, run side by side where that pays:
-// a convolution's weight gradient beside its input gradient (runtime/nn/functional_conv.cpp).
+// a convolution's weight gradient beside its input gradient, where the step scheduler
+// (runtime/step/scheduler.h) places them so.
 //
 //   ops::run_concurrently(ctx, [&](const ops::Context& c) { /* input gradient on c */ },
 //                              [&](const ops::Context& c) { /* weight gradient on c */ });
@@ -27,8 +28,8 @@ namespace sublet::ops {
 // optimizer update started earlier in backward).
 enum class SideLane : int {
   Kernels = 0,          // run_concurrently
-  OptimizerUpdate = 1,  // optim::Optimizer::backward_and_step
-  BesideEven = 2,       // sublet::detail::run_beside (runtime/side_work.h), alternating
+  OptimizerUpdate = 1,  // the optimizer's update during backward (runtime/step/scheduler.h)
+  BesideEven = 2,       // side work left running past its node (runtime/step/scheduler.h), alternating
   BesideOdd = 3,
 };
 

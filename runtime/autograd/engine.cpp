@@ -2,6 +2,7 @@
 // graph of any depth runs in constant stack. Nodes run in dependency order, later-created first
 // among the ready ones; each node's closure (its saved tensors) and its incoming gradients are
 // dropped as soon as it has run, unless retain_graph.
+#include <exception>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -9,10 +10,10 @@
 #include "core/errors.h"
 #include "runtime/allocation_scope.h"
 #include "runtime/autocast.h"
+#include "runtime/autograd/backward_observer.h"
 #include "runtime/autograd/function.h"
 #include "runtime/factories.h"
 #include "runtime/kernel_args.h"
-#include "runtime/side_work.h"
 
 namespace sublet::autograd {
 
@@ -23,15 +24,15 @@ class Engine {
   static void run(TensorList roots, TensorList grads, bool retain_graph);
 
  private:
-  static TensorList run_node(Node& node, TensorList grad_outputs, bool retain_graph);
+  static TensorList run_node(Node& node, TensorList grad_outputs, bool retain_graph, const BackwardContext& context);
   static void accumulate_into_leaf(TensorImpl& leaf, Tensor grad);
   static void store_first_gradient(TensorImpl& leaf, Tensor grad);
 };
 
-// While a leaf-gradient hook is set: how many of a backward's edges still lead into each leaf,
-// and whether one brought a gradient. A leaf reached through several edges (a parameter used
-// twice) is reported once, after its last one, when its .grad is final for this backward, as
-// PyTorch's post-accumulate-grad hooks: an optimizer may update it from there.
+// While an observer is installed: how many of a backward's edges still lead into each leaf, and
+// whether one brought a gradient. A leaf reached through several edges (a parameter used twice)
+// is reported once, after its last one, when its .grad is final for this backward, as PyTorch's
+// post-accumulate-grad hooks: an optimizer may update it from there.
 class LeafArrivals {
  public:
   explicit LeafArrivals(bool watching) : watching_(watching) {}
@@ -52,7 +53,12 @@ class LeafArrivals {
 
 namespace {
 
-thread_local LeafGradientHook leaf_gradient_hook;
+// Each installed observer, in order. By index: the list is the thread's own.
+template <typename Event>
+void notify(const Event& event) {
+  const std::vector<BackwardObserver*>& observers = backward_observers();
+  for (std::size_t i = 0; i < observers.size(); ++i) event(*observers[i]);
+}
 
 // A buffered gradient nobody but the engine's buffer can see (no other handle, no view of its
 // storage, no autograd history): it may be written in place.
@@ -69,22 +75,6 @@ bool can_accumulate_in_place(const Tensor& existing, const Tensor& incoming) {
          existing.device() == incoming.device() && existing.sizes() == incoming.sizes() && existing.is_contiguous() &&
          incoming.is_contiguous() && !existing.is_same(incoming);
 }
-
-// What gradient_sum_target() offers the running node (null outside a node's backward).
-thread_local const TensorList* gradient_sum_targets = nullptr;
-
-class GradientSumTargetsScope {
- public:
-  explicit GradientSumTargetsScope(const TensorList* targets) : previous_(gradient_sum_targets) {
-    gradient_sum_targets = targets;
-  }
-  ~GradientSumTargetsScope() { gradient_sum_targets = previous_; }
-  GradientSumTargetsScope(const GradientSumTargetsScope&) = delete;
-  GradientSumTargetsScope& operator=(const GradientSumTargetsScope&) = delete;
-
- private:
-  const TensorList* previous_;
-};
 
 // A buffered gradient a node may add its own into in place: only the buffer holds it, and it
 // is a dense tensor like the input the node's gradient is for.
@@ -110,19 +100,6 @@ struct LaterFirst {
 
 }  // namespace
 
-bool leaf_gradient_hook_set() { return static_cast<bool>(leaf_gradient_hook); }
-
-Tensor gradient_sum_target(std::size_t input) {
-  if (gradient_sum_targets == nullptr || input >= gradient_sum_targets->size()) return Tensor();
-  return (*gradient_sum_targets)[input];
-}
-
-LeafGradientHookGuard::LeafGradientHookGuard(LeafGradientHook hook) : previous_(std::move(leaf_gradient_hook)) {
-  leaf_gradient_hook = std::move(hook);
-}
-
-LeafGradientHookGuard::~LeafGradientHookGuard() { leaf_gradient_hook = std::move(previous_); }
-
 namespace {
 
 // Whether store_first_gradient keeps `grad` itself as the leaf's .grad: a fresh gradient nobody
@@ -136,25 +113,45 @@ bool kept_as_is(const TensorImpl& leaf, const Tensor& grad) {
          grad.storage_offset() == 0 && grad.storage().nbytes() == grad.nbytes();
 }
 
-// Backward ends with every stream caught up on the side work its ops left running (whoever reads
-// the gradients next, a capture's end included), on the way out of an exception too.
-struct SettleSideWorkAtEnd {
-  ~SettleSideWorkAtEnd() {
-    if (!sublet::detail::side_work_pending()) return;
-    try {
-      sublet::detail::settle_side_work();
-    } catch (...) {  // a device error is already on its way out, or will be reported by the next call
+// Tells the observers that backward ended: finished() on the way out of the walk, the destructor
+// on the way out of an exception (dropping theirs: the first one goes on).
+class BackwardFinishedNotice {
+ public:
+  ~BackwardFinishedNotice() {
+    if (!told_) {
+      notify([](BackwardObserver& o) {
+        try {
+          o.backward_finished();
+        } catch (...) {
+        }
+      });
     }
   }
+  // Every observer hears it even when one throws; the first exception is rethrown after.
+  void finished() {
+    told_ = true;
+    std::exception_ptr first;
+    notify([&first](BackwardObserver& o) {
+      try {
+        o.backward_finished();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    });
+    if (first) std::rethrow_exception(first);
+  }
+
+ private:
+  bool told_ = false;
 };
 
 }  // namespace
 
 void Engine::accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
-  // A gradient still being written beside (runtime/side_work.h) may be stored, not read: anything
-  // that launches work on it waits for the side work first.
-  if (sublet::detail::side_work_pending() && (grad.dtype() != leaf.dtype || leaf.grad || !kept_as_is(leaf, grad)))
-    sublet::detail::settle_side_work();
+  // Storing a gradient as it is launches nothing; anything else is announced first (a gradient
+  // may still be being written on another stream: runtime/step/scheduler.h).
+  if (!backward_observers().empty() && (grad.dtype() != leaf.dtype || leaf.grad || !kept_as_is(leaf, grad)))
+    notify([&leaf](BackwardObserver& o) { o.about_to_touch_leaf_gradient(leaf); });
   if (grad.dtype() != leaf.dtype) grad = grad.to(leaf.dtype);
   if (leaf.grad) {
     Tensor(leaf.grad).add_(grad);
@@ -167,7 +164,7 @@ void LeafArrivals::arrived(TensorImpl& leaf, bool with_gradient) {
   if (!watching_) return;
   Left& left = left_[&leaf];
   left.received = left.received || with_gradient;
-  if (--left.edges == 0 && left.received) leaf_gradient_hook(leaf);
+  if (--left.edges == 0 && left.received) notify([&leaf](BackwardObserver& o) { o.leaf_gradient_final(leaf); });
 }
 
 void Engine::store_first_gradient(TensorImpl& leaf, Tensor grad) {
@@ -187,7 +184,7 @@ void Engine::store_first_gradient(TensorImpl& leaf, Tensor grad) {
   leaf.grad = owned.impl_ptr();
 }
 
-TensorList Engine::run_node(Node& node, TensorList grad_outputs, bool retain_graph) {
+TensorList Engine::run_node(Node& node, TensorList grad_outputs, bool retain_graph, const BackwardContext& context) {
   if (node.released_) {
     throw Error("backward: node '" + node.name() +
                 "' has already run and freed its saved tensors; pass retain_graph=true to the first backward "
@@ -204,7 +201,7 @@ TensorList Engine::run_node(Node& node, TensorList grad_outputs, bool retain_gra
       }
     }
     for (auto& hook : node.pre_hooks_) hook(grad_outputs);
-    grad_inputs = node.backward_(grad_outputs);
+    grad_inputs = node.backward_ ? node.backward_(grad_outputs) : node.backward_with_context_(grad_outputs, context);
     if (grad_inputs.size() != node.num_inputs()) {
       throw Error("backward of '" + node.name() + "' returned " + std::to_string(grad_inputs.size()) +
                   " gradients for " + std::to_string(node.num_inputs()) + " inputs");
@@ -221,6 +218,7 @@ TensorList Engine::run_node(Node& node, TensorList grad_outputs, bool retain_gra
   }
   if (!retain_graph) {
     node.backward_ = nullptr;  // destroys the closure: the saved tensors go back to the allocator
+    node.backward_with_context_ = nullptr;
     node.released_ = true;
   }
   return grad_inputs;
@@ -261,7 +259,7 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
 
   // Discovery: how many edges point at each reachable node.
   std::unordered_map<Node*, int> dependencies;
-  LeafArrivals leaf_arrivals(static_cast<bool>(leaf_gradient_hook));
+  LeafArrivals leaf_arrivals(!backward_observers().empty());
   for (auto& [leaf, grad] : root_leaves) leaf_arrivals.expect(leaf);
   std::unordered_set<Node*> seen;
   std::vector<Node*> stack;
@@ -281,6 +279,7 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
     }
   }
 
+  BackwardFinishedNotice finished;
   for (auto& [leaf, grad] : root_leaves) {
     accumulate_into_leaf(*leaf, std::move(grad));
     leaf_arrivals.arrived(*leaf, true);
@@ -308,7 +307,6 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
   roots.clear();
   grads.clear();
 
-  const SettleSideWorkAtEnd settle_at_end;
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
@@ -323,11 +321,8 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
       if (found != buffers.end() && can_take_sum(found->second[edge.input_nr], node->input_meta_[i]))
         sum_targets[i] = found->second[edge.input_nr];
     }
-    TensorList grad_inputs;
-    {
-      GradientSumTargetsScope offered(&sum_targets);
-      grad_inputs = run_node(*node, std::move(grad_outputs), retain_graph);
-    }
+    notify([node](BackwardObserver& o) { o.node_starting(*node); });
+    TensorList grad_inputs = run_node(*node, std::move(grad_outputs), retain_graph, BackwardContext(&sum_targets));
     std::vector<bool> summed_in_place(sum_targets.size(), false);
     for (std::size_t i = 0; i < sum_targets.size(); ++i)
       summed_in_place[i] = sum_targets[i].defined() && grad_inputs[i].is_same(sum_targets[i]);
@@ -348,6 +343,7 @@ void Engine::run(TensorList roots, TensorList grads, bool retain_graph) {
       }
     }
   }
+  finished.finished();
 }
 
 void backward(const TensorList& roots, const TensorList& grads, bool retain_graph) {

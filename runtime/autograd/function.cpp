@@ -56,6 +56,13 @@ std::shared_ptr<Node> record(std::string name, const TensorList& inputs, const T
   return node;
 }
 
+std::shared_ptr<Node> record(std::string name, const TensorList& inputs, const TensorList& outputs,
+                             ContextBackwardFn backward) {
+  std::shared_ptr<Node> node = record(std::move(name), inputs, outputs, BackwardFn());
+  if (node) node->backward_with_context_ = std::move(backward);
+  return node;
+}
+
 Tensor save(const Tensor& tensor) {
   if (!tensor.defined()) return {};
   if (tensor.storage().category() == memory::BlockCategory::Unknown) {

@@ -48,23 +48,16 @@ bool any_requires_grad(const TensorList& inputs);
 // any_requires_grad(inputs); returns it, or nullptr when nothing was recorded.
 std::shared_ptr<Node> record(std::string name, const TensorList& inputs, const TensorList& outputs,
                              BackwardFn backward);
+// The same for a backward that takes the engine's BackwardContext as its second argument (a
+// convolution asks it for the gradient to add into, runtime/autograd/backward_context.h).
+std::shared_ptr<Node> record(std::string name, const TensorList& inputs, const TensorList& outputs,
+                             ContextBackwardFn backward);
 
 // A detached alias for capturing in a backward closure. Storage still tagged Unknown is
 // re-tagged Activation, so snapshots show what backward is holding on to. The alias remembers
 // the storage version: reading it after an in-place change (an optimizer step between forward
 // and backward, say) throws instead of producing a wrong gradient.
 Tensor save(const Tensor& tensor);
-
-// During a node's backward: the gradient already collected for the tensor that the node's input
-// `input` came from, when the node may add its own gradient for that input into it in place
-// instead of returning a new tensor for the engine to add (a residual block's input gets the
-// shortcut's gradient first and the first convolution's after: cuDNN and cuBLAS fold the sum
-// into the convolution's input gradient, beta = 1, which saves the add's kernel and a buffer).
-// The node that does so returns this very tensor as its gradient for `input`, and the engine
-// adds nothing more. Undefined when there is none, or when the engine's buffer is shared, or of
-// another dtype, device or shape than the input, or not dense; the node checks any layout it
-// needs beyond that.
-Tensor gradient_sum_target(std::size_t input);
 
 // Returns aliases of `tensors` whose gradients pass through a node that calls `hook(grads)`
 // and forwards them unchanged. grads has one entry per tensor: zeros where nothing flowed,
@@ -82,25 +75,5 @@ void backward(const TensorList& roots, const TensorList& grads = {}, bool retain
 // the caller's handles (nn::checkpoint's recomputed output and incoming gradient: one
 // activation each, alive through the whole recomputed backward otherwise).
 void backward_releasing(TensorList&& roots, TensorList&& grads, bool retain_graph = false);
-
-// Called on this thread once per backward for every leaf that received a gradient, after the
-// last of its contributions is in .grad (the moment PyTorch's post-accumulate-grad hooks run; a
-// leaf used twice is reported once, after both): data parallel learns here which parameters'
-// gradients are ready, and Optimizer::backward_and_step starts their update. Set for the
-// guard's scope; guards nest (the inner one replaces the outer for its scope).
-using LeafGradientHook = std::function<void(const TensorImpl& leaf)>;
-// Whether a LeafGradientHookGuard is in scope on this thread (data parallel's all-reduce must see
-// a gradient before an optimizer may update from it).
-bool leaf_gradient_hook_set();
-class LeafGradientHookGuard {
- public:
-  explicit LeafGradientHookGuard(LeafGradientHook hook);
-  ~LeafGradientHookGuard();
-  LeafGradientHookGuard(const LeafGradientHookGuard&) = delete;
-  LeafGradientHookGuard& operator=(const LeafGradientHookGuard&) = delete;
-
- private:
-  LeafGradientHook previous_;
-};
 
 }  // namespace sublet::autograd

@@ -9,15 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "runtime/autograd/backward_context.h"
 #include "runtime/tensor.h"
 
 namespace sublet::autograd {
 
-using TensorList = std::vector<Tensor>;
 // grad_outputs is the node's own copy: a backward that hands a gradient on (nn::checkpoint's,
 // to a nested backward) may move it out, so that its memory goes when the receiver is done with
 // it rather than when this node returns. Closures taking `const TensorList&` fit as well.
 using BackwardFn = std::function<TensorList(TensorList& grad_outputs)>;
+// The same, for a backward that asks the engine something while it runs (BackwardContext).
+using ContextBackwardFn = std::function<TensorList(TensorList& grad_outputs, const BackwardContext& context)>;
 
 class Node;
 
@@ -63,10 +65,13 @@ class Node {
   friend class Engine;
   friend std::shared_ptr<Node> record(std::string name, const TensorList& inputs, const TensorList& outputs,
                                       BackwardFn backward);
+  friend std::shared_ptr<Node> record(std::string name, const TensorList& inputs, const TensorList& outputs,
+                                      ContextBackwardFn backward);
 
   std::string name_;
   std::uint64_t sequence_nr_;
-  BackwardFn backward_;
+  BackwardFn backward_;                       // one of the two is set until the node is released
+  ContextBackwardFn backward_with_context_;
   std::vector<Edge> next_edges_;
   std::vector<TensorMeta> input_meta_;
   std::vector<TensorMeta> output_meta_;

@@ -88,7 +88,7 @@ void DataParallel::prepare_backward() {
   for (std::size_t i = 0; i < parameters_.size(); ++i) parameters_[i].set_grad(gradient_views_[i]);
   readiness_.reset();
   launched_in_backward_ = 0;
-  watching_ = std::make_unique<autograd::LeafGradientHookGuard>([this](const TensorImpl& leaf) { on_leaf_gradient(leaf); });
+  watching_ = std::make_unique<autograd::BackwardObserverGuard>(watch_);
 }
 
 void DataParallel::on_leaf_gradient(const TensorImpl& leaf) {

@@ -11,7 +11,7 @@
 //   (the first 1 MiB). A bucket is one flat buffer on the device; each parameter's .grad is a
 //   view into it (no copy), so backward accumulates straight into the buffer the all-reduce
 //   reads, and the optimizer reads the averaged result in place.
-// - Overlap: backward reports each leaf gradient (autograd::LeafGradientHookGuard); when a
+// - Overlap: backward reports each leaf gradient (autograd::BackwardObserver); when a
 //   bucket's last gradient is in, the group starts its all-reduce (average) behind the work
 //   enqueued so far (ProcessGroup::all_reduce_async: NCCL on the communication stream, Gloo on
 //   its communication thread), so it runs while backward goes on. Buckets launch in plan order
@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/autograd/function.h"
+#include "runtime/autograd/backward_observer.h"
 #include "runtime/distributed/gradient_buckets.h"
 #include "runtime/distributed/process_group.h"
 #include "runtime/tensor.h"
@@ -66,6 +66,16 @@ class DataParallel {
   ProcessGroup& group() { return group_; }
 
  private:
+  // Hears backward's final leaf gradients while installed (prepare_backward to finish_backward).
+  class GradientWatch final : public autograd::BackwardObserver {
+   public:
+    explicit GradientWatch(DataParallel& owner) : owner_(owner) {}
+    void leaf_gradient_final(const TensorImpl& leaf) override { owner_.on_leaf_gradient(leaf); }
+
+   private:
+    DataParallel& owner_;
+  };
+
   void on_leaf_gradient(const TensorImpl& leaf);
   void launch(std::size_t bucket);
 
@@ -78,7 +88,8 @@ class DataParallel {
   std::unordered_map<const TensorImpl*, std::size_t> index_of_;
   StreamHandle compute_stream_ = nullptr;
   std::size_t launched_in_backward_ = 0;
-  std::unique_ptr<autograd::LeafGradientHookGuard> watching_;
+  GradientWatch watch_{*this};
+  std::unique_ptr<autograd::BackwardObserverGuard> watching_;
 };
 
 }  // namespace sublet::distributed

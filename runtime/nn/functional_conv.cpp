@@ -1,12 +1,10 @@
 // conv2d: ops::conv2d_forward plus one node whose backward runs the two backward kernels.
-#include "ops/concurrent.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_kernels.h"
 #include "runtime/autocast.h"
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
-#include "runtime/side_work.h"
 
 namespace sublet::nn::functional {
 
@@ -74,24 +72,24 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
     const bool need_weight = weight.requires_grad();
     const bool need_bias = bias.defined() && bias.requires_grad();
     // Weight and bias gradients that go straight to leaves (parameters) in the layout they are
-    // computed in may be finished beside the rest of backward (runtime/side_work.h): nothing but
-    // the optimizer reads them, and every buffer the filter pass writes is returned to the engine.
+    // computed in: nothing but the optimizer reads them, and every buffer the filter pass writes
+    // is returned to the engine, so the filter pass may finish beside the rest of backward.
     const bool leaf_gradients =
         need_weight && weight.is_leaf() && weight.is_contiguous(s.format) && (!need_bias || bias.is_leaf());
     autograd::record(
         op, {input, weight, bias}, {out},
         [s, weight_format, need_input, need_weight, need_bias, leaf_gradients,
          x = (need_weight || need_bias) ? autograd::save(x) : Tensor(),
-         w = need_input ? autograd::save(w) : Tensor()](const TensorList& grads) {
+         w = need_input ? autograd::save(w) : Tensor()](const TensorList& grads,
+                                                        const autograd::BackwardContext& context) {
           const Tensor grad_out = grads[0].contiguous(s.format);
           const auto ctx = sublet::detail::context_for(grad_out);
           Tensor grad_input, grad_weight, grad_bias;
           const bool need_filter = need_weight || need_bias;
           // The input's gradient collected so far (a residual block's shortcut): the pass adds to
-          // it (autograd::gradient_sum_target), where the backend can.
-          const Tensor sum_into = need_input ? autograd::gradient_sum_target(0) : Tensor();
+          // it (BackwardContext::gradient_sum_target), where the backend can.
+          const Tensor sum_into = need_input ? context.gradient_sum_target(0) : Tensor();
           const auto input_pass = [&](const ops::Context& c) {
-            if (!need_input) return;
             if (sum_into.defined() && sum_into.dtype() == grad_out.dtype() && sum_into.is_contiguous(s.format) &&
                 ops::conv2d_backward_input_accumulate(c, s, grad_out.dtype(), grad_out.data_ptr(), w.data_ptr(),
                                                       sum_into.data_ptr())) {
@@ -102,24 +100,22 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
             ops::conv2d_backward_input(c, s, grad_out.dtype(), grad_out.data_ptr(), w.data_ptr(), grad_input.data_ptr());
           };
           const auto filter_pass = [&](const ops::Context& c) {
-            if (!need_filter) return;
             grad_weight = Tensor::empty(
                 {s.out_channels, s.in_channels / s.groups, s.kernel_h, s.kernel_w}, grad_out.options(), s.format);
             if (need_bias) grad_bias = Tensor::empty({s.out_channels}, grad_out.options());
             ops::conv2d_backward_weight(c, s, grad_out.dtype(), grad_out.data_ptr(), x.data_ptr(),
                                         grad_weight.data_ptr(), nn::detail::data_or_null(grad_bias));
           };
-          // The two gradients read the same inputs and write apart: in a captured step they become
-          // parallel branches of the graph (ops/concurrent.h); otherwise input, then filter.
-          if (need_input && need_filter && leaf_gradients) {
-            // The filter pass may run on past this node: what it reads stays alive until it is joined.
-            sublet::detail::run_beside(ctx, input_pass, filter_pass, {x, grad_out});
-          } else if (need_input && need_filter) {
-            ops::run_concurrently(ctx, input_pass, filter_pass);
-          } else {
-            input_pass(ctx);
-            filter_pass(ctx);
+          // The two gradients read the same inputs and write apart: where they run is the step
+          // scheduler's choice (runtime/step/scheduler.h).
+          autograd::BackwardPasses passes;
+          if (need_input) passes.main = input_pass;
+          if (need_filter) passes.side = filter_pass;
+          if (leaf_gradients) {
+            passes.keep = {x, grad_out};  // should the filter pass run on past this node
+            passes.side_writes_only_leaves = true;
           }
+          context.run_passes(ctx, std::move(passes));
           if (!need_weight) grad_weight = Tensor();
           // (A filter pass still running beside: the engine gives the leaf its layout, after waiting.)
           if (need_weight && !leaf_gradients) grad_weight = grad_weight.contiguous(weight_format);

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "ops/optim_update.h"
+#include "runtime/optim/update_scheduler.h"
 #include "runtime/tensor.h"
 
 namespace sublet::optim {
@@ -65,19 +66,54 @@ class Optimizer {
   // decided (no host read: whether it stepped is known only on the device), else what happened.
   StepOutcome step(const SkipIfNonFinite& skip);
   // backward() -- which must produce this step's gradients: the model's backward -- then step(),
-  // except that while a CUDA graph is being captured each group of parameters is updated as
-  // soon as backward has produced their gradients, on a second stream of the graph: the update
+  // except that with an update scheduler installed (a captured step's step::StepScheduler,
+  // runtime/step/scheduler.h) the scheduler may update each group of parameters as soon as
+  // backward has produced their gradients, on a second stream of the graph: the update
   // (memory-bound, it reads and writes every parameter and its state) then runs beside the rest
   // of backward instead of after it, as DDP's buckets overlap their all-reduces (PyTorch users
   // know the idea as "optimizer step in backward"). The values are those of backward(); step():
   // a parameter's update reads only its own gradient, final once backward reports it
-  // (autograd::LeafGradientHookGuard), and no later part of backward reads a parameter whose
-  // gradient is in. Otherwise -- eager steps, where a fork costs host time a launch-bound step
-  // does not have; the CPU; the per-parameter update; data parallel watching the gradients, whose
-  // all-reduce must come first -- it is plain backward(); step().
-  // Loss-scaled steps need every gradient's inf/NaN check before any update: call backward, then
-  // step(SkipIfNonFinite). Returns how many parameters' updates were launched during backward.
+  // (autograd::BackwardObserver), and no later part of backward reads a parameter whose
+  // gradient is in. Otherwise -- no scheduler, eager steps, the CPU, the per-parameter update,
+  // data parallel watching the gradients (its all-reduce must come first) -- it is plain
+  // backward(); step(). Loss-scaled steps need every gradient's inf/NaN check before any update:
+  // call backward, then step(SkipIfNonFinite). Returns how many parameters' updates were
+  // launched during backward.
   std::size_t backward_and_step(const std::function<void()>& backward);
+  // Installs the scheduler backward_and_step hands its step to (null: none); returns the one
+  // installed before. step::StepSchedulerScope installs it for one captured step.
+  UpdateScheduler* set_update_scheduler(UpdateScheduler* scheduler) {
+    UpdateScheduler* previous = update_scheduler_;
+    update_scheduler_ = scheduler;
+    return previous;
+  }
+
+  // One captured step's update, overlapped with backward by an UpdateScheduler: when and on
+  // which stream each group goes is the scheduler's; how a group is updated is the optimizer's.
+  // Made while the step is being captured; the step's flags are cleared when it ends.
+  class OverlappedUpdate {
+   public:
+    explicit OverlappedUpdate(Optimizer& optimizer);
+    ~OverlappedUpdate();
+    OverlappedUpdate(const OverlappedUpdate&) = delete;
+    OverlappedUpdate& operator=(const OverlappedUpdate&) = delete;
+
+    // Whether launch() can update these parameters (their gradients final) on another stream:
+    // the fused update reads the gradients where they are. A gradient in another layout than
+    // its parameter's would be copied on the capture's stream first, and that copy would go
+    // back to the allocator while the other stream may still read it.
+    bool can_launch(const std::vector<std::size_t>& indices) const;
+    // Enqueues their update on `lane` (its workspaces held as `lane` says).
+    void launch(const std::vector<std::size_t>& indices, const ops::Context& lane);
+    // After backward: updates every parameter not launched yet that has a gradient (the last
+    // group, groups that could not go, gradients from before this backward), on the parameters'
+    // current stream, and records the captured step. Returns how many were launched before.
+    std::size_t finish();
+
+   private:
+    Optimizer& optimizer_;
+    std::vector<std::size_t> launched_;
+  };
   void zero_grad();
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
@@ -132,7 +168,7 @@ class Optimizer {
   // How many state tensors, each like its parameter, a parameter's first update creates.
   virtual std::size_t state_tensors_per_parameter() const { return 0; }
   // Where the fused kernels launch: `fused` (the parameters' device, its current stream), or the
-  // update's own stream while backward_and_step overlaps it with backward.
+  // update's own stream while an OverlappedUpdate launches a group.
   ops::Context launch_context(const ops::Context& fused) const { return overlap_context_ ? *overlap_context_ : fused; }
 
  private:
@@ -146,7 +182,8 @@ class Optimizer {
   std::vector<std::size_t> captured_indices_;  // parameters the captured step updates
   bool captured_on_device_ = false;            // the captured step's counts advance on the device
   const SkipIfNonFinite* device_skip_ = nullptr;
-  const ops::Context* overlap_context_ = nullptr;  // set while backward_and_step launches a group
+  const ops::Context* overlap_context_ = nullptr;  // set while an OverlappedUpdate launches a group
+  UpdateScheduler* update_scheduler_ = nullptr;
   // Where the counts are current: at least one of the two always is. Host: step_count_ and
   // param_steps_. Device: device_scalars_ (whose counts the kernels advance after device-decided steps).
   mutable bool host_counts_current_ = true;

@@ -9,6 +9,7 @@
 #include "runtime/autograd/grad_mode.h"
 #include "memory/history.h"
 #include "analysis/static_plan.h"
+#include "runtime/step/scheduler.h"
 
 namespace sublet {
 
@@ -81,7 +82,7 @@ void GraphedTrainStep::set_memory_plan(MemoryPlan plan, const std::string& heuri
 void GraphedTrainStep::capture_with_static_plan() {
   memory::CachingAllocator& allocator = memory::allocator_for(graph_.device());
   allocator.record_private_pool(graph_.pool());
-  graph_.capture([&] { loss_ = step_(input_, labels_); });
+  capture_step();
   const std::vector<memory::TraceEvent> requests = allocator.recorded_private_pool(graph_.pool());
   // The probe's outputs live in its pool: drop them so that its segments go back before the
   // planned capture takes the arena.
@@ -109,7 +110,7 @@ void GraphedTrainStep::capture_with_static_plan() {
   placements.reserve(plan.allocations.size());
   for (const memory::PlannedAllocation& a : plan.allocations) placements.push_back({.size = a.size, .offset = a.offset});
   allocator.plan_private_pool(graph_.pool(), plan.arena_bytes, std::move(placements));
-  graph_.capture([&] { loss_ = step_(input_, labels_); });
+  capture_step();
   allocator.empty_cache();  // the probe's last blocks (outputs the step function kept) went during the capture
 
   const auto status = allocator.private_pool_plan(graph_.pool());
@@ -120,6 +121,16 @@ void GraphedTrainStep::capture_with_static_plan() {
   plan_report_.served = status.served;
   plan_report_.abandoned = status.abandoned;
   plan_report_.recorded = requests;
+}
+
+// The step scheduler places the captured step's work on streams (runtime/step/scheduler.h):
+// installed inside the capture, so that the joins at its end are captured too.
+void GraphedTrainStep::capture_step() {
+  graph_.capture([&] {
+    step::StepScheduler scheduler;
+    const step::StepSchedulerScope scope(scheduler, &optimizer_);
+    loss_ = step_(input_, labels_);
+  });
 }
 
 Tensor GraphedTrainStep::replay_static() {
@@ -137,7 +148,7 @@ Tensor GraphedTrainStep::replay_static() {
     memory::allocator_for(graph_.device()).empty_cache();
     plan_report_.reserved_at_capture = memory::allocator_for(graph_.device()).memory_reserved();
     if (plan_report_.plan == MemoryPlan::Static) capture_with_static_plan();
-    else graph_.capture([&] { loss_ = step_(input_, labels_); });
+    else capture_step();
   }
   optimizer_.prepare_replay();
   graph_.replay();

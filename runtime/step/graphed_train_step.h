@@ -18,6 +18,9 @@
 // created then), the next one by capturing the step and replaying it, every later one by
 // replay alone. Each step therefore trains exactly once, and the loss sequence is the eager
 // one. The returned loss is a static device tensor: read it (item()) before the next run().
+// Each capture runs under a step::StepScheduler (runtime/step/scheduler.h), which overlaps the
+// captured step's work on several streams: a convolution's weight gradient beside the rest of
+// backward, and the update beside backward when the step calls optimizer.backward_and_step.
 //
 // The step function must call optimizer.zero_grad() (set_to_none) before backward: gradients
 // are then allocated inside the capture, in the graph's pool, and every replay overwrites them;
@@ -85,6 +88,7 @@ class GraphedTrainStep {
   Tensor input_, labels_, loss_;
   std::int64_t steps_ = 0;
 
+  void capture_step();
   void capture_with_static_plan();
   Tensor first_warmup_step();
 };

@@ -6,7 +6,7 @@ if(SUBLET_HAVE_CUDA AND TARGET sublet::models)
   # ops::run_concurrently: a captured step's second stream, its join and its held workspaces.
   sublet_add_test(test_concurrent_cuda LABEL gpu SOURCES test_concurrent_cuda.cpp LIBS sublet::runtime)
   sublet_add_test(test_planned_graph_step LABEL gpu SOURCES test_planned_graph_step.cpp LIBS sublet::runtime sublet::models)
-  # A convolution's input gradient summed into the shortcut's (autograd::gradient_sum_target).
+  # A convolution's input gradient summed into the shortcut's (BackwardContext::gradient_sum_target).
   sublet_add_test(test_conv_gradient_sum_cuda LABEL gpu SOURCES test_conv_gradient_sum_cuda.cpp LIBS sublet::runtime)
   # Optimizer::backward_and_step: the update overlapping a captured backward.
   sublet_add_test(test_update_overlap_cuda LABEL gpu SOURCES test_update_overlap_cuda.cpp LIBS sublet::runtime sublet::models)

@@ -28,46 +28,8 @@ TEST(Autograd, HandComputedGradients) {
   EXPECT_EQ(x.grad().storage().category(), memory::BlockCategory::Gradient);
 }
 
-TEST(Autograd, LeafGradientHookSeesEachLeafAfterItsGradientIsIn) {
-  Tensor x = param({1, 2, 3}, {3});
-  Tensor y = param({4, 5, 6}, {3});
-  std::vector<std::pair<const TensorImpl*, std::vector<double>>> seen;
-  {
-    autograd::LeafGradientHookGuard guard([&](const TensorImpl& leaf) {
-      seen.emplace_back(&leaf, Tensor(leaf.grad).to_vector<double>());
-    });
-    (x * y).sum().backward();
-  }
-  ASSERT_EQ(seen.size(), 2u);
-  std::sort(seen.begin(), seen.end(), [&](const auto& a, const auto&) { return a.first == x.unsafe_impl(); });
-  EXPECT_EQ(seen[0].first, x.unsafe_impl());
-  EXPECT_EQ(seen[0].second, (std::vector<double>{4, 5, 6}));  // the gradient is already in .grad
-  EXPECT_EQ(seen[1].first, y.unsafe_impl());
-  EXPECT_EQ(seen[1].second, (std::vector<double>{1, 2, 3}));
-  (x * y).sum().backward();  // the guard is gone: nothing more is reported
-  EXPECT_EQ(seen.size(), 2u);
-}
-
-TEST(Autograd, LeafGradientHookSeesALeafUsedTwiceOnceWithItsWholeGradient) {
-  Tensor w = param({1, 2}, {2});
-  Tensor x = param({3, 4}, {2});
-  std::vector<std::pair<const TensorImpl*, std::vector<double>>> seen;
-  {
-    autograd::LeafGradientHookGuard guard([&](const TensorImpl& leaf) {
-      seen.emplace_back(&leaf, Tensor(leaf.grad).to_vector<double>());
-    });
-    // w reaches the loss through two edges (w * x and w * w) and through the loss as a root.
-    const Tensor loss = (w * x).sum() + (w * w).sum();
-    autograd::backward({loss, w}, {Tensor(), ones({2}, w.options())});
-  }
-  ASSERT_EQ(seen.size(), 2u);
-  const auto w_seen = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == w.unsafe_impl(); });
-  ASSERT_NE(w_seen, seen.end());
-  EXPECT_EQ(w_seen->second, (std::vector<double>{3 + 2 * 1 + 1, 4 + 2 * 2 + 1}));  // x + 2w + 1: every edge in
-}
-
 // An op whose backward gives 5 x its incoming gradient, added into the gradient already collected
-// for its input when the engine offers one (autograd::gradient_sum_target), as a convolution's
+// for its input when the engine offers one (BackwardContext::gradient_sum_target), as a convolution's
 // input pass does with cuDNN's beta = 1.
 Tensor times_five_summing_in_place(const Tensor& input, std::vector<bool>& offered) {
   Tensor out;
@@ -75,8 +37,9 @@ Tensor times_five_summing_in_place(const Tensor& input, std::vector<bool>& offer
     NoGradGuard no_grad;
     out = input * 5.0;
   }
-  autograd::record("times_five", {input}, {out}, [&offered](const TensorList& grads) {
-    Tensor target = autograd::gradient_sum_target(0);
+  autograd::record("times_five", {input}, {out},
+                   [&offered](const TensorList& grads, const autograd::BackwardContext& context) {
+    Tensor target = context.gradient_sum_target(0);
     offered.push_back(target.defined());
     if (!target.defined()) return TensorList{grads[0] * 5.0};
     target.add_(grads[0], 5.0);
@@ -97,8 +60,7 @@ TEST(Autograd, ANodeMayAddItsGradientIntoTheOneAlreadyCollected) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{20, 20, 20}));  // 2 x (5 + 5), added once
 }
 
-TEST(Autograd, NoGradientIsOfferedOutsideANodeOrWhenShared) {
-  EXPECT_FALSE(autograd::gradient_sum_target(0).defined());
+TEST(Autograd, NoGradientIsOfferedWhenShared) {
   Tensor x = param({1, 2}, {2});
   const Tensor h = x * 1.0;
   std::vector<bool> offered;

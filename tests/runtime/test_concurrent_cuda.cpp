@@ -5,12 +5,12 @@
 //  - the side's workspaces are allocated on the capturing stream and held until the join: a
 //    workspace the main work asks for afterwards gets other bytes;
 //  - eager, both run on the caller's stream, main first, with no hold;
-//  - runtime/side_work.h's run_beside, captured: the side work stays pending past the call (its
-//    kept tensor is not handed to the next request even after the caller drops it), a second
-//    call settles the first one's, settle_side_work() the rest, and the replay sees every side
-//    write; eager, nothing is left pending;
+//  - step::StepScheduler's side work left running (runtime/step/scheduler.h), captured: the side
+//    work stays pending past the call (its kept tensor is not handed to the next request even
+//    after the caller drops it), a second request joins the first one's, join_side_work() the
+//    rest, and the replay sees every side write; eager, nothing is left pending;
 //  - with the diagnostic TuningOptions::stream_overlap off (SUBLET_NO_STREAM_OVERLAP=1), a
-//    captured run_concurrently and run_beside keep everything on the capture's stream, in order.
+//    captured run_concurrently and the scheduler keep everything on the capture's stream, in order.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -19,7 +19,7 @@
 #include "memory/current_stream.h"
 #include "ops/concurrent.h"
 #include "runtime/step/cuda_graph.h"
-#include "runtime/side_work.h"
+#include "runtime/step/scheduler.h"
 #include "runtime/factories.h"
 #include "runtime/tensor.h"
 #include "tests/gpu_skip.h"
@@ -97,7 +97,7 @@ TEST(RunConcurrently, EagerWorkRunsMainThenSideOnTheCallersStream) {
 }
 
 TEST(RunConcurrently, CapturedWorkStaysOnTheCaptureStreamWithOverlapOff) {
-  SUBLET_SKIP_WITHOUT_GPU("a captured ops::run_concurrently and run_beside with TuningOptions::stream_overlap off");
+  SUBLET_SKIP_WITHOUT_GPU("a captured ops::run_concurrently and step scheduler with TuningOptions::stream_overlap off");
   const Device gpu = Device::cuda(0);
   const auto options = TensorOptions().device(gpu);
   Tensor side_out = zeros({1 << 16}, options), main_out = zeros({1 << 16}, options), after = zeros({1 << 16}, options);
@@ -106,6 +106,7 @@ TEST(RunConcurrently, CapturedWorkStaysOnTheCaptureStreamWithOverlapOff) {
   std::vector<StreamHandle> streams;
   bool overlapped = true;
   const ScopedTuning serial([](TuningOptions& o) { o.stream_overlap = false; });
+  step::StepScheduler scheduler;
   graph.capture([&] {
     const ops::Context ctx = ops::Context::for_device(gpu);
     overlapped = ops::detail::overlaps_streams(ctx);
@@ -121,18 +122,18 @@ TEST(RunConcurrently, CapturedWorkStaysOnTheCaptureStreamWithOverlapOff) {
           streams.push_back(c.stream);
           side_out.fill_(1.0);
         });
-    detail::run_beside(
-        ctx,
-        [&](const ops::Context& c) {
-          order.push_back(3);
-          streams.push_back(c.stream);
-        },
-        [&](const ops::Context& c) {
-          order.push_back(4);
-          streams.push_back(c.stream);
-        },
-        {});
-    EXPECT_FALSE(detail::side_work_pending()) << "nothing may stay pending with overlap off";
+    autograd::BackwardPasses passes;
+    passes.main = [&](const ops::Context& c) {
+      order.push_back(3);
+      streams.push_back(c.stream);
+    };
+    passes.side = [&](const ops::Context& c) {
+      order.push_back(4);
+      streams.push_back(c.stream);
+    };
+    passes.side_writes_only_leaves = true;
+    scheduler.place_passes(ctx, passes);
+    EXPECT_FALSE(scheduler.side_work_pending()) << "nothing may stay pending with overlap off";
     after.copy_(side_out);
   });
   ASSERT_TRUE(graph.captured());
@@ -146,8 +147,15 @@ TEST(RunConcurrently, CapturedWorkStaysOnTheCaptureStreamWithOverlapOff) {
   expect_all(main_out, 2.0f);
 }
 
-TEST(RunBeside, CapturedSideWorkIsJoinedOneCallLaterAndKeepsItsTensors) {
-  SUBLET_SKIP_WITHOUT_GPU("runtime/side_work.h's run_beside in a capture");
+// Side work that writes only leaves, placed by the step scheduler.
+void place_beside(step::StepScheduler& scheduler, const ops::Context& ctx, autograd::StreamWork main,
+                  autograd::StreamWork side, std::vector<Tensor> keep) {
+  autograd::BackwardPasses passes{std::move(main), std::move(side), std::move(keep), /*side_writes_only_leaves=*/true};
+  scheduler.place_passes(ctx, passes);
+}
+
+TEST(StepSchedulerCuda, CapturedSideWorkIsJoinedOneRequestLaterAndKeepsItsTensors) {
+  SUBLET_SKIP_WITHOUT_GPU("the step scheduler's side work in a capture");
   const Device gpu = Device::cuda(0);
   const auto options = TensorOptions().device(gpu);
   constexpr std::int64_t kCount = 1 << 16;
@@ -158,7 +166,9 @@ TEST(RunBeside, CapturedSideWorkIsJoinedOneCallLaterAndKeepsItsTensors) {
   const void* kept_address = nullptr;
   const void* next_address = nullptr;
   CudaGraph graph(gpu);
+  step::StepScheduler scheduler;
   graph.capture([&] {
+    const step::StepSchedulerScope scope(scheduler);
     const ops::Context ctx = ops::Context::for_device(gpu);
     Tensor source = full({kCount}, 3.0, options);  // allocated in the capture
     kept_address = source.data_ptr();
@@ -168,18 +178,16 @@ TEST(RunBeside, CapturedSideWorkIsJoinedOneCallLaterAndKeepsItsTensors) {
         into.copy_(from);
       };
     };
-    sublet::detail::run_beside(
-        ctx, [&](const ops::Context&) { main_out.fill_(1.0); }, side_copy(first_side, source), {source});
-    source = Tensor();  // the caller lets go; run_beside keeps it until the side work is joined
-    pending_after_first = sublet::detail::side_work_pending();
+    place_beside(scheduler, ctx, [&](const ops::Context&) { main_out.fill_(1.0); }, side_copy(first_side, source), {source});
+    source = Tensor();  // the caller lets go; the scheduler keeps it until the side work is joined
+    pending_after_first = scheduler.side_work_pending();
     next_address = Tensor::empty({kCount}, options).data_ptr();
     const Tensor five = full({kCount}, 5.0, options);
-    sublet::detail::run_beside(
-        ctx, [&](const ops::Context&) { main_out.add_(1.0); }, side_copy(second_side, five), {five});
-    pending_after_second = sublet::detail::side_work_pending();
+    place_beside(scheduler, ctx, [&](const ops::Context&) { main_out.add_(1.0); }, side_copy(second_side, five), {five});
+    pending_after_second = scheduler.side_work_pending();
     seen_first.copy_(first_side);  // the first side work is joined by now
-    sublet::detail::settle_side_work();
-    pending_after_settle = sublet::detail::side_work_pending();
+    scheduler.join_side_work();
+    pending_after_settle = scheduler.side_work_pending();
     seen_second.copy_(second_side);
   });
   ASSERT_TRUE(graph.captured());
@@ -194,16 +202,18 @@ TEST(RunBeside, CapturedSideWorkIsJoinedOneCallLaterAndKeepsItsTensors) {
   expect_all(main_out, 2.0f);
 }
 
-TEST(RunBeside, EagerWorkLeavesNothingPending) {
-  SUBLET_SKIP_WITHOUT_GPU("runtime/side_work.h's run_beside outside a capture");
+TEST(StepSchedulerCuda, EagerWorkLeavesNothingPending) {
+  SUBLET_SKIP_WITHOUT_GPU("the step scheduler's side work outside a capture");
   const Device gpu = Device::cuda(0);
   const ops::Context ctx = ops::Context::for_device(gpu);
   std::vector<int> order;
-  sublet::detail::run_beside(
-      ctx, [&](const ops::Context& c) { order.push_back(c.stream == ctx.stream ? 1 : -1); },
+  step::StepScheduler scheduler;
+  const step::StepSchedulerScope scope(scheduler);
+  place_beside(
+      scheduler, ctx, [&](const ops::Context& c) { order.push_back(c.stream == ctx.stream ? 1 : -1); },
       [&](const ops::Context& c) { order.push_back(c.stream == ctx.stream ? 2 : -2); }, {});
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
-  EXPECT_FALSE(sublet::detail::side_work_pending());
+  EXPECT_FALSE(scheduler.side_work_pending());
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 //    backward;
 //  - the same ResNet-20, graphed with and without the overlap: parameters within 1e-6 (the
 //    update must wait for the weight gradients convolutions finish beside backward,
-//    runtime/side_work.h);
+//    runtime/step/scheduler.h);
 //  - eager, nothing overlaps (0 parameters during backward) and the step is step()'s.
 #include <gtest/gtest.h>
 
@@ -25,7 +25,6 @@
 #include "runtime/autograd/function.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/kernel_args.h"
-#include "runtime/side_work.h"
 #include "runtime/step/graphed_train_step.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
@@ -167,7 +166,7 @@ TEST(UpdateOverlap, ChannelsLastResNetFollowsTheEagerLosses) {
 
 // ResNet-20 channels-last, graphed, with backward(); step() or backward_and_step(): the same kernels
 // either way, but the overlapped update reads weight gradients that convolutions finish beside
-// the rest of backward (runtime/side_work.h): it must wait for them. Parameters within 1e-6.
+// the rest of backward (runtime/step/scheduler.h): it must wait for them. Parameters within 1e-6.
 std::vector<Tensor> train_resnet_graphed(bool overlapped) {
   const Device gpu = Device::cuda(0);
   const Shape images{8, 3, 16, 16};
@@ -209,7 +208,8 @@ TEST(UpdateOverlap, ChannelsLastResNetMatchesThePlainGraphedStep) {
 }
 
 // out = w * w * x, whose weight gradient 2 g w x is written by side work that first keeps its lane
-// busy for about a millisecond (runtime/side_work.h): the update, launched from the leaf hook
+// busy for about a millisecond (runtime/step/scheduler.h): the update, launched when backward
+// reports the gradient final
 // during backward, must wait for it. Read too early, it finds the previous replay's gradient
 // (same buffer, another w), and w's trajectory moves by about lr x that difference.
 Tensor square_times_slowly(const Tensor& w, const Tensor& x, Tensor& busy) {
@@ -218,24 +218,26 @@ Tensor square_times_slowly(const Tensor& w, const Tensor& x, Tensor& busy) {
     NoGradGuard no_grad;
     out = w * w * x;
   }
-  autograd::record("square_times_slowly", {w}, {out}, [w, x, &busy](const autograd::TensorList& grads) {
-    const Tensor g = grads[0];
-    Tensor grad_w;
-    const ops::Context ctx = sublet::detail::context_for(g);
-    sublet::detail::run_beside(
-        ctx, [](const ops::Context&) {},
-        [&](const ops::Context& c) {
-          grad_w = empty_like(w);  // on the capturing stream, as a convolution's weight gradient
-          memory::StreamGuard on_side(c.device, c.stream);
-          for (int i = 0; i < 24; ++i) busy.mul_(1.0);
-          grad_w.copy_(w);
-          grad_w.mul_(x);
-          grad_w.mul_(g);
-          grad_w.mul_(2.0);
-        },
-        {g});
-    return autograd::TensorList{grad_w};
-  });
+  autograd::record("square_times_slowly", {w}, {out},
+                   [w, x, &busy](const autograd::TensorList& grads, const autograd::BackwardContext& context) {
+                     const Tensor g = grads[0];
+                     Tensor grad_w;
+                     autograd::BackwardPasses passes;
+                     passes.main = [](const ops::Context&) {};
+                     passes.side = [&](const ops::Context& c) {
+                       grad_w = empty_like(w);  // on the capturing stream, as a convolution's weight gradient
+                       memory::StreamGuard on_side(c.device, c.stream);
+                       for (int i = 0; i < 24; ++i) busy.mul_(1.0);
+                       grad_w.copy_(w);
+                       grad_w.mul_(x);
+                       grad_w.mul_(g);
+                       grad_w.mul_(2.0);
+                     };
+                     passes.keep = {g};
+                     passes.side_writes_only_leaves = true;
+                     context.run_passes(sublet::detail::context_for(g), std::move(passes));
+                     return autograd::TensorList{grad_w};
+                   });
   return out;
 }
 
