@@ -17,6 +17,7 @@
 #include "models/gpt_sampling.h"
 #include "memory/registry.h"
 #include "runtime/nn/functional.h"
+#include "tests/train/train_test_support.h"
 #include "train/gpt_memory_budget.h"
 #include "train/trainer.h"
 
@@ -37,22 +38,10 @@ class GptTraining : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   train::TrainOptions options(std::int64_t steps) const {
-    train::TrainOptions o;
-    o.model = "gpt-nano";
-    o.data = "text";
-    o.data_dir = dir_ / "text.txt";
-    o.device = "cpu";
-    o.optimizer = "adamw";
-    o.weight_decay = 0.1;
-    o.label_smoothing = 0.0;
-    o.lr = 3e-3;
+    train::TrainOptions o = train::testing::gpt_nano_text_options(dir_ / "text.txt", steps);
     o.batch_size = 8;
     o.seq_len = 32;
-    o.steps = steps;
     o.eval_interval = 40;
-    o.eval_batches = 2;
-    o.warmup_steps = 5;
-    o.seed = 3;
     return o;
   }
   fs::path dir_;

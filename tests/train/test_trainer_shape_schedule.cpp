@@ -63,21 +63,7 @@ class TrainerShapeSchedule : public ::testing::Test {
   }
 
   TrainOptions options(std::int64_t steps) const {
-    TrainOptions o;
-    o.model = "gpt-nano";  // context 64
-    o.data = "text";
-    o.data_dir = dir_ / "text.txt";
-    o.device = "cpu";
-    o.optimizer = "adamw";
-    o.weight_decay = 0.1;
-    o.label_smoothing = 0.0;
-    o.lr = 3e-3;
-    o.batch_size = 16;
-    o.steps = steps;
-    o.eval_interval = 20;
-    o.eval_batches = 2;
-    o.warmup_steps = 5;
-    o.seed = 3;
+    TrainOptions o = testing::gpt_nano_text_options(dir_ / "text.txt", steps);
     o.shape_schedule = schedule(3, steps);
     return o;
   }

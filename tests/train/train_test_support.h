@@ -33,6 +33,27 @@ inline TrainOptions small_synthetic_options(std::int64_t train_images = 256) {
   return o;
 }
 
+// gpt-nano (context 64) on a text file with nanoGPT's AdamW set-up: the GPT trainer tests' run,
+// batch 16 of full-context windows; evaluation every 20 steps on 2 batches.
+inline TrainOptions gpt_nano_text_options(const std::filesystem::path& text, std::int64_t steps) {
+  TrainOptions o;
+  o.model = "gpt-nano";
+  o.data = "text";
+  o.data_dir = text;
+  o.device = "cpu";
+  o.optimizer = "adamw";
+  o.weight_decay = 0.1;
+  o.label_smoothing = 0.0;
+  o.lr = 3e-3;
+  o.batch_size = 16;
+  o.steps = steps;
+  o.eval_interval = 20;
+  o.eval_batches = 2;
+  o.warmup_steps = 5;
+  o.seed = 3;
+  return o;
+}
+
 // `steps` optimizer steps, finishing epochs (evaluation included) whenever one runs out.
 inline std::vector<float> run_steps(Trainer& trainer, int steps) {
   std::vector<float> losses;
