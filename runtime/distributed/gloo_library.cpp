@@ -4,9 +4,9 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <mutex>
 
 #include "core/errors.h"
+#include "core/loaded_once.h"
 #include "core/switch_table.h"
 #include "core/tuning.h"
 
@@ -57,10 +57,8 @@ std::vector<std::string> gloo_shim_candidates() {
 }
 
 const GlooLibrary& gloo() {
-  static std::once_flag once;
-  static GlooLibrary library;
-  std::call_once(once, [] { library = load(); });  // a throw leaves the flag unset: the next call retries
-  return library;
+  static LoadedOnce<GlooLibrary> library;
+  return library.get(load);
 }
 
 }  // namespace sublet::distributed

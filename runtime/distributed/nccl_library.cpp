@@ -2,9 +2,9 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
 
 #include "core/errors.h"
+#include "core/loaded_once.h"
 #include "core/switch_table.h"
 #include "core/tuning.h"
 
@@ -48,10 +48,8 @@ NcclLibrary load_nccl(const std::string& path) {
 }
 
 const NcclLibrary& nccl() {
-  static std::once_flag once;
-  static NcclLibrary library;
-  std::call_once(once, [] { library = load_nccl(tuning().nccl_library); });  // a throw leaves the flag unset: the next call retries
-  return library;
+  static LoadedOnce<NcclLibrary> library;
+  return library.get([] { return load_nccl(tuning().nccl_library); });
 }
 
 void check_nccl(ncclResult_t result, const char* what) {

@@ -24,6 +24,16 @@ TEST(NcclLibrary, LoadsTheLibraryTheSwitchNames) {
   EXPECT_NE(message.find("SUBLET_NCCL_LIBRARY"), std::string::npos) << "says how to point sublet elsewhere: " << message;
 }
 
+// A failed load is not remembered: every call tries again and says why, in the same process (a
+// library installed or a switch changed meanwhile takes effect), and none of them crashes.
+TEST(NcclLibrary, AFailedLoadFailsAgainOnTheNextCall) {
+  const ScopedTuning missing([](TuningOptions& o) { o.nccl_library = kMissing; });
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const std::string message = testing::message_of<DistributedError>([] { nccl(); });
+    EXPECT_NE(message.find(kMissing), std::string::npos) << "attempt " << attempt << ": " << message;
+  }
+}
+
 // Loading a real NCCL needs a CUDA driver (NCCL's own calls fail without one), hence a GPU.
 TEST(NcclLibrary, LoadsLibncclByDefault) {
   ASSERT_EQ(TuningOptions{}.nccl_library, "libnccl.so.2");
