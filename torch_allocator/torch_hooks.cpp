@@ -80,9 +80,10 @@ void fill_array(ArrayT& a, int device, const std::string& family) {
   fill(a[2], device, family + ".large_pool");
 }
 
+// (Not named allocate: inside SubletAllocator that name is the base class's member, PyTorch 2.11 on.)
 // The core's allocation with PyTorch's exceptions: c10::OutOfMemoryError (torch.OutOfMemoryError in
 // Python) when the device is full, c10::Error (RuntimeError) for anything else.
-void* allocate(size_t size, int device, cudaStream_t stream) {
+void* allocate_or_throw(size_t size, int device, cudaStream_t stream) {
   void* ptr = core.try_malloc(static_cast<ssize_t>(size), device, stream);
   if (ptr != nullptr) return ptr;
   const std::string message = core_error();
@@ -95,7 +96,7 @@ void* allocate(size_t size, int device, cudaStream_t stream) {
 
 class SubletAllocator : public Base {
  public:
-  SubletAllocator() : Base(allocate, core.free) {
+  SubletAllocator() : Base(allocate_or_throw, core.free) {
     set_record_stream_fn([](void* ptr, cudaStream_t stream) { check(core.record_stream(ptr, stream), "record_stream"); });
     set_reset_fn([] { check(core.empty_cache(-1), "empty_cache"); });
     set_memory_fraction_fn(
