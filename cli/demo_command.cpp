@@ -37,7 +37,8 @@ void add_demo_command(CLI::App& app) {
   auto capacity_mib = std::make_shared<std::size_t>(0);
   add_device_option(*oom, *oom_device);
   oom->add_option("--capacity-mib", *capacity_mib,
-                  "cap the device at N MiB (default: the run's uncapped live peak rounded up to a 2 MiB page, plus one page)")
+                  "cap the device at N MiB (default: the smallest cap under which sublet's defaults finish, searched a 2 MiB page "
+                  "at a time from the run's uncapped live peak rounded up to a page, plus one page)")
       ->check(CLI::Range(1, 1 << 24));
   oom->add_option("--steps", options->steps, "training steps")->check(CLI::Range(1, 1000))->capture_default_str();
   oom->add_option("--seed", options->seed, "seed of the length schedule and the model")->capture_default_str();

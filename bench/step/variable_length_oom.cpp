@@ -17,6 +17,7 @@ namespace sublet::bench {
 namespace {
 
 constexpr std::size_t kPage = 2 * memory::kMiB;
+constexpr std::size_t kCapSearchPages = 16;  // how far above the live peak the cap is searched
 
 std::string bytes(std::size_t b) { return sublet::format_bytes(static_cast<std::int64_t>(b)); }
 
@@ -105,19 +106,26 @@ bool OomDemoResult::as_expected() const {
 
 OomDemoResult run_variable_length_oom(const VariableLengthOomOptions& options) {
   const memory::AllocatorConfig knob = memory::AllocatorConfig::parse(options.knob, memory::AllocatorConfig{}, "--knob");
-  OomDemoResult result;
-  result.capacity = options.capacity_bytes;
-  if (result.capacity == 0) {
-    memory::AllocatorConfig calibration;
-    calibration.expandable_segments = true;
-    const OomDemoRow uncapped = run_one(options, "calibration", calibration, 0);
-    result.uncapped_peak_allocated = uncapped.peak_allocated;
-    result.capacity = round_up(uncapped.peak_allocated, kPage) + kPage;
-  }
-  result.rows.push_back(run_one(options, "pytorch", memory::AllocatorConfig{}, result.capacity));
-  result.rows.push_back(run_one(options, "sublet", memory::default_config(options.device), result.capacity));
-  result.rows.push_back(run_one(options, options.knob, knob, result.capacity));
-  return result;
+  const auto run_at = [&](std::size_t capacity, std::size_t uncapped_peak) {
+    OomDemoResult result;
+    result.capacity = capacity;
+    result.uncapped_peak_allocated = uncapped_peak;
+    result.rows.push_back(run_one(options, "pytorch", memory::AllocatorConfig{}, capacity));
+    result.rows.push_back(run_one(options, "sublet", memory::default_config(options.device), capacity));
+    result.rows.push_back(run_one(options, options.knob, knob, capacity));
+    return result;
+  };
+  if (options.capacity_bytes > 0) return run_at(options.capacity_bytes, 0);
+  // The smallest cap, a page at a time above the live peak, under which sublet's defaults finish:
+  // the room their layout needs differs between devices (the CPU's kernels and cuDNN's workspaces
+  // allocate differently), and below that cap the demo would show nothing.
+  const memory::AllocatorConfig defaults = memory::default_config(options.device);
+  const OomDemoRow uncapped = run_one(options, "calibration", defaults, 0);
+  const std::size_t lowest = round_up(uncapped.peak_allocated, kPage) + kPage;
+  std::size_t capacity = lowest;
+  while (capacity < lowest + kCapSearchPages * kPage && !run_one(options, "calibration", defaults, capacity).finished)
+    capacity += kPage;
+  return run_at(capacity, uncapped.peak_allocated);
 }
 
 int variable_length_oom_demo(const VariableLengthOomOptions& options, std::ostream& out) {
@@ -127,8 +135,9 @@ int variable_length_oom_demo(const VariableLengthOomOptions& options, std::ostre
              options.tokens_per_batch, options.vocab_size);
   const OomDemoResult r = run_variable_length_oom(options);
   if (r.uncapped_peak_allocated > 0)
-    fmt::print(out, "Uncapped, the live tensors peak at {}; the device is capped at {} (that, rounded up to a 2 MiB page, "
-                    "plus one page) through a per-process memory fraction.\n\n",
+    fmt::print(out, "Uncapped, the live tensors peak at {}; the device is capped at {} through a per-process memory "
+                    "fraction: the smallest cap, a 2 MiB page at a time from that peak plus one page, under which sublet's "
+                    "defaults finish.\n\n",
                bytes(r.uncapped_peak_allocated), bytes(r.capacity));
   else
     fmt::print(out, "The device is capped at {} through a per-process memory fraction.\n\n", bytes(r.capacity));

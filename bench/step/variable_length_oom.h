@@ -25,8 +25,9 @@ struct VariableLengthOomOptions {
   std::int64_t min_len = 8, max_len = 64, tokens_per_batch = 2048;
   std::int64_t steps = 12;
   std::uint64_t seed = 0;
-  // 0: the live peak of an uncapped run (under expandable segments) rounded up to a 2 MiB page,
-  // plus one page: room for every live tensor, with almost nothing to spare.
+  // 0: the smallest cap under which sublet's defaults finish, searched a 2 MiB page at a time
+  // (up to 16) from the live peak of an uncapped run rounded up to a page, plus one page: room for
+  // every live tensor, with almost nothing to spare.
   std::size_t capacity_bytes = 0;
   std::string knob = "expandable_segments:True";  // the setting that fixes it (SUBLET_ALLOC_CONF syntax)
 };

@@ -1,5 +1,6 @@
 // sublet demo variable-length-oom's runs (bench/step/variable_length_oom.h) on the CPU: gpt-nano with a new window length each step, capped
-// at its uncapped live peak rounded up to a page plus one page. PyTorch's default settings run out
+// at the smallest cap, a page at a time from its uncapped live peak rounded up to a page plus one
+// page, under which sublet's defaults (expandable segments) finish (here the first). PyTorch's default settings run out
 // of memory while the live tensors and the failed request together fit the cap, and the error
 // names holes and the setting that fixes them; sublet's defaults and expandable_segments:True
 // finish within the cap. The run is deterministic: its outcome is asserted, not sampled.
