@@ -7,7 +7,10 @@
 #   bench/ab_compare.sh OLD_SUBLET NEW_SUBLET OUT_DIR [DEVICE]     (DEVICE: cuda (default) or cpu)
 #
 # ROUNDS (default 2), ALLOC_ROUNDS (bench alloc --rounds, default 3), ALLOC_REPETITIONS (bench
-# alloc --repetitions, default its own), STEPS (default 30), ALLOC_ONLY=1 (bench alloc alone).
+# alloc --repetitions, default its own), STEPS (default 30), ALLOC_ONLY=1 (bench alloc alone),
+# STEP_SET=structure (no bench alloc; the captured steps a change to the step's structure must keep:
+# ResNet-18 32x32 bs128 fp32 and ResNet-50 224x224 bs256 bf16, channels-last, CUDA graph; use
+# ROUNDS=5).
 set -uo pipefail
 [[ $# -ge 3 ]] || { echo "usage: $0 OLD_SUBLET NEW_SUBLET OUT_DIR [cuda|cpu]" >&2; exit 2; }
 old="$1"; new="$2"; out="$3"; device="${4:-cuda}"
@@ -22,6 +25,9 @@ run() {  # run NAME COMMAND...
 }
 if [[ "${ALLOC_ONLY:-0}" == 1 ]]; then
   steps_cfg=()
+elif [[ "${STEP_SET:-}" == structure ]]; then
+  steps_cfg=("r18_b128_fp32_cl_graph resnet18 3x32x32 128 10 --precision fp32 --channels-last --cuda-graph"
+             "r50_b256_bf16_cl_graph resnet50 3x224x224 256 1000 --precision bf16 --channels-last --cuda-graph")
 elif [[ "$device" == cuda ]]; then
   steps_cfg=("r18_b128 resnet18 3x32x32 128 10" "r18_b128_graph resnet18 3x32x32 128 10 --cuda-graph" "r50_b64 resnet50 3x224x224 64 1000")
 else
@@ -30,7 +36,8 @@ fi
 for round in $(seq 1 "$rounds"); do
   for side in A B; do
     bin="$old"; [[ "$side" == B ]] && bin="$new"
-    run "alloc_${side}_${round}" "$bin" bench alloc --device "$device" --rounds "$alloc_rounds" "${alloc_extra[@]}" --json "$out/alloc_${side}_${round}.json"
+    [[ "${STEP_SET:-}" == structure ]] ||
+      run "alloc_${side}_${round}" "$bin" bench alloc --device "$device" --rounds "$alloc_rounds" "${alloc_extra[@]}" --json "$out/alloc_${side}_${round}.json"
     for cfg in ${steps_cfg[@]+"${steps_cfg[@]}"}; do
       set -- $cfg
       name="$1"; shift

@@ -1,0 +1,1 @@
+build/sublet generate --device cuda --checkpoint gpt_mini.safetensors --prompt "The allocator" --tokens 300 --seed 1; build/sublet generate --device cuda --checkpoint gpt_mini.safetensors --prompt "def main():" --tokens 300 --seed 1

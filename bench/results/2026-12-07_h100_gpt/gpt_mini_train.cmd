@@ -1,0 +1,1 @@
+build/sublet train --device cuda --model gpt-mini --data text --data-dir /tmp/corpus/_sources --steps 2000 --precision bf16 --metrics-json gpt_mini_train.json --checkpoint gpt_mini.safetensors   # /tmp/corpus/_sources: the default corpus's files

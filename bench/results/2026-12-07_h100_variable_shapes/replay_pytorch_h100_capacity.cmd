@@ -1,0 +1,1 @@
+build/sublet replay --rules pytorch snapshots/pytorch.pickle.gz --capacity-mib 81080 --alloc-conf max_split_size_mb:512 --alloc-conf roundup_power2_divisions:16 --alloc-conf max_split_size_mb:512,roundup_power2_divisions:16 --alloc-conf expandable_segments:True --json replay_pytorch_h100_capacity.json   # on the development machine; 81080 MiB: the H100's 79.18 GiB

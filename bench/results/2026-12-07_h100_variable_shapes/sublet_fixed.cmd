@@ -1,0 +1,1 @@
+build/sublet bench step --device cuda --model gpt-mini --block-size 1024 --precision bf16 --vocab 50304 --seq-len 592 --batch-size 27 --warmup 5 --steps 30 --json sublet_fixed.json   # the schedule's mean length (595), rounded to a multiple of 8

@@ -1,0 +1,1 @@
+build/sublet bench step --device cuda --model gpt-mini --block-size 1024 --precision bf16 --vocab 50304 --shape-schedule shapes_twice.json --warmup 63 --steps 60 --json sublet_warm.json   # the same 60 timed shapes after a pass over all of them
