@@ -52,9 +52,9 @@ def transcript(name, source):
         command = f.read().strip()
     with open(base + ".log") as f:
         lines = f.read().rstrip("\n").split("\n")
-    # A terminal shows one progress line per epoch, rewritten in place; the log of a pipe has one
-    # every tenth of the epoch: keep each epoch's last.
-    progress = re.compile(r"^epoch \d+/\d+ \[(\d+)/(\d+)\]")
+    # A terminal shows one progress line, rewritten in place; the log of a pipe has one every tenth
+    # of an epoch (or of a GPT run's evaluation interval): keep the epoch's or the run's last.
+    progress = re.compile(r"^(?:epoch \d+/\d+ \[|step )(\d+)/(\d+)[\] ]")
     kept = [l for l in lines if not (m := progress.match(l)) or m.group(1) == m.group(2)]
     output = "\n".join(kept)
     return f"```\n$ {command}\n{output}\n```\n{stamp(source)}\n"

@@ -1,0 +1,1 @@
+build/tests/test_data_parallel_gpu

@@ -1,0 +1,1 @@
+build/tests/test_trainer_data_parallel_gpu
