@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/crash_report.h"
 #include "cli/flag_checks.h"
 #include "cli/version.h"
 #include "memory/config.h"
@@ -88,6 +89,7 @@ int main(int argc, char** argv) {
     }
     execv("/proc/self/exe", argv);  // returns only on failure: then go on with libgomp's default
   }
+  sublet::cli::install_crash_report();
   CLI::App app{"sublet: a small C++ deep-learning runtime with a PyTorch-style caching allocator"};
   app.require_subcommand(1);
   app.set_version_flag("--version", sublet::cli::version_text());
