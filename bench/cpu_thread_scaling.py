@@ -126,6 +126,8 @@ def main():
     parser.add_argument("--max-wait", type=float, default=300, help="seconds to wait for a quiet machine per round")
     parser.add_argument("--max-foreign", type=float, default=0.05,
                         help="cores' worth of CPU others may take during a run of a quiet round")
+    parser.add_argument("--max-steal", type=float, default=0.05,
+                        help="cores' worth of CPU the hypervisor may steal during a run of a quiet round")
     parser.add_argument("--sublet-env", action="append", default=[], metavar="NAME=VALUE",
                         help="set in the sublet runs' environment (e.g. GOMP_SPINCOUNT=0)")
     parser.add_argument("--out", help="results folder (default bench/results/<date>_cpu_thread_scaling)")
@@ -175,6 +177,8 @@ def main():
                 reasons.append(f"{run['label']}: {sorted(set(run['before']['busy'] + run['after']['busy']))} running")
             if run["foreign_cores"] > args.max_foreign:
                 reasons.append(f"{run['label']}: others took {run['foreign_cores']:.2f} cores")
+            if run["steal_cores"] > args.max_steal:
+                reasons.append(f"{run['label']}: the hypervisor stole {run['steal_cores']:.2f} cores")
         first_load = runs["sublet_1t"]["before"]["load"][0]
         if first_load >= args.max_load:
             reasons.append(f"load {first_load:.2f} at the round's start")
@@ -241,7 +245,8 @@ def main():
             "commit": commit + ("+uncommitted changes" if dirty else ""), "date": date,
             "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
             "pytorch": torch_version, "sublet_env": args.sublet_env,
-            "quiet_rule": {"max_load": args.max_load, "max_foreign_cores": args.max_foreign, "busy_names": BUSY_NAMES}}
+            "quiet_rule": {"max_load": args.max_load, "max_foreign_cores": args.max_foreign,
+                           "max_steal_cores": args.max_steal, "busy_names": BUSY_NAMES}}
     with open(os.path.join(out, "runs.json"), "w") as f:
         json.dump({"meta": meta, "summary": summary, "rounds": rounds}, f, indent=1)
     with open(os.path.join(out, "meta.json"), "w") as f:

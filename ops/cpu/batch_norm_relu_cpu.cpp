@@ -2,7 +2,6 @@
 
 #include <omp.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -55,28 +54,20 @@ void remask_run(const T* grad_output, const std::uint8_t* keep, std::int64_t len
   }
 }
 
-// The channels are split into blocks of contiguous channels, a few per thread, taken in a dynamic
-// schedule: a thread that gets less of its core (another process, a slower virtual CPU) takes
-// fewer blocks instead of holding the others up at the region's end, as an even static split
-// would. A block holds all of its channels' work, so each channel is still summed by one thread
-// in image order whatever the schedule.
-constexpr std::int64_t kBlocksPerThread = 4;
-
-struct ChannelBlocks {
-  std::int64_t channels, count;
-  std::int64_t first(std::int64_t block) const { return channels * block / count; }
-  std::int64_t last(std::int64_t block) const { return channels * (block + 1) / count; }
-  std::int64_t widest() const { return (channels + count - 1) / count; }
+// This thread's channels [first, last) of an OpenMP parallel region: contiguous blocks, so that
+// each image's runs of them are one contiguous stretch of memory.
+struct ChannelRange {
+  std::int64_t first, last;
 };
-ChannelBlocks channel_blocks(std::int64_t channels) {
-  const std::int64_t threads = omp_get_max_threads();
-  return {channels, std::max<std::int64_t>(1, std::min(channels, threads * kBlocksPerThread))};
+ChannelRange thread_channels(std::int64_t channels) {
+  const std::int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
+  return {channels * thread / threads, channels * (thread + 1) / threads};
 }
 
 }  // namespace
 
-// Every pass walks image by image over a block's channels (not channel by channel over the
-// images): each step reads a contiguous stretch of the block's runs instead of one H*W run
+// Every pass walks image by image over the thread's channels (not channel by channel over the
+// images): each step reads a contiguous stretch of (last - first) runs instead of one H*W run
 // per image, which the hardware prefetchers follow; in a training step the activations come
 // from memory, not cache, and at 7x7 a run is only 196 bytes. Each channel still sums its runs
 // in image order, so the values are those of batch norm's kernels bit for bit.
@@ -85,47 +76,45 @@ void batch_norm_relu_forward_training(const BatchNormShape& s, const T* input, c
                                       const T* weight, const T* bias, T* running_mean, T* running_var,
                                       double momentum, double eps, T* output, T* save_mean, T* save_invstd) {
   const std::int64_t spatial = s.spatial();
-  const ChannelBlocks blocks = channel_blocks(s.channels);
-#pragma omp parallel if (blocks.count > 1)
+#pragma omp parallel
   {
-    std::vector<detail::Moments> moments(static_cast<std::size_t>(blocks.widest()));
+    const ChannelRange range = thread_channels(s.channels);
+    const std::int64_t mine = range.last - range.first;
+    std::vector<detail::Moments> moments(static_cast<std::size_t>(mine));
     std::vector<T> scales(moments.size()), shifts(moments.size());
     auto run_at = [&](std::int64_t n, std::int64_t c) { return (n * s.channels + c) * spatial; };
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t block = 0; block < blocks.count; ++block) {
-      const std::int64_t first = blocks.first(block), last = blocks.last(block);
-      std::fill(moments.begin(), moments.end(), detail::Moments{});
-      for (std::int64_t n = 0; n < s.batch; ++n) {
-        for (std::int64_t c = first; c < last; ++c) detail::add_run(moments[c - first], input + run_at(n, c), spatial);
+    for (std::int64_t n = 0; n < s.batch; ++n) {
+      for (std::int64_t c = range.first; c < range.last; ++c) {
+        detail::add_run(moments[c - range.first], input + run_at(n, c), spatial);
       }
-      for (std::int64_t c = first; c < last; ++c) {
-        const std::int64_t i = c - first;
-        const detail::Moments& m = moments[i];
-        const detail::ScaleShift affine = detail::channel_statistics(
-            m.mean, m.squares, m.count, c, weight, bias, running_mean, running_var, momentum, eps, save_mean,
-            save_invstd);
-        scales[i] = static_cast<T>(affine.scale);
-        shifts[i] = static_cast<T>(affine.shift);
-      }
-      for (std::int64_t n = 0; n < s.batch; ++n) {
-        for (std::int64_t c = first; c < last; ++c) {
-          const std::int64_t i = c - first, offset = run_at(n, c);
-          const T scale = scales[i], shift = shifts[i];
-          const T* x = input + offset;
-          T* y = output + offset;
-          // Rounded as batch norm's output, then the add, then relu (x > 0 ? x : 0, NaN to 0).
-          if (residual != nullptr) {
-            const T* r = residual + offset;
-            for (std::int64_t k = 0; k < spatial; ++k) {
-              const T normalised = x[k] * scale + shift;
-              const T sum = normalised + r[k];
-              y[k] = sum > T(0) ? sum : T(0);
-            }
-          } else {
-            for (std::int64_t k = 0; k < spatial; ++k) {
-              const T normalised = x[k] * scale + shift;
-              y[k] = normalised > T(0) ? normalised : T(0);
-            }
+    }
+    for (std::int64_t c = range.first; c < range.last; ++c) {
+      const std::int64_t i = c - range.first;
+      const detail::Moments& m = moments[i];
+      const detail::ScaleShift affine = detail::channel_statistics(
+          m.mean, m.squares, m.count, c, weight, bias, running_mean, running_var, momentum, eps, save_mean,
+          save_invstd);
+      scales[i] = static_cast<T>(affine.scale);
+      shifts[i] = static_cast<T>(affine.shift);
+    }
+    for (std::int64_t n = 0; n < s.batch; ++n) {
+      for (std::int64_t c = range.first; c < range.last; ++c) {
+        const std::int64_t i = c - range.first, offset = run_at(n, c);
+        const T scale = scales[i], shift = shifts[i];
+        const T* x = input + offset;
+        T* y = output + offset;
+        // Rounded as batch norm's output, then the add, then relu (x > 0 ? x : 0, NaN to 0).
+        if (residual != nullptr) {
+          const T* r = residual + offset;
+          for (std::int64_t k = 0; k < spatial; ++k) {
+            const T normalised = x[k] * scale + shift;
+            const T sum = normalised + r[k];
+            y[k] = sum > T(0) ? sum : T(0);
+          }
+        } else {
+          for (std::int64_t k = 0; k < spatial; ++k) {
+            const T normalised = x[k] * scale + shift;
+            y[k] = normalised > T(0) ? normalised : T(0);
           }
         }
       }
@@ -140,54 +129,50 @@ void batch_norm_relu_backward_training(const BatchNormShape& s, const T* grad_ou
                                        T* grad_residual) {
   const std::int64_t spatial = s.spatial();
   const double count = static_cast<double>(s.batch * spatial);
-  const ChannelBlocks blocks = channel_blocks(s.channels);
-#pragma omp parallel if (blocks.count > 1)
+#pragma omp parallel
   {
-    const std::int64_t widest = blocks.widest();
+    const ChannelRange range = thread_channels(s.channels);
+    const std::int64_t mine = range.last - range.first;
     // Each thread's scratch; unused where grad_residual holds the masked gradient. keep: which
-    // elements of the block's runs (in the order visited) pass the ReLU, for the second pass.
+    // elements of the thread's runs (in the order visited) pass the ReLU, for the second pass.
     ScratchRun<T> scratch(grad_residual != nullptr ? 0 : spatial);
     const bool second_pass = grad_input != nullptr && grad_residual == nullptr;
-    std::unique_ptr<std::uint8_t[]> keep(new std::uint8_t[second_pass ? s.batch * widest * spatial : spatial]);
-    std::vector<detail::GradSums> sums(static_cast<std::size_t>(widest));
-    std::vector<detail::InputGradCoefficients> coefficients(sums.size());
+    std::unique_ptr<std::uint8_t[]> keep(new std::uint8_t[second_pass ? s.batch * mine * spatial : spatial]);
+    std::vector<detail::GradSums> sums(static_cast<std::size_t>(mine));
     auto run_at = [&](std::int64_t n, std::int64_t c) { return (n * s.channels + c) * spatial; };
+    auto keep_at = [&](std::int64_t n, std::int64_t c) {
+      return second_pass ? keep.get() + (n * mine + c - range.first) * spatial : keep.get();
+    };
     // The masked run at offset: in grad_residual (which is it), or in the scratch run.
     auto masked_run = [&](std::int64_t offset) {
       return grad_residual != nullptr ? grad_residual + offset : scratch.like(grad_output + offset);
     };
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t block = 0; block < blocks.count; ++block) {
-      const std::int64_t first = blocks.first(block), last = blocks.last(block), width = last - first;
-      auto keep_at = [&](std::int64_t n, std::int64_t c) {
-        return second_pass ? keep.get() + (n * width + c - first) * spatial : keep.get();
-      };
-      std::fill(sums.begin(), sums.end(), detail::GradSums{});
-      for (std::int64_t n = 0; n < s.batch; ++n) {
-        for (std::int64_t c = first; c < last; ++c) {
-          const std::int64_t offset = run_at(n, c);
-          T* masked = masked_run(offset);
-          mask_run(grad_output + offset, output + offset, spatial, masked, keep_at(n, c));
-          detail::add_grad_sums(sums[c - first], static_cast<const T*>(masked), input + offset, spatial,
-                                static_cast<T>(save_mean[c]));
-        }
+    for (std::int64_t n = 0; n < s.batch; ++n) {
+      for (std::int64_t c = range.first; c < range.last; ++c) {
+        const std::int64_t offset = run_at(n, c);
+        T* masked = masked_run(offset);
+        mask_run(grad_output + offset, output + offset, spatial, masked, keep_at(n, c));
+        detail::add_grad_sums(sums[c - range.first], static_cast<const T*>(masked), input + offset, spatial,
+                              static_cast<T>(save_mean[c]));
       }
-      for (std::int64_t c = first; c < last; ++c) {
-        const detail::GradSums& sum = sums[c - first];
-        const double invstd = save_invstd[c];
-        if (grad_weight != nullptr) grad_weight[c] = static_cast<T>(sum.grad_times_centered * invstd);
-        if (grad_bias != nullptr) grad_bias[c] = static_cast<T>(sum.grad);
-        coefficients[c - first] =
-            detail::input_grad_coefficients(sum, count, weight ? static_cast<double>(weight[c]) : 1.0, invstd);
-      }
-      if (grad_input == nullptr) continue;
+    }
+    std::vector<detail::InputGradCoefficients> coefficients(sums.size());
+    for (std::int64_t c = range.first; c < range.last; ++c) {
+      const detail::GradSums& sum = sums[c - range.first];
+      const double invstd = save_invstd[c];
+      if (grad_weight != nullptr) grad_weight[c] = static_cast<T>(sum.grad_times_centered * invstd);
+      if (grad_bias != nullptr) grad_bias[c] = static_cast<T>(sum.grad);
+      coefficients[c - range.first] =
+          detail::input_grad_coefficients(sum, count, weight ? static_cast<double>(weight[c]) : 1.0, invstd);
+    }
+    if (grad_input != nullptr) {
       for (std::int64_t n = 0; n < s.batch; ++n) {
-        for (std::int64_t c = first; c < last; ++c) {
+        for (std::int64_t c = range.first; c < range.last; ++c) {
           const std::int64_t offset = run_at(n, c);
           T* masked = masked_run(offset);
           if (grad_residual == nullptr) remask_run(grad_output + offset, keep_at(n, c), spatial, masked);
-          detail::input_grad_run(coefficients[c - first], static_cast<T>(save_mean[c]), masked, input + offset,
-                                 spatial, grad_input + offset);
+          detail::input_grad_run(coefficients[c - range.first], static_cast<T>(save_mean[c]), masked,
+                                 input + offset, spatial, grad_input + offset);
         }
       }
     }

@@ -1,7 +1,7 @@
 // The CPU's fused batch norm + residual + ReLU kernels (ops/cpu/batch_norm_relu_cpu.cpp) against a
 // naive float64 reference, at channel counts and batches that do not split evenly over the OpenMP
-// threads, and the same values bit for bit whatever the thread count (the channels are scheduled
-// in blocks, dynamically; each channel is still summed by one thread in image order).
+// threads, and the same values bit for bit whatever the thread count (each channel is summed by
+// one thread, in image order).
 #include "ops/batch_norm_relu.h"
 
 #include <gtest/gtest.h>
