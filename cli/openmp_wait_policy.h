@@ -4,11 +4,11 @@
 // variables once, when it is loaded (before main), so main() sets the default and runs the program
 // again, once (cli/main.cpp).
 //
-// The default: a waiting thread spins for kDefaultSpinCount rounds, longer than most gaps between
-// a training step's parallel regions, so that the other threads are not woken from a futex at each
-// region, then sleeps. libgomp's own default spins 10x as long, which keeps a core busy long after
-// the work ends on a shared machine; a passive policy (spin count 0) puts a futex wake-up in front
-// of every region and barrier.
+// The default: a waiting thread spins for kDefaultSpinCount rounds, then sleeps. A passive policy
+// (no spinning) puts a futex wake-up in front of every region and barrier, a little slower on an
+// idle machine; longer spins (libgomp's own default is 100x this) take the core from whatever else
+// runs, our own other thread included, and make a step much slower while another program keeps a
+// core busy (bench/results/2026-12-07_cpu_thread_scaling/wait_policy_under_load.txt).
 // OMP_WAIT_POLICY or GOMP_SPINCOUNT set by the user (even to an empty value) wins.
 #include <optional>
 #include <string>
@@ -20,7 +20,7 @@ namespace sublet::cli {
 
 inline constexpr const char* kSpinCountVariable = "GOMP_SPINCOUNT";
 inline constexpr const char* kWaitPolicyVariable = "OMP_WAIT_POLICY";
-inline constexpr const char* kDefaultSpinCount = "30000";
+inline constexpr const char* kDefaultSpinCount = "3000";
 
 // The variable (name, value) to set before libgomp starts, or nullopt when the environment seen
 // through `lookup` already chooses the wait policy. Depends on nothing else.

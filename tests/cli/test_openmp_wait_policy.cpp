@@ -34,7 +34,7 @@ TEST(OpenMpWaitPolicy, DefaultIsTheFixedSpinCount) {
   const auto variable = cli::openmp_wait_default(lookup_in({{"OMP_NUM_THREADS", "2"}}));
   ASSERT_TRUE(variable.has_value());
   EXPECT_EQ(variable->first, "GOMP_SPINCOUNT");
-  EXPECT_EQ(variable->second, "30000");
+  EXPECT_EQ(variable->second, "3000");
 }
 
 TEST(OpenMpWaitPolicy, TheUsersChoiceWinsEvenWhenEmpty) {
@@ -44,8 +44,8 @@ TEST(OpenMpWaitPolicy, TheUsersChoiceWinsEvenWhenEmpty) {
 }
 
 TEST(OpenMpWaitPolicy, ReportSaysWhereThePolicyComesFrom) {
-  const cli::OpenMpWaitReport ours = cli::openmp_wait_report(lookup_in({{"GOMP_SPINCOUNT", "30000"}}));
-  EXPECT_EQ(ours.spin_count, "30000");
+  const cli::OpenMpWaitReport ours = cli::openmp_wait_report(lookup_in({{"GOMP_SPINCOUNT", "3000"}}));
+  EXPECT_EQ(ours.spin_count, "3000");
   EXPECT_EQ(ours.wait_policy, "");
   EXPECT_NE(ours.description.find("sublet's default"), std::string::npos) << ours.description;
   const cli::OpenMpWaitReport users = cli::openmp_wait_report(lookup_in({{"OMP_WAIT_POLICY", "passive"}}));
