@@ -57,7 +57,7 @@ TEST(OpenMpWaitPolicy, ReportSaysWhereThePolicyComesFrom) {
 // `sublet config --json` run with OMP_WAIT_POLICY and GOMP_SPINCOUNT removed from its environment
 // (plus `extra`, NAME=VALUE words for env(1)): its "openmp_wait" object.
 nlohmann::json reported_wait_policy(const std::string& extra = "") {
-  const std::string command = "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + extra + " " SUBLET_BINARY " config --json";
+  const std::string command = "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + extra + " '" SUBLET_BINARY "' config --json";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return {};
   std::string out;
