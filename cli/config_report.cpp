@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/openmp_wait_policy.h"
 #include "core/switch_report.h"
 #include "core/tuning.h"
 #include "memory/config.h"
@@ -42,7 +43,11 @@ nlohmann::json config_report_json() {
                         {"source", setting_source_name(row.source)},
                         {"doc", row.doc}});
   }
-  return {{"allocator", allocator}, {"switches", switches}};
+  const OpenMpWaitReport wait = openmp_wait_report(process_environment());
+  const nlohmann::json openmp{{kWaitPolicyVariable, wait.wait_policy},
+                              {kSpinCountVariable, wait.spin_count},
+                              {"description", wait.description}};
+  return {{"allocator", allocator}, {"openmp_wait", openmp}, {"switches", switches}};
 }
 
 void print_config_report(std::ostream& out) {
@@ -51,6 +56,13 @@ void print_config_report(std::ostream& out) {
   out << "allocator configuration (" << allocator["origin"].get<std::string>() << "):\n";
   for (const auto& [kind, text] : allocator["devices"].items())
     out << fmt::format("  {:<5} {}\n", kind, text.get<std::string>().empty() ? "(defaults)" : text.get<std::string>());
+  const nlohmann::json& openmp = report["openmp_wait"];
+  const auto shown = [&](const char* name) {
+    const std::string value = openmp[name].get<std::string>();
+    return value.empty() ? std::string("(unset)") : value;
+  };
+  out << fmt::format("OpenMP wait policy: {} ({}={}, {}={})\n", openmp["description"].get<std::string>(),
+                     kWaitPolicyVariable, shown(kWaitPolicyVariable), kSpinCountVariable, shown(kSpinCountVariable));
   std::size_t name_width = 0, value_width = 5;
   for (const nlohmann::json& row : report["switches"]) {
     name_width = std::max(name_width, row["name"].get<std::string>().size());

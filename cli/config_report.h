@@ -1,7 +1,8 @@
 #pragma once
 // The configuration in force, as `sublet config` and `--print-config` print it: the allocator
-// configuration of each device kind (memory/config.h, with where it came from), then every
-// SUBLET_* switch (core/switch_table.h) with its value and source. Secrets show only as set.
+// configuration of each device kind (memory/config.h, with where it came from), the OpenMP wait
+// policy (cli/openmp_wait_policy.h), then every SUBLET_* switch (core/switch_table.h) with its
+// value and source. Secrets show only as set.
 #include <iosfwd>
 
 #include <CLI/CLI.hpp>

@@ -5,22 +5,19 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <limits>
 #include <new>
 #include <string>
 #include <system_error>
-#include <thread>
 
 #include "cli/commands.h"
 #include "cli/crash_report.h"
 #include "cli/flag_checks.h"
+#include "cli/openmp_wait_policy.h"
 #include "cli/version.h"
 #include "memory/config.h"
 #include "core/errors.h"
@@ -29,27 +26,6 @@
 #include "core/printable.h"
 
 namespace {
-
-// The tasks the kernel has runnable at this moment, this process included (procs_running in
-// /proc/stat); 0 when it cannot be read.
-int runnable_tasks() {
-  std::ifstream in("/proc/stat");
-  std::string key;
-  while (in >> key) {
-    if (key == "procs_running") {
-      int count = 0;
-      in >> count;
-      return count;
-    }
-    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  return 0;
-}
-
-// How long an idle OpenMP thread spins before it sleeps, when the machine is otherwise idle:
-// a fraction of a millisecond, longer than most gaps between a step's parallel regions, so the
-// other thread is not woken from a futex at every region.
-constexpr const char* kIdleMachineSpinCount = "30000";
 
 // "loopA/x: Too many levels of symbolic links" from "filesystem error: status: Too many ... [loopA/x]".
 std::string describe_filesystem_error(const std::filesystem::filesystem_error& e) {
@@ -69,24 +45,11 @@ bool flush_standard_output() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // OpenMP threads that spin while waiting steal the cores from each other and from anything
-  // else on the machine (many times slower steps on a shared machine), so they sleep at once
-  // when anything else is running, and spin briefly (kIdleMachineSpinCount) when nothing is,
-  // unless the user chose with OMP_WAIT_POLICY or GOMP_SPINCOUNT. libgomp reads the variables
-  // when it is loaded, before main(): set one and run this program again, once.
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
-    // The fewest runnable tasks over 5 looks 2 ms apart: a short-lived task (the shell that
-    // started this one, a kernel worker) does not count, a compiler or another training run does.
-    int fewest = std::numeric_limits<int>::max();
-    for (int look = 0; look < 5; ++look) {
-      if (look > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      fewest = std::min(fewest, runnable_tasks());
-    }
-    if (fewest == 1) {
-      setenv("GOMP_SPINCOUNT", kIdleMachineSpinCount, /*overwrite=*/1);
-    } else {
-      setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
-    }
+  // One fixed OpenMP wait policy (cli/openmp_wait_policy.h) unless the user chose one. libgomp
+  // reads the variables when it is loaded, before main(): set the default and run this program
+  // again, once.
+  if (const auto variable = sublet::cli::openmp_wait_default(sublet::process_environment())) {
+    setenv(variable->first.c_str(), variable->second.c_str(), /*overwrite=*/1);
     execv("/proc/self/exe", argv);  // returns only on failure: then go on with libgomp's default
   }
   sublet::cli::install_crash_report();
