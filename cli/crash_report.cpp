@@ -15,7 +15,7 @@ constexpr int kMaxFrames = 64;
 void write_text(const char* text) { [[maybe_unused]] const auto ignored = write(STDERR_FILENO, text, std::strlen(text)); }
 
 // Only async-signal-safe calls: write, backtrace (its library loaded before any crash), the
-// symbol-free backtrace_symbols_fd, then the default action of the same signal.
+// symbol-free backtrace_symbols_fd, then the same signal again under its default action.
 void report(int signal) {
   write_text("\nsublet: fatal signal ");
   write_text(signal == SIGSEGV ? "SIGSEGV (segmentation fault)" : signal == SIGBUS ? "SIGBUS (bus error)"
@@ -23,8 +23,7 @@ void report(int signal) {
   write_text("; return addresses, innermost first (addr2line -f -C -e <unstripped sublet of this build> ADDRESS):\n");
   void* frames[kMaxFrames];
   backtrace_symbols_fd(frames, backtrace(frames, kMaxFrames), STDERR_FILENO);
-  ::signal(signal, SIG_DFL);
-  raise(signal);
+  raise(signal);  // SA_RESETHAND restored the default action: the process dies of the signal
 }
 
 }  // namespace

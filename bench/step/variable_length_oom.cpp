@@ -4,6 +4,7 @@
 #include <fmt/ostream.h>
 
 #include <memory>
+#include <optional>
 #include <ostream>
 
 #include "runtime/data/shape_schedule.h"
@@ -106,26 +107,26 @@ bool OomDemoResult::as_expected() const {
 
 OomDemoResult run_variable_length_oom(const VariableLengthOomOptions& options) {
   const memory::AllocatorConfig knob = memory::AllocatorConfig::parse(options.knob, memory::AllocatorConfig{}, "--knob");
-  const auto run_at = [&](std::size_t capacity, std::size_t uncapped_peak) {
-    OomDemoResult result;
-    result.capacity = capacity;
-    result.uncapped_peak_allocated = uncapped_peak;
-    result.rows.push_back(run_one(options, "pytorch", memory::AllocatorConfig{}, capacity));
-    result.rows.push_back(run_one(options, "sublet", memory::default_config(options.device), capacity));
-    result.rows.push_back(run_one(options, options.knob, knob, capacity));
-    return result;
-  };
-  if (options.capacity_bytes > 0) return run_at(options.capacity_bytes, 0);
-  // The smallest cap, a page at a time above the live peak, under which sublet's defaults finish:
-  // the room their layout needs differs between devices (the CPU's kernels and cuDNN's workspaces
-  // allocate differently), and below that cap the demo would show nothing.
   const memory::AllocatorConfig defaults = memory::default_config(options.device);
-  const OomDemoRow uncapped = run_one(options, "calibration", defaults, 0);
-  const std::size_t lowest = round_up(uncapped.peak_allocated, kPage) + kPage;
-  std::size_t capacity = lowest;
-  while (capacity < lowest + kCapSearchPages * kPage && !run_one(options, "calibration", defaults, capacity).finished)
-    capacity += kPage;
-  return run_at(capacity, uncapped.peak_allocated);
+  OomDemoResult result;
+  result.capacity = options.capacity_bytes;
+  std::optional<OomDemoRow> sublet;
+  if (result.capacity == 0) {
+    // The smallest cap, a page at a time above the live peak, under which sublet's defaults
+    // finish: the room their layout needs differs between devices (the CPU's kernels and cuDNN's
+    // workspaces allocate differently), and below that cap the demo would show nothing. The
+    // search's last run is the demo's sublet row.
+    result.uncapped_peak_allocated = run_one(options, "calibration", defaults, 0).peak_allocated;
+    const std::size_t lowest = round_up(result.uncapped_peak_allocated, kPage) + kPage;
+    for (result.capacity = lowest;; result.capacity += kPage) {
+      sublet = run_one(options, "sublet", defaults, result.capacity);
+      if (sublet->finished || result.capacity >= lowest + kCapSearchPages * kPage) break;
+    }
+  }
+  result.rows.push_back(run_one(options, "pytorch", memory::AllocatorConfig{}, result.capacity));
+  result.rows.push_back(sublet ? *sublet : run_one(options, "sublet", defaults, result.capacity));
+  result.rows.push_back(run_one(options, options.knob, knob, result.capacity));
+  return result;
 }
 
 int variable_length_oom_demo(const VariableLengthOomOptions& options, std::ostream& out) {
