@@ -23,6 +23,7 @@ enum class SwitchScope {
   Launcher,   // runtime/distributed/launch_env.h: a data-parallel worker's launch
   Tests,      // the test programs
   Bench,      // benchmark programs outside the sublet binary
+  Python,     // the Python package sublet_torch and its build
   Scripts,    // scripts/*.sh
   Retired,    // no longer read: setting it changes nothing
 };

@@ -13,7 +13,10 @@
   - a CMake list links a library by a bare name (core, runtime, ...) instead of sublet::<name>;
   - a file outside READS_ENVIRONMENT calls getenv or reads environ;
   - a file under NO_SWITCH_NAMES names one of the SUBLET_* switches of core/switch_table.cpp
-    (the launcher, runtime/distributed/launch_env.*, excepted).
+    (the launcher, runtime/distributed/launch_env.*, excepted);
+  - a SUBLET_* environment variable is read anywhere in the tree (C++ getenv, Python os.environ,
+    a shell script's $VAR) but is not listed in core/switch_table.cpp, so `sublet config` and the
+    unknown-name warning would not know it.
 Python 3 standard library only. Usage: scripts/check_layers.py [SOURCE_ROOT] [--link-graph FILE]
 """
 import os
@@ -128,6 +131,37 @@ def switch_names(root):
     with open(os.path.join(root, "core/switch_table.h"), encoding="utf-8") as f:
         header = f.read()
     return set(re.findall(r'"(SUBLET_[A-Z0-9_]+)"', table + header))
+
+
+# Reads of SUBLET_* environment variables outside the C++ floors (CMake's ${SUBLET_...} are
+# variables, not the environment, so CMake files are not scanned).
+VARIABLE_READS = {
+    (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh"): re.compile(r'getenv\(\s*"(SUBLET_[A-Z0-9_]+)"'),
+    (".py",): re.compile(r'environ(?:\.get)?[\(\[]\s*"(SUBLET_[A-Z0-9_]+)"|\b[A-Z_]*ENV[A-Z_]*\s*=\s*"(SUBLET_[A-Z0-9_]+)"'),
+    (".sh", "run"): re.compile(r'\$\{?(SUBLET_[A-Z0-9_]+)'),
+}
+VARIABLE_FOLDERS = ("tests", "bench", "python", "scripts", "cli", "examples", "fuzz", "torch_allocator", ".ci")
+
+
+def unlisted_variable_reads(root, names):
+    """(file, name) for each SUBLET_* variable read somewhere but missing from the switch table."""
+    folders = sorted(FLOORS) + list(VARIABLE_FOLDERS)
+    seen = set()
+    for top in folders:
+        for folder, subfolders, files in os.walk(os.path.join(root, top)):
+            subfolders[:] = sorted(d for d in subfolders if d not in ("__pycache__", "build"))
+            for file_name in sorted(files):
+                pattern = next((p for suffixes, p in VARIABLE_READS.items() if file_name.endswith(suffixes)), None)
+                if pattern is None:
+                    continue
+                path = os.path.join(folder, file_name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                for match in pattern.finditer(text):
+                    name = next(g for g in match.groups() if g)
+                    if name not in names and name not in seen:
+                        seen.add(name)
+                        yield os.path.relpath(path, root).replace(os.sep, "/"), name
 
 
 def find_cycle(edges):
@@ -293,6 +327,10 @@ def main():
         if top in NO_SWITCH_NAMES and rel not in SWITCH_NAMES_ALLOWED:
             for name in sorted(n for n in names if re.search(r"\b" + n + r"\b", text)):
                 errors.append(f"{rel}: names the switch {name}; read it through core/tuning.h instead")
+
+    for where, name in unlisted_variable_reads(root, names):
+        errors.append(f"{where}: reads the environment variable {name}, which core/switch_table.cpp does not list "
+                      "(add it with its scope and one line of documentation, and to docs/configuration.md)")
 
     for where, name in bare_library_links(root):
         errors.append(f"{where}: links {name}; the library is sublet::{name} (a bare name is taken for a system library)")

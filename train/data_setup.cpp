@@ -43,7 +43,7 @@ IdxDataset mnist_description() {
 
 IdxDataset fashion_mnist_description() {
   // Clothes stay clothes when mirrored, so flips join the shifts (as in the dataset's own baselines).
-  return {"Fashion-MNIST", "install Debian's dataset-fashion-mnist package (scripts/setup.sh does with SUBLET_SETUP_DATASETS=1)",
+  return {"Fashion-MNIST", "install Debian's dataset-fashion-mnist package (apt-get install dataset-fashion-mnist)",
           data::fashion_mnist_normalization(), {.random_crop = true, .crop_padding = 2, .horizontal_flip = true}};
 }
 

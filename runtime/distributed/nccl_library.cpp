@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-
 #include "core/errors.h"
 #include "core/loaded_once.h"
 #include "core/switch_table.h"
@@ -11,8 +10,10 @@
 namespace sublet::distributed {
 namespace {
 
+// Not named bind: with a std::string argument, argument-dependent lookup finds std::bind, a better
+// match for a non-const string, and the slots were silently left null.
 template <typename Fn>
-void bind(void* handle, const std::string& path, const char* name, Fn& slot) {
+void bind_symbol(void* handle, const std::string& path, const char* name, Fn& slot) {
   slot = reinterpret_cast<Fn>(dlsym(handle, name));
   if (!slot)
     throw DistributedError("NCCL library " + path + " has no " + name + "; sublet needs NCCL 2.10 or newer");
@@ -30,17 +31,17 @@ NcclLibrary load_nccl(const std::string& path) {
                            "); install NCCL, put its lib directory on LD_LIBRARY_PATH (PyTorch's virtual environments "
                            "carry one under site-packages/nvidia/nccl/lib), or set " + std::string(kNcclLibrarySwitch) + " to the file");
   }
-  bind(handle, lib.path, "ncclGetVersion", lib.get_version);
-  bind(handle, lib.path, "ncclGetUniqueId", lib.get_unique_id);
-  bind(handle, lib.path, "ncclCommInitRank", lib.comm_init_rank);
-  bind(handle, lib.path, "ncclCommDestroy", lib.comm_destroy);
-  bind(handle, lib.path, "ncclCommAbort", lib.comm_abort);
-  bind(handle, lib.path, "ncclCommGetAsyncError", lib.comm_get_async_error);
-  bind(handle, lib.path, "ncclGetErrorString", lib.get_error_string);
-  bind(handle, lib.path, "ncclAllReduce", lib.all_reduce);
-  bind(handle, lib.path, "ncclBroadcast", lib.broadcast);
-  bind(handle, lib.path, "ncclGroupStart", lib.group_start);
-  bind(handle, lib.path, "ncclGroupEnd", lib.group_end);
+  bind_symbol(handle, lib.path, "ncclGetVersion", lib.get_version);
+  bind_symbol(handle, lib.path, "ncclGetUniqueId", lib.get_unique_id);
+  bind_symbol(handle, lib.path, "ncclCommInitRank", lib.comm_init_rank);
+  bind_symbol(handle, lib.path, "ncclCommDestroy", lib.comm_destroy);
+  bind_symbol(handle, lib.path, "ncclCommAbort", lib.comm_abort);
+  bind_symbol(handle, lib.path, "ncclCommGetAsyncError", lib.comm_get_async_error);
+  bind_symbol(handle, lib.path, "ncclGetErrorString", lib.get_error_string);
+  bind_symbol(handle, lib.path, "ncclAllReduce", lib.all_reduce);
+  bind_symbol(handle, lib.path, "ncclBroadcast", lib.broadcast);
+  bind_symbol(handle, lib.path, "ncclGroupStart", lib.group_start);
+  bind_symbol(handle, lib.path, "ncclGroupEnd", lib.group_end);
   if (lib.get_version(&lib.version) != ncclSuccess || lib.version < 21000)
     throw DistributedError("NCCL library " + lib.path + " is version " + std::to_string(lib.version) +
                            "; sublet needs 2.10 or newer (ncclAvg)");
