@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -18,7 +19,7 @@ namespace sublet::bench {
 namespace {
 
 constexpr std::size_t kPage = 2 * memory::kMiB;
-constexpr std::size_t kCapSearchPages = 16;  // how far above the live peak the cap is searched
+constexpr std::size_t kCapSearchPages = 4096;  // how far above the live peak the cap is searched (8 GiB)
 
 std::string bytes(std::size_t b) { return sublet::format_bytes(static_cast<std::int64_t>(b)); }
 
@@ -49,7 +50,8 @@ struct FailureWatch {
 
 StepBenchOptions step_options(const VariableLengthOomOptions& o) {
   StepBenchOptions s;
-  s.model = "gpt-nano";
+  s.model = o.model;
+  s.block_size = o.block_size;
   s.device = o.device;
   s.vocab_size = o.vocab_size;
   s.warmup = 0;
@@ -99,6 +101,26 @@ OomDemoRow run_one(const VariableLengthOomOptions& o, const std::string& label, 
 
 }  // namespace
 
+std::optional<std::size_t> smallest_finishing_cap(const std::function<bool(std::size_t)>& finishes_at, std::size_t max_steps) {
+  std::size_t failed = 0, at = 0;
+  bool any_failed = false;
+  for (std::size_t step = 1; !finishes_at(at); step *= 2) {
+    any_failed = true;
+    failed = at;
+    if (at >= max_steps) return std::nullopt;
+    at = std::min(at + step, max_steps);
+  }
+  while (any_failed && at - failed > 1) {
+    const std::size_t middle = failed + (at - failed) / 2;
+    if (finishes_at(middle)) {
+      at = middle;
+    } else {
+      failed = middle;
+    }
+  }
+  return at;
+}
+
 bool OomDemoResult::as_expected() const {
   if (rows.size() != 3) return false;
   const OomDemoRow& pytorch = rows[0];
@@ -112,16 +134,26 @@ OomDemoResult run_variable_length_oom(const VariableLengthOomOptions& options) {
   result.capacity = options.capacity_bytes;
   std::optional<OomDemoRow> sublet;
   if (result.capacity == 0) {
-    // The smallest cap, a page at a time above the live peak, under which sublet's defaults
-    // finish: the room their layout needs differs between devices (the CPU's kernels and cuDNN's
-    // workspaces allocate differently), and below that cap the demo would show nothing. The
-    // search's last run is the demo's sublet row.
+    // The smallest cap above the live peak under which sublet's defaults finish: the room their
+    // layout needs differs between devices and models (the CPU's kernels and cuDNN's workspaces
+    // allocate differently), and below that cap the demo would show nothing. The finishing run at
+    // that cap is the demo's sublet row.
     result.uncapped_peak_allocated = run_one(options, "calibration", defaults, 0).peak_allocated;
     const std::size_t lowest = round_up(result.uncapped_peak_allocated, kPage) + kPage;
-    for (result.capacity = lowest;; result.capacity += kPage) {
-      sublet = run_one(options, "sublet", defaults, result.capacity);
-      if (sublet->finished || result.capacity >= lowest + kCapSearchPages * kPage) break;
-    }
+    std::size_t best_pages = kCapSearchPages + 1;
+    const auto finishes_at = [&](std::size_t pages) {
+      OomDemoRow row = run_one(options, "sublet", defaults, lowest + pages * kPage);
+      if (row.finished && pages < best_pages) {
+        sublet = std::move(row);
+        best_pages = pages;
+      }
+      return row.finished;
+    };
+    if (!smallest_finishing_cap(finishes_at, kCapSearchPages))
+      throw ValueError(fmt::format("variable-length-oom: sublet's defaults did not finish under any cap up to {} above "
+                                   "the live peak; give --capacity-mib",
+                                   bytes(kCapSearchPages * kPage)));
+    result.capacity = lowest + best_pages * kPage;
   }
   result.rows.push_back(run_one(options, "pytorch", memory::AllocatorConfig{}, result.capacity));
   result.rows.push_back(sublet ? *sublet : run_one(options, "sublet", defaults, result.capacity));
@@ -130,15 +162,15 @@ OomDemoResult run_variable_length_oom(const VariableLengthOomOptions& options) {
 }
 
 int variable_length_oom_demo(const VariableLengthOomOptions& options, std::ostream& out) {
-  fmt::print(out, "gpt-nano on {}: {} steps, a window length drawn each step from {}..{} (seed {}), about {} tokens "
+  fmt::print(out, "{} on {}: {} steps, a window length drawn each step from {}..{} (seed {}), about {} tokens "
                   "per step, vocabulary {}\n",
-             options.device.str(), options.steps, options.min_len, options.max_len, options.seed,
+             options.model, options.device.str(), options.steps, options.min_len, options.max_len, options.seed,
              options.tokens_per_batch, options.vocab_size);
   const OomDemoResult r = run_variable_length_oom(options);
   if (r.uncapped_peak_allocated > 0)
     fmt::print(out, "Uncapped, the live tensors peak at {}; the device is capped at {} through a per-process memory "
-                    "fraction: the smallest cap, a 2 MiB page at a time from that peak plus one page, under which sublet's "
-                    "defaults finish.\n\n",
+                    "fraction: the smallest cap in 2 MiB pages above that peak plus one page under which sublet's defaults "
+                    "finish.\n\n",
                bytes(r.uncapped_peak_allocated), bytes(r.capacity));
   else
     fmt::print(out, "The device is capped at {} through a per-process memory fraction.\n\n", bytes(r.capacity));

@@ -51,6 +51,24 @@ TEST(VariableLengthOom, PytorchDefaultsFailWithRoomToSpareAndTheFixesFinish) {
   EXPECT_LE(sublet.peak_reserved, r.capacity);
 }
 
+// The cap search: every threshold is found exactly, in about 2 log2 calls, and a threshold past
+// the limit is reported as none.
+TEST(VariableLengthOom, TheCapSearchFindsTheSmallestFinishingCap) {
+  for (std::size_t threshold : {0u, 1u, 2u, 3u, 5u, 17u, 64u, 100u, 4095u, 4096u}) {
+    int calls = 0;
+    const auto found = smallest_finishing_cap(
+        [&](std::size_t at) {
+          ++calls;
+          return at >= threshold;
+        },
+        4096);
+    ASSERT_TRUE(found.has_value()) << threshold;
+    EXPECT_EQ(*found, threshold);
+    EXPECT_LE(calls, 2 * 13 + 2) << threshold;
+  }
+  EXPECT_FALSE(smallest_finishing_cap([](std::size_t at) { return at > 4096; }, 4096).has_value());
+}
+
 TEST(VariableLengthOom, AGivenCapacityIsUsedAndABadKnobIsRefused) {
   VariableLengthOomOptions options;
   options.knob = "expandable_segments:maybe";
