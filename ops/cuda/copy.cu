@@ -178,18 +178,20 @@ void fill(const Context& ctx, DType dtype, const Shape& sizes, StridedRef dst, d
   if (numel == 0) return;
   memory::CudaDeviceGuard device(ctx.device);
   const cudaStream_t stream = stream_of(ctx.stream);
-  if (zero_bits(dtype, value) && detail::is_dense(sizes, dst.strides)) {
+  const bool memset_zero = zero_bits(dtype, value) && detail::is_dense(sizes, dst.strides);
+  const auto zero_fill = [&] {
     SUBLET_CUDA_CHECK(cudaMemsetAsync(dst.data, 0, static_cast<std::size_t>(numel) * element_size(dtype), stream));
-    return;
-  }
+  };
   // The 16-bit fills write the bits the CPU fill writes: the host conversion of the value.
   if (dtype == DType::BFloat16 || dtype == DType::Float16) {
     const std::uint16_t bits = dtype == DType::BFloat16 ? BFloat16(value).bits : Float16(value).bits;
+    if (memset_zero) return zero_fill();
     fill_typed<std::uint16_t>(stream, sizes, numel, dst, bits);
     return;
   }
-  cpu::dispatch_dtype(dtype, [&](auto tag) {
+  cpu::dispatch_dtype(dtype, [&](auto tag) {  // DTypeError for a dtype without a fill kernel
     using T = decltype(tag);
+    if (memset_zero) return zero_fill();
     fill_typed<T>(stream, sizes, numel, dst, static_cast<T>(value));
   });
 }
