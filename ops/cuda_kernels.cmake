@@ -7,6 +7,7 @@ set(SUBLET_CUDA_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/copy.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/index_check.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/reduce.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/reduce_columns.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_eval_backward.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_relu.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_split.cu

@@ -144,11 +144,24 @@ Tensor Tensor::slice(std::int64_t dim_, std::int64_t start, std::int64_t end, st
   sizes_new[d] = (end - start + step - 1) / step;
   strides_new[d] = strides()[d] * step;
   Tensor out = detail::make_view(*this, sizes_new, strides_new, storage_offset() + start * strides()[d]);
-  return recorded_view("slice", *this, out, [in = sizes(), d, start, end, step, opts = options()](const Tensor& g) {
-    Tensor grad_input = zeros(in, opts);
-    grad_input.slice(d, start, end, step).copy_(g);
-    return grad_input;
-  });
+  if (autograd::any_requires_grad({*this})) {
+    autograd::record("slice", {*this}, {out},
+                     [in = sizes(), d, start, end, step, opts = options()](const TensorList& grads,
+                                                                           const autograd::BackwardContext& context) {
+                       // Slices of one tensor (q, k and v of one projection): once one has given
+                       // its gradient, the others add into their part of it, instead of each
+                       // filling a whole input of zeros for the engine to add.
+                       const Tensor sum_into = context.gradient_sum_target(0);
+                       if (sum_into.defined()) {
+                         sum_into.slice(d, start, end, step).add_(grads[0]);
+                         return TensorList{sum_into};
+                       }
+                       Tensor grad_input = zeros(in, opts);
+                       grad_input.slice(d, start, end, step).copy_(grads[0]);
+                       return TensorList{grad_input};
+                     });
+  }
+  return out;
 }
 
 Tensor Tensor::narrow(std::int64_t dim_, std::int64_t start, std::int64_t length) const {

@@ -3,8 +3,11 @@
 //    dense in the output's layout or one broadcast element, and 16-byte aligned. Each thread
 //    moves 16 bytes per operand with one vector load/store (float4, double2, 2 x int64) and does
 //    no index arithmetic; the last numel % width elements are done one per thread at the end.
-//  - the strided kernel (StridedIndexer) for every other layout: broadcast rows or channels,
-//    strided or transposed views, base pointers off the 16-byte boundary.
+//  - binary ops only: the row kernel (plan_rows, elementwise_plan.h) for [rows, cols] layouts
+//    with dense 16-byte aligned rows: a bias broadcast along the rows, one value per row, a
+//    narrowed view; 16 bytes per operand and access, one fast division per thread.
+//  - the strided kernel (StridedIndexer) for every other layout: broadcast channels, strided or
+//    transposed views, base pointers off the 16-byte boundary.
 // The op is a run-time argument, switched on once per thread before the element loop: each case
 // runs its own copy of the loop with the formula inlined, so the loop holds no branch on the op
 // and the number of kernels (and nvcc time) stays small. Each formula is the CPU kernel's,
@@ -27,6 +30,7 @@
 #include "ops/cuda/elementwise_cuda.h"
 #include "ops/cuda/elementwise_plan.h"
 #include "ops/cuda/half_types.cuh"
+#include "ops/cuda/int_divider.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/strided_indexer.cuh"
 
@@ -190,6 +194,63 @@ DenseInputs<T, N - 1> dense_inputs(const DensePlan<N>& plan, const std::array<co
   return in;
 }
 
+// ---- row kernel ------------------------------------------------------------------------------
+
+template <typename T, int NIn>
+struct RowInputs {
+  const T* data[NIn];
+  std::int64_t row_stride[NIn];
+  bool per_row[NIn];  // one element per row (a value broadcast along the row)
+};
+
+// out[r, c] = f(in[r, c]...) over [rows, cols] with V | cols: one vector per operand and thread.
+template <int V, typename T, int NIn, typename F>
+__device__ void row_loop(std::int64_t packs, IntDivider packs_per_row, T* out, std::int64_t out_row_stride,
+                         const RowInputs<T, NIn>& in, const F& f) {
+#pragma unroll 1
+  for (std::int64_t p = global_thread_index(); p < packs; p += grid_threads()) {
+    std::uint32_t row, col_pack;
+    packs_per_row.divmod(static_cast<std::uint32_t>(p), row, col_pack);
+    const std::int64_t col = static_cast<std::int64_t>(col_pack) * V;
+    Pack<T, V> x[NIn];
+#pragma unroll
+    for (int k = 0; k < NIn; ++k) {
+      const T* base = in.data[k] + row * in.row_stride[k];
+      if (in.per_row[k]) {
+        const T s = base[0];
+#pragma unroll
+        for (int j = 0; j < V; ++j) x[k].v[j] = s;
+      } else {
+        x[k] = *reinterpret_cast<const Pack<T, V>*>(base + col);
+      }
+    }
+    Pack<T, V> y;
+#pragma unroll
+    for (int j = 0; j < V; ++j) y.v[j] = apply_at(f, x, j);
+    *reinterpret_cast<Pack<T, V>*>(out + row * out_row_stride + col) = y;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+    binary_row_kernel(std::int64_t packs, IntDivider packs_per_row, T* out, std::int64_t out_row_stride,
+                      RowInputs<T, 2> in, BinaryOp op, ComputeType<T> alpha, bool unit_alpha) {
+  with_binary<ComputeType<T>>(op, alpha, unit_alpha, [&](const auto& f) {
+    row_loop<kPackWidth<T>>(packs, packs_per_row, out, out_row_stride, in, f);
+  });
+}
+
+template <typename T, int N>
+RowInputs<T, N - 1> row_inputs(const RowPlan<N>& plan, const std::array<const void*, std::size_t{N}>& data) {
+  RowInputs<T, N - 1> in{};
+  for (int k = 1; k < N; ++k) {
+    in.data[k - 1] = static_cast<const T*>(data[k]);
+    in.row_stride[k - 1] = plan.row_stride[k];
+    in.per_row[k - 1] = plan.per_row[k];
+  }
+  return in;
+}
+
 // ---- strided kernel --------------------------------------------------------------------------
 
 template <typename T>
@@ -274,6 +335,15 @@ void binary(const Context& ctx, BinaryOp op, DType dtype, const Shape& sizes, St
       binary_dense_kernel<T><<<dense_grid<T>(numel), kBlockThreads, 0, stream>>>(
           numel, static_cast<T*>(out.data), dense_inputs<T>(plan, data), op, static_cast<C>(alpha), alpha == 1.0);
       SUBLET_CUDA_LAUNCH_CHECK(binary_dense_kernel);
+      return;
+    }
+    const auto rows = plan_rows<3>(sizes, {&out.strides, &a.strides, &b.strides}, data, sizeof(T));
+    if (rows.applies) {
+      const std::int64_t packs_per_row = rows.cols / kPackWidth<T>, packs = rows.rows * packs_per_row;
+      binary_row_kernel<T><<<grid_for(packs), kBlockThreads, 0, stream>>>(
+          packs, IntDivider(packs_per_row), static_cast<T*>(out.data), rows.row_stride[0], row_inputs<T>(rows, data),
+          op, static_cast<C>(alpha), alpha == 1.0);
+      SUBLET_CUDA_LAUNCH_CHECK(binary_row_kernel);
       return;
     }
     const auto ix = make_indexer<3>(sizes, {&out.strides, &a.strides, &b.strides});

@@ -91,4 +91,56 @@ DensePlan<N> plan_dense(const Shape& sizes, const std::array<const Shape*, N>& s
   return plan;
 }
 
+// The row path, for what the dense path refuses but a [rows, cols] view with dense rows serves:
+// a vector broadcast along the last dimension (a bias: column stride 1, row stride 0), one value
+// per row (column stride 0), rows further apart than their width (a narrowed view). Every
+// operand's rows are read and written as 16-byte vectors, so every dense row must start on a
+// 16-byte boundary and cols must be a multiple of the vector width; the output's rows are dense.
+// A thread finds its row and column with one fast division (IntDivider, ops/cuda/int_divider.h),
+// hence the 2^31 limit on the number of vectors. Anything else takes the strided kernel.
+template <int N>
+struct RowPlan {
+  bool applies = false;
+  std::int64_t rows = 1, cols = 0;
+  std::array<std::int64_t, N> row_stride{};
+  std::array<bool, N> per_row{};  // input k (k >= 1) is one element per row, at row * row_stride
+  int vector_width = 1;
+};
+
+template <int N>
+RowPlan<N> plan_rows(const Shape& sizes, const std::array<const Shape*, N>& strides,
+                     const std::array<const void*, N>& data, std::size_t element_size) {
+  RowPlan<N> plan;
+  for (int k = 0; k < N; ++k) {
+    if (strides[k]->size() != sizes.size()) return plan;
+  }
+  std::vector<std::size_t> dims;  // the dimensions of more than one element
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] != 1) dims.push_back(d);
+  }
+  if (dims.empty() || dims.size() > 2 || element_size == 0 || kVectorBytes % element_size != 0) return plan;
+  const std::size_t col_dim = dims.back();
+  const auto width = static_cast<std::int64_t>(kVectorBytes / element_size);
+  plan.cols = sizes[col_dim];
+  plan.rows = dims.size() == 2 ? sizes[dims.front()] : 1;
+  if (plan.cols % width != 0 || plan.rows * (plan.cols / width) >= (std::int64_t{1} << 31)) return plan;
+  const auto row_bytes_aligned = [&](std::int64_t row_stride) {
+    return (row_stride * static_cast<std::int64_t>(element_size)) % static_cast<std::int64_t>(kVectorBytes) == 0;
+  };
+  for (int k = 0; k < N; ++k) {
+    const std::int64_t col_stride = (*strides[k])[col_dim];
+    const std::int64_t row_stride = dims.size() == 2 ? (*strides[k])[dims.front()] : 0;
+    if (k == 0 && plan.rows > 1 && row_stride < plan.cols) return plan;  // output rows overlap
+    if (col_stride == 0 && k > 0) {
+      plan.per_row[k] = true;  // read one element at a time: no alignment needed
+    } else if (col_stride != 1 || !detail::aligned(data[k]) || !row_bytes_aligned(row_stride)) {
+      return plan;
+    }
+    plan.row_stride[k] = row_stride;
+  }
+  plan.applies = true;
+  plan.vector_width = static_cast<int>(width);
+  return plan;
+}
+
 }  // namespace sublet::ops::cuda

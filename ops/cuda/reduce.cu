@@ -1,5 +1,6 @@
-// Sum, max/min with indices, scatter_add and gather. Semantics follow ops/cpu/reduce_cpu.cpp:
-// float sums accumulate in double, int64 sums in int64; max/min return the first index of the
+// Sum, max/min with indices, scatter_add and gather. A sum over the leading dimensions of a
+// row-major layout (a bias gradient) takes the column kernel (ops/cuda/reduce_columns.cu).
+// Semantics follow ops/cpu/reduce_cpu.cpp: float sums accumulate in double, int64 sums in int64; max/min return the first index of the
 // extremum and a NaN beats every number (the first NaN wins). Sums are deterministic (fixed
 // tree order) but their rounding order differs from the CPU's sequential loop, hence the
 // tolerance in the tests; max/min, gather and scatter_add agree with the CPU bit for bit
@@ -20,26 +21,16 @@
 #include "ops/cuda/half_types.cuh"
 #include "ops/cuda/index_check.h"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/reduce_columns.h"
 #include "ops/cuda/reduce_cuda.h"
+#include "ops/cuda/reduce_plan.h"
 #include "ops/cuda/strided_indexer.cuh"
+#include "ops/cuda/sum_accumulator.cuh"
 
 namespace sublet::ops::cuda {
 namespace {
 
-template <typename T>
-using Accumulator = std::conditional_t<kIsHalf<T>, float,
-                                       std::conditional_t<std::is_floating_point_v<T>, double, std::int64_t>>;
-
 constexpr int kReduceThreads = 256;  // a power of two (block_combine)
-
-template <typename T>
-__device__ T finish_sum(Accumulator<T> acc, double scale) {
-  if constexpr (kIsHalf<T>) {
-    return store_compute<T>(scale == 1.0 ? acc : acc * static_cast<float>(scale));
-  } else {
-    return scale == 1.0 ? static_cast<T>(acc) : static_cast<T>(static_cast<double>(acc) * scale);
-  }
-}
 
 // Many short reductions: one thread each.
 template <typename T>
@@ -192,6 +183,11 @@ void reduce_sum(const Context& ctx, DType dtype, const ReduceGeometry& g, void* 
   const std::int64_t outer_n = shape_numel(g.outer_sizes);
   const std::int64_t inner_n = shape_numel(g.inner_sizes);
   if (outer_n == 0) return;
+  const ColumnPlan columns = plan_columns(g);
+  if (columns.applies) {
+    sum_columns(ctx, dtype, columns, out, in, scale);
+    return;
+  }
   const auto outer = make_indexer<1>(g.outer_sizes, {&g.outer_strides});
   const auto inner = make_indexer<1>(g.inner_sizes, {&g.inner_strides});
   memory::CudaDeviceGuard device(ctx.device);

@@ -2,6 +2,7 @@
 sublet_add_test(test_tensor_kernels_cpu LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_tensor_kernels_cpu.cpp LIBS sublet::ops)
 # the host-side pieces of the CUDA kernels (no GPU needed): dense-path choice, fast division
 sublet_add_test(test_elementwise_plan LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_elementwise_plan.cpp LIBS sublet::ops)
+sublet_add_test(test_reduce_plan LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_reduce_plan.cpp LIBS sublet::ops)
 sublet_add_test(test_int_divider LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_int_divider.cpp LIBS sublet::ops)
 # Shape's container against std::vector
 sublet_add_test(test_shape_vector LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_shape_vector.cpp LIBS sublet::ops)

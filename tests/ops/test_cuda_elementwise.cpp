@@ -428,6 +428,60 @@ TEST(CudaElementwise, RowAndChannelBroadcastTakeTheStridedKernel) {
   compare_all_binary<std::int64_t>(sizes, dense, dense, per_channel, false, "per-channel b");
 }
 
+namespace {
+
+template <int N>
+bool takes_row_kernel(const Shape& sizes, const std::array<const Layout*, N>& layouts, std::size_t element_size) {
+  std::array<const Shape*, N> strides;
+  std::array<const void*, N> addresses;
+  alignas(16) static const char base[16] = {};
+  for (int k = 0; k < N; ++k) {
+    strides[k] = &layouts[k]->strides;
+    addresses[k] = base + layouts[k]->shift * element_size;
+  }
+  return cuda::plan_rows<N>(sizes, strides, addresses, element_size).applies;
+}
+
+// The row kernel is asserted before each comparison (the dense one is not taken: expect_dense
+// false), so that a case cannot drift to the strided kernel unnoticed.
+template <typename T>
+void compare_rows(const Shape& sizes, const Layout& out, const Layout& a, const Layout& b, bool expect_rows,
+                  const std::string& what) {
+  ASSERT_EQ((takes_row_kernel<3>(sizes, {&out, &a, &b}, sizeof(T))), expect_rows) << what;
+  compare_all_binary<T>(sizes, out, a, b, false, what);
+}
+
+template <typename T>
+void check_row_layouts() {
+  // 37 rows of 64 columns: whole 16-byte vectors for every element size.
+  const Shape sizes{37, 64};
+  const Layout dense = contiguous(sizes);
+  const Layout bias{{0, 1}, 64, 0};        // a [64] vector broadcast over the rows
+  const Layout per_row{{1, 0}, 37, 0};     // one value per row ([37, 1])
+  const Layout per_row_off{{1, 0}, 38, 1};  // the same one element in: read singly, no alignment
+  const Layout wide_rows{{80, 1}, 37 * 80, 0};  // rows of 64 in rows of 80: a narrowed view
+  compare_rows<T>(sizes, dense, dense, bias, true, "bias on the right");
+  compare_rows<T>(sizes, dense, bias, dense, true, "bias on the left");
+  compare_rows<T>(sizes, dense, dense, per_row, true, "value per row");
+  compare_rows<T>(sizes, dense, per_row_off, bias, true, "value per row off the boundary, bias");
+  compare_rows<T>(sizes, wide_rows, wide_rows, dense, true, "narrowed output and a");
+  compare_rows<T>(sizes, dense, dense, Layout{{0, 1}, 65, 1}, false, "bias off the boundary");
+  // 66 columns are whole 16-byte vectors of the 8-byte types only; 7 of none.
+  const Shape odd{37, 66};
+  compare_rows<T>(odd, contiguous(odd), contiguous(odd), Layout{{0, 1}, 66, 0}, sizeof(T) == 8, "66 columns");
+  const Shape tail{37, 7};
+  compare_rows<T>(tail, contiguous(tail), contiguous(tail), Layout{{0, 1}, 7, 0}, false, "7 columns");
+}
+
+}  // namespace
+
+TEST(CudaElementwise, RowBroadcastAndWideRowsTakeTheRowKernelAndMatchCpu) {
+  SUBLET_SKIP_WITHOUT_GPU("the row kernel: bias rows, values per row, narrowed rows");
+  check_row_layouts<float>();
+  check_row_layouts<double>();
+  check_row_layouts<std::int64_t>();
+}
+
 TEST(CudaElementwise, LargeTensorsBeyond2To24Elements) {
   SUBLET_SKIP_WITHOUT_GPU("element-wise kernels on > 2^24 elements");
   const Shape flat{(std::int64_t{1} << 24) + 5};

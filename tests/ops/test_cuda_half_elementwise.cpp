@@ -133,6 +133,9 @@ void check_unary_ops() {
 }
 
 // a [7, 29] op b, b in the given layout; `alpha` for add/sub.
+// 29 columns take the strided kernel for every broadcast; 64 (whole 16-byte vectors) the row
+// kernel for the broadcast row, the value per row and the dense rows of a transposed a's
+// neighbours (ops/cuda/elementwise_plan.h, plan_rows).
 template <typename H>
 void check_binary(BinaryOp op, double alpha, const std::string& name) {
   struct BLayout {
@@ -140,40 +143,46 @@ void check_binary(BinaryOp op, double alpha, const std::string& name) {
     Shape a_strides, b_strides;
     std::size_t b_elements;
   };
-  const BLayout layouts[] = {
-      {"dense", {29, 1}, {29, 1}, 203},
-      {"broadcast row", {29, 1}, {0, 1}, 29},
-      {"broadcast scalar", {29, 1}, {0, 0}, 1},
-      {"a transposed", {1, 7}, {29, 1}, 203},
-  };
-  const Shape sizes{7, 29};
-  for (const BLayout& layout : layouts) {
-    const std::string what = name + " " + dtype_name(DTypeOf<H>::value) + " " + layout.name;
-    std::vector<H> a = inputs<H>(203, 31, -3, 3);
-    std::vector<H> b = inputs<H>(layout.b_elements, 32, -3, 3);
-    if (layout.b_elements == 203) {
-      for (std::size_t i = 0; i < 203; i += 5) b[i] = a[i];  // equal pairs for Equal, ties for max/min
-    }
-    const std::vector<float> af = to_float(a), bf = to_float(b);
-    std::vector<float> reference(203);
-    binary(Context::for_device(Device::cpu()), op, DType::Float32, sizes, {reference.data(), {29, 1}},
-           {af.data(), layout.a_strides}, {bf.data(), layout.b_strides}, alpha);
-    DeviceBuffer<H> da(a), db(b), out(203);
-    binary(gpu_context(), op, DTypeOf<H>::value, sizes, {out.get(), {29, 1}}, {da.get(), layout.a_strides},
-           {db.get(), layout.b_strides}, alpha);
-    std::vector<double> allowance;
-    if (op == BinaryOp::Add || op == BinaryOp::Sub) {
-      // Element (r, c) of a and b as the kernel reads them.
-      std::vector<float> x(203), ay(203);
-      for (std::int64_t r = 0; r < 7; ++r) {
-        for (std::int64_t c = 0; c < 29; ++c) {
-          x[r * 29 + c] = af[r * layout.a_strides[0] + c * layout.a_strides[1]];
-          ay[r * 29 + c] = static_cast<float>(alpha) * bf[r * layout.b_strides[0] + c * layout.b_strides[1]];
-        }
+  constexpr std::int64_t rows = 7;
+  for (const std::int64_t cols : {std::int64_t{29}, std::int64_t{64}}) {
+    const auto n = static_cast<std::size_t>(rows * cols);
+    const BLayout layouts[] = {
+        {"dense", {cols, 1}, {cols, 1}, n},
+        {"broadcast row", {cols, 1}, {0, 1}, static_cast<std::size_t>(cols)},
+        {"value per row", {cols, 1}, {1, 0}, static_cast<std::size_t>(rows)},
+        {"broadcast scalar", {cols, 1}, {0, 0}, 1},
+        {"a transposed", {1, rows}, {cols, 1}, n},
+    };
+    const Shape sizes{rows, cols};
+    for (const BLayout& layout : layouts) {
+      const std::string what =
+          name + " " + dtype_name(DTypeOf<H>::value) + " " + layout.name + " " + std::to_string(cols) + " columns";
+      std::vector<H> a = inputs<H>(n, 31, -3, 3);
+      std::vector<H> b = inputs<H>(layout.b_elements, 32, -3, 3);
+      if (layout.b_elements == n) {
+        for (std::size_t i = 0; i < n; i += 5) b[i] = a[i];  // equal pairs for Equal, ties for max/min
       }
-      allowance = cancellation_allowance(x, ay);
+      const std::vector<float> af = to_float(a), bf = to_float(b);
+      std::vector<float> reference(n);
+      binary(Context::for_device(Device::cpu()), op, DType::Float32, sizes, {reference.data(), {cols, 1}},
+             {af.data(), layout.a_strides}, {bf.data(), layout.b_strides}, alpha);
+      DeviceBuffer<H> da(a), db(b), out(n);
+      binary(gpu_context(), op, DTypeOf<H>::value, sizes, {out.get(), {cols, 1}}, {da.get(), layout.a_strides},
+             {db.get(), layout.b_strides}, alpha);
+      std::vector<double> allowance;
+      if (op == BinaryOp::Add || op == BinaryOp::Sub) {
+        // Element (r, c) of a and b as the kernel reads them.
+        std::vector<float> x(n), ay(n);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          for (std::int64_t c = 0; c < cols; ++c) {
+            x[r * cols + c] = af[r * layout.a_strides[0] + c * layout.a_strides[1]];
+            ay[r * cols + c] = static_cast<float>(alpha) * bf[r * layout.b_strides[0] + c * layout.b_strides[1]];
+          }
+        }
+        allowance = cancellation_allowance(x, ay);
+      }
+      expect_half_close(out.download(), reference, rtol<H>(), atol<H>(), what, allowance);
     }
-    expect_half_close(out.download(), reference, rtol<H>(), atol<H>(), what, allowance);
   }
 }
 

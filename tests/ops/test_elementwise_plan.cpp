@@ -97,5 +97,70 @@ TEST(ElementwisePlan, MismatchedStrideCountIsLeftToTheStridedPathToReport) {
   EXPECT_FALSE((plan_dense<2>(sizes, {&two, &one}, {aligned_at(0), aligned_at(4)}, 4).dense));
 }
 
+// ---- the row kernel (plan_rows) ---------------------------------------------------------------
+
+TEST(ElementwisePlan, BiasBroadcastAlongTheRowsTakesTheRowKernel) {
+  // [16384, 768] + [768], coalesced by the runtime to two dims.
+  const Shape sizes{16384, 768}, dense{768, 1}, bias{0, 1};
+  const auto plan = plan_rows<3>(sizes, {&dense, &dense, &bias}, {aligned_at(0), aligned_at(4), aligned_at(8)}, 2);
+  ASSERT_TRUE(plan.applies);
+  EXPECT_EQ(plan.rows, 16384);
+  EXPECT_EQ(plan.cols, 768);
+  EXPECT_EQ(plan.vector_width, 8);
+  EXPECT_EQ(plan.row_stride[0], 768);
+  EXPECT_EQ(plan.row_stride[2], 0);
+  EXPECT_FALSE(plan.per_row[1]);
+  EXPECT_FALSE(plan.per_row[2]);
+  // The bias on the left, and size-1 dimensions around it, change nothing.
+  const Shape sizes3{1, 16384, 768}, dense3{999, 768, 1}, bias3{0, 0, 1};
+  EXPECT_TRUE(
+      (plan_rows<3>(sizes3, {&dense3, &bias3, &dense3}, {aligned_at(0), aligned_at(4), aligned_at(8)}, 2).applies));
+}
+
+TEST(ElementwisePlan, OneValuePerRowIsReadSinglyAndNeedsNoAlignment) {
+  const Shape sizes{33, 64}, dense{64, 1}, per_row{1, 0};
+  const auto plan = plan_rows<3>(sizes, {&dense, &dense, &per_row}, {aligned_at(0), aligned_at(4), aligned_at(1)}, 4);
+  ASSERT_TRUE(plan.applies);
+  EXPECT_TRUE(plan.per_row[2]);
+  EXPECT_EQ(plan.row_stride[2], 1);
+  EXPECT_EQ(plan.vector_width, 4);
+}
+
+TEST(ElementwisePlan, NarrowedRowsTakeTheRowKernelWhenEveryRowStartsAligned) {
+  // A [16384, 768] slice of a [16384, 2304] gradient plus a dense [16384, 768] one.
+  const Shape sizes{16384, 768}, slice{2304, 1}, dense{768, 1};
+  EXPECT_TRUE(
+      (plan_rows<3>(sizes, {&slice, &slice, &dense}, {aligned_at(0), aligned_at(0), aligned_at(8)}, 2).applies));
+  // Rows 770 floats apart start 8 bytes off the boundary every other row.
+  const Shape odd_rows{770, 1};
+  EXPECT_FALSE(
+      (plan_rows<3>(sizes, {&odd_rows, &odd_rows, &dense}, {aligned_at(0), aligned_at(0), aligned_at(8)}, 4).applies));
+}
+
+TEST(ElementwisePlan, RowKernelRefusals) {
+  const Shape sizes{33, 66}, dense{66, 1}, bias{0, 1};
+  const std::array<const void*, 3> at{aligned_at(0), aligned_at(4), aligned_at(8)};
+  // 66 floats are not whole vectors of four, even in rows of 68 that all start aligned; 66
+  // doubles are whole vectors of two.
+  const Shape rows_of_68{68, 1};
+  EXPECT_FALSE((plan_rows<3>(sizes, {&rows_of_68, &rows_of_68, &bias}, at, 4).applies));
+  EXPECT_TRUE((plan_rows<3>(sizes, {&dense, &dense, &bias}, at, 8).applies));
+  // A misaligned dense operand.
+  EXPECT_FALSE((plan_rows<3>(sizes, {&dense, &dense, &bias}, {aligned_at(0), aligned_at(1), aligned_at(8)}, 8).applies));
+  // The output broadcast along a dimension, or strided along the columns.
+  const Shape out_bias{0, 1}, column_strided{132, 2};
+  EXPECT_FALSE((plan_rows<3>(sizes, {&out_bias, &dense, &bias}, at, 8).applies));
+  EXPECT_FALSE((plan_rows<3>(sizes, {&column_strided, &dense, &bias}, at, 8).applies));
+  // An input strided along the columns (a transposed view).
+  const Shape transposed{1, 33};
+  EXPECT_FALSE((plan_rows<3>(sizes, {&dense, &transposed, &bias}, at, 8).applies));
+  // Three dimensions that did not coalesce (a per-channel bias over NCHW).
+  const Shape nchw{2, 3, 64}, nchw_dense{192, 64, 1}, per_channel{0, 1, 0};
+  EXPECT_FALSE((plan_rows<3>(nchw, {&nchw_dense, &nchw_dense, &per_channel}, at, 4).applies));
+  // More vectors than one fast division covers.
+  const Shape huge{std::int64_t{1} << 30, 8}, huge_dense{8, 1};
+  EXPECT_FALSE((plan_rows<2>(huge, {&huge_dense, &huge_dense}, {aligned_at(0), aligned_at(4)}, 4).applies));
+}
+
 }  // namespace
 }  // namespace sublet::ops::cuda

@@ -52,6 +52,31 @@ TEST(Views, NarrowSliceSelectValues) {
   testing::expect_throw_with([&] { base.select(2, 0); }, {"dimension 2", "[4, 5]"});
 }
 
+TEST(Views, GradientsOfSlicesOfOneTensorAddUp) {
+  // Three slices of y = 2x along its last dim, as q, k and v of one projection, the last two
+  // overlapping at index 4 and the third strided; the gradient the engine collects for y (a
+  // node's output, so the later slices add into the first one's) must be the sum of each
+  // slice's part.
+  const Tensor x = testing::random64({2, 3, 9}, 1, /*requires_grad=*/true);
+  const Tensor a = testing::random64({2, 3, 2}, 2), b = testing::random64({2, 3, 3}, 3),
+               c = testing::random64({2, 3, 3}, 4);
+  const Tensor y = x.mul(2.0);
+  const Tensor loss = y.narrow(2, 0, 2).mul(a).sum() + y.narrow(2, 2, 3).mul(b).sum() +
+                      y.slice(2, 4, 9, 2).mul(c).sum();
+  loss.backward();
+  const auto av = a.to_vector<double>(), bv = b.to_vector<double>(), cv = c.to_vector<double>();
+  std::vector<double> expected(2 * 3 * 9, 0.0);
+  for (std::int64_t r = 0; r < 6; ++r) {
+    for (std::int64_t j = 0; j < 2; ++j) expected[r * 9 + j] += av[r * 2 + j];
+    for (std::int64_t j = 0; j < 3; ++j) expected[r * 9 + 2 + j] += bv[r * 3 + j];
+    for (std::int64_t j = 0; j < 3; ++j) expected[r * 9 + 4 + 2 * j] += cv[r * 3 + j];
+  }
+  for (double& e : expected) e *= 2.0;
+  const auto got = x.grad().to_vector<double>();
+  ASSERT_EQ(got.size(), expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_DOUBLE_EQ(got[i], expected[i]) << "element " << i;
+}
+
 TEST(Views, WritesThroughViewsReachTheBase) {
   Tensor base = zeros({3, 4});
   Tensor column = base.select(1, 2);
