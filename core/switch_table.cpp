@@ -15,6 +15,9 @@ constexpr std::array kSwitches{
     // Read once into TuningOptions (core/tuning.h).
     SwitchSpec{kLogConvPlansSwitch, Flag, Runtime, "0",
                "diagnostic: print each new convolution shape's cuDNN engines, refusals and times to stderr"},
+    SwitchSpec{kAttentionBackendSwitch, Text, Runtime, "auto",
+               "16-bit attention on CUDA: auto (cuDNN's fused flash attention where it has an engine, else "
+               "sublet's kernels), cudnn (cuDNN's or an error) or sublet (sublet's fused kernels)"},
     SwitchSpec{kNoStreamOverlapSwitch, Flag, Runtime, "0",
                "diagnostic: run all work of a captured step on its one stream (no side streams beside backward)"},
     SwitchSpec{kCpuNoAvx512Switch, Flag, Runtime, "0",

@@ -37,6 +37,7 @@ struct SwitchSpec {
 };
 
 // Names of the runtime switches, for their one reader (core/tuning.cpp) and their tests.
+inline constexpr std::string_view kAttentionBackendSwitch = "SUBLET_ATTENTION_BACKEND";
 inline constexpr std::string_view kLogConvPlansSwitch = "SUBLET_LOG_CONV_PLANS";
 inline constexpr std::string_view kNoStreamOverlapSwitch = "SUBLET_NO_STREAM_OVERLAP";
 inline constexpr std::string_view kCpuNoAvx512Switch = "SUBLET_CPU_NO_AVX512";

@@ -15,6 +15,15 @@ std::once_flag environment_read;
 std::optional<TuningOptions> from_process;
 std::atomic<const TuningOptions*> current{nullptr};
 
+AttentionBackend read_attention_backend(const EnvironmentLookup& lookup, AttentionBackend default_value) {
+  const std::optional<std::string> value = lookup(std::string(kAttentionBackendSwitch));
+  if (!value || value->empty()) return default_value;
+  if (*value == "auto") return AttentionBackend::Auto;
+  if (*value == "cudnn") return AttentionBackend::Cudnn;
+  if (*value == "sublet") return AttentionBackend::Sublet;
+  throw ValueError(std::string(kAttentionBackendSwitch) + ": expected auto, cudnn or sublet, got '" + *value + "'");
+}
+
 bool read_flag(const EnvironmentLookup& lookup, std::string_view name, bool default_value) {
   const std::optional<std::string> value = lookup(std::string(name));
   if (!value) return default_value;
@@ -39,6 +48,7 @@ EnvironmentLookup process_environment() {
 
 TuningOptions TuningOptions::from_environment(const EnvironmentLookup& lookup) {
   TuningOptions o;
+  o.attention_backend = read_attention_backend(lookup, o.attention_backend);
   o.log_conv_plans = read_flag(lookup, kLogConvPlansSwitch, o.log_conv_plans);
   o.stream_overlap = !read_flag(lookup, kNoStreamOverlapSwitch, !o.stream_overlap);
   o.cpu_avx512 = !read_flag(lookup, kCpuNoAvx512Switch, !o.cpu_avx512);
@@ -50,6 +60,7 @@ TuningOptions TuningOptions::from_environment(const EnvironmentLookup& lookup) {
 
 std::optional<std::string> TuningOptions::value_text(std::string_view name) const {
   const auto flag = [](bool on) { return std::string(on ? "1" : "0"); };
+  if (name == kAttentionBackendSwitch) return std::string(attention_backend_name(attention_backend));
   if (name == kLogConvPlansSwitch) return flag(log_conv_plans);
   if (name == kNoStreamOverlapSwitch) return flag(!stream_overlap);
   if (name == kCpuNoAvx512Switch) return flag(!cpu_avx512);
@@ -78,5 +89,14 @@ ScopedTuning::ScopedTuning(const std::function<void(TuningOptions&)>& change)
       }()) {}
 
 ScopedTuning::~ScopedTuning() { current.store(previous_, std::memory_order_release); }
+
+const char* attention_backend_name(AttentionBackend backend) {
+  switch (backend) {
+    case AttentionBackend::Cudnn: return "cudnn";
+    case AttentionBackend::Sublet: return "sublet";
+    case AttentionBackend::Auto: break;
+  }
+  return "auto";
+}
 
 }  // namespace sublet

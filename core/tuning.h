@@ -11,11 +11,22 @@
 
 namespace sublet {
 
+// SUBLET_ATTENTION_BACKEND: which kernels run bfloat16/float16 attention on CUDA devices.
+enum class AttentionBackend {
+  Auto,    // cuDNN's fused flash attention where it has an engine for the shape, else sublet's own
+  Cudnn,   // cuDNN's or an error naming why it can't (for tests and comparisons)
+  Sublet,  // sublet's own fused kernels (ops/cuda/attention_flash_*.cu)
+};
+
+// "auto", "cudnn" or "sublet", as the variable spells it.
+const char* attention_backend_name(AttentionBackend backend);
+
 // Looks an environment variable up: nullopt when it is not set.
 using EnvironmentLookup = std::function<std::optional<std::string>(const std::string& name)>;
 EnvironmentLookup process_environment();
 
 struct TuningOptions {
+  AttentionBackend attention_backend = AttentionBackend::Auto;  // SUBLET_ATTENTION_BACKEND=auto|cudnn|sublet
   bool log_conv_plans = false;              // SUBLET_LOG_CONV_PLANS=1
   bool stream_overlap = true;               // SUBLET_NO_STREAM_OVERLAP=1 turns it off
   bool cpu_avx512 = true;                   // SUBLET_CPU_NO_AVX512=1 turns it off

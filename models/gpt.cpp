@@ -119,8 +119,8 @@ std::array<Tensor, 3> split_heads(const Tensor& qkv, std::int64_t n_head, std::i
 }  // namespace
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
-  const auto [q, k, v] = split_heads((*c_attn)(x), n_head_, n_embd_);
-  const Tensor attended = F::scaled_dot_product_attention(q, k, v, /*is_causal=*/true);
+  // q, k and v read in place from the projection; backward writes one gradient for all three.
+  const Tensor attended = F::packed_self_attention((*c_attn)(x), n_head_, /*is_causal=*/true);
   return project_output(attended, x.size(0), x.size(1));
 }
 

@@ -4,6 +4,9 @@
 #include <string>
 
 #include "core/errors.h"
+#include "core/switch_table.h"
+#include "core/tuning.h"
+#include "ops/cuda/attention_cudnn.h"
 
 namespace sublet::ops::cuda {
 
@@ -11,13 +14,9 @@ namespace {
 
 bool is_16_bit(DType dtype) { return dtype == DType::BFloat16 || dtype == DType::Float16; }
 
-void check_flash(const AttentionShape& shape, DType dtype, std::initializer_list<const void*> rows,
-                 std::initializer_list<AttentionStrides> strides) {
-  if (!detail::flash_attention_supports(shape.head_dim)) {
-    throw ShapeError(std::string("scaled_dot_product_attention: the fused ") + dtype_name(dtype) +
-                     " CUDA kernel takes head dims 16, 32, 64 and 128, got " + std::to_string(shape.head_dim) +
-                     " (run float32 for other sizes)");
-  }
+// Both fused paths load rows as 16-byte vectors.
+void check_rows_aligned(std::initializer_list<const void*> rows, std::initializer_list<AttentionStrides> strides,
+                        DType dtype) {
   auto s = strides.begin();
   for (const void* data : rows) {
     if (!attention_rows_aligned(data, *s++, dtype)) {
@@ -27,13 +26,47 @@ void check_flash(const AttentionShape& shape, DType dtype, std::initializer_list
   }
 }
 
+void check_flash_head_dim(const AttentionShape& shape, DType dtype) {
+  if (!detail::flash_attention_supports(shape.head_dim)) {
+    throw ShapeError(std::string("scaled_dot_product_attention: the fused ") + dtype_name(dtype) +
+                     " CUDA kernel takes head dims 16, 32, 64 and 128 (cuDNN's: multiples of 8 up to 128), got " +
+                     std::to_string(shape.head_dim) + " (run float32 for other sizes)");
+  }
+}
+
+// Runs the pass on cuDNN (`run` returns whether it had an engine) as the backend choice asks:
+// true when cuDNN ran it, false when sublet's kernels should.
+template <typename Run>
+bool ran_on_cudnn(const Context& ctx, const AttentionShape& shape, DType dtype, const char* pass, Run run) {
+  const AttentionBackend backend = tuning().attention_backend;
+  if (backend == AttentionBackend::Sublet) return false;
+  const char* refusal = detail::cudnn_attention_refusal(ctx, shape, dtype);
+  if (refusal == nullptr) {
+    if (run()) return true;
+    refusal = "cuDNN has no engine for this shape";
+  }
+  if (backend == AttentionBackend::Cudnn) {
+    throw ShapeError(std::string("scaled_dot_product_attention") + pass + ": " + std::string(kAttentionBackendSwitch) +
+                     "=cudnn, but " + refusal + " (" + dtype_name(dtype) + ", batch " + std::to_string(shape.batch) + ", heads " +
+                     std::to_string(shape.heads) + ", query length " + std::to_string(shape.query_len) +
+                     ", key length " + std::to_string(shape.key_len) + ", head dim " +
+                     std::to_string(shape.head_dim) + (shape.causal ? ", causal" : "") + ")");
+  }
+  return false;
+}
+
 }  // namespace
 
 void attention_forward(const Context& ctx, const AttentionShape& shape, DType dtype, ConstAttentionRef query,
                        ConstAttentionRef key, ConstAttentionRef value, AttentionRef out, void* lse) {
   if (is_16_bit(dtype)) {
-    check_flash(shape, dtype, {query.data, key.data, value.data, out.data},
-                {query.strides, key.strides, value.strides, out.strides});
+    check_rows_aligned({query.data, key.data, value.data, out.data},
+                       {query.strides, key.strides, value.strides, out.strides}, dtype);
+    const bool on_cudnn = ran_on_cudnn(ctx, shape, dtype, "", [&] {
+      return detail::cudnn_attention_forward(ctx, shape, dtype, query, key, value, out, static_cast<float*>(lse));
+    });
+    if (on_cudnn) return;
+    check_flash_head_dim(shape, dtype);
     detail::flash_attention_forward(ctx, shape, dtype, query, key, value, out, static_cast<float*>(lse));
     return;
   }
@@ -45,11 +78,17 @@ void attention_backward(const Context& ctx, const AttentionShape& shape, DType d
                         ConstAttentionRef grad_out, const void* lse, AttentionRef grad_query, AttentionRef grad_key,
                         AttentionRef grad_value) {
   if (is_16_bit(dtype)) {
-    check_flash(shape, dtype,
-                {query.data, key.data, value.data, out.data, grad_out.data, grad_query.data, grad_key.data,
-                 grad_value.data},
-                {query.strides, key.strides, value.strides, out.strides, grad_out.strides, grad_query.strides,
-                 grad_key.strides, grad_value.strides});
+    check_rows_aligned({query.data, key.data, value.data, out.data, grad_out.data, grad_query.data, grad_key.data,
+                        grad_value.data},
+                       {query.strides, key.strides, value.strides, out.strides, grad_out.strides, grad_query.strides,
+                        grad_key.strides, grad_value.strides},
+                       dtype);
+    const bool on_cudnn = ran_on_cudnn(ctx, shape, dtype, " backward", [&] {
+      return detail::cudnn_attention_backward(ctx, shape, dtype, query, key, value, out, grad_out,
+                                              static_cast<const float*>(lse), grad_query, grad_key, grad_value);
+    });
+    if (on_cudnn) return;
+    check_flash_head_dim(shape, dtype);
     detail::flash_attention_backward(ctx, shape, dtype, query, key, value, out, grad_out, static_cast<const float*>(lse),
                                      grad_query, grad_key, grad_value);
     return;

@@ -181,11 +181,21 @@ Tensor dropout(const Tensor& input, double p = 0.5, bool training = true,
 // the query and key lengths differ). key and value are [B, H, S, D]. Any strided operand is
 // accepted: views with a unit stride over D (q, k, v split from one [B, T, 3, H, D] projection
 // and transposed) are read in place, others are copied. On CUDA, bfloat16 and float16 run one
-// fused kernel each way that never holds the [T, S] scores in memory; float32 and float64 run
+// fused kernel each way that never holds the [T, S] scores in memory (cuDNN's fused flash
+// attention, or sublet's own kernels: docs/configuration.md); float32 and float64 run
 // cuBLAS with the scores materialised; the CPU runs a reference loop. The output is laid out
 // [B, T, H, D] in memory, so out.transpose(1, 2) is contiguous. Backward keeps only the output
 // and one float32 log-sum-exp per query row besides the inputs.
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     bool is_causal = false, std::optional<double> scale = std::nullopt);
+
+// Self-attention of the q, k, v packed in one [B, T, 3 * H * D] projection (q, then k, then v
+// along the last dim, each [B, T, H, D] in memory: a GPT's c_attn output), split into `heads`
+// heads: the same values as scaled_dot_product_attention on the three [B, H, T, D] views, read in
+// place, output [B, H, T, D] laid out [B, T, H, D]. Backward writes dQ, dK and dV straight into
+// one [B, T, 3 * H * D] gradient, where the three views would each give a zero-filled gradient of
+// the whole projection to be summed.
+Tensor packed_self_attention(const Tensor& qkv, std::int64_t heads, bool is_causal = false,
+                             std::optional<double> scale = std::nullopt);
 
 }  // namespace sublet::nn::functional

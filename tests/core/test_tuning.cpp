@@ -90,6 +90,22 @@ TEST(TuningOptions, FlagsAreOnForOneAndOffForZeroOrEmpty) {
   }
 }
 
+TEST(TuningOptions, AttentionBackendIsAutoCudnnOrSublet) {
+  EXPECT_EQ(TuningOptions::from_environment(lookup_in({})).attention_backend, AttentionBackend::Auto);
+  EXPECT_EQ(TuningOptions::from_environment(lookup_in({{"SUBLET_ATTENTION_BACKEND", ""}})).attention_backend,
+            AttentionBackend::Auto);
+  for (const AttentionBackend backend : {AttentionBackend::Auto, AttentionBackend::Cudnn, AttentionBackend::Sublet}) {
+    const std::string name = attention_backend_name(backend);
+    const TuningOptions o = TuningOptions::from_environment(lookup_in({{"SUBLET_ATTENTION_BACKEND", name}}));
+    EXPECT_EQ(o.attention_backend, backend) << name;
+    EXPECT_EQ(o.value_text("SUBLET_ATTENTION_BACKEND"), name);
+  }
+  const std::string message = testing::message_of<ValueError>(
+      [&] { TuningOptions::from_environment(lookup_in({{"SUBLET_ATTENTION_BACKEND", "flash"}})); });
+  EXPECT_NE(message.find("SUBLET_ATTENTION_BACKEND: expected auto, cudnn or sublet, got 'flash'"), std::string::npos)
+      << message;
+}
+
 TEST(TuningOptions, AnyOtherFlagValueIsAnError) {
   for (const std::string bad : {"yes", "true", "2", " 1"}) {
     const std::string message = testing::message_of<ValueError>(

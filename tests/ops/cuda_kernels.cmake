@@ -15,6 +15,10 @@ if(SUBLET_HAVE_CUDA)
   endforeach()
   # Their descriptors' strides and types (ops/cuda/conv2d_layout.h), checked on the CPU.
   sublet_add_test(test_conv2d_layout LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_conv2d_layout.cpp LIBS sublet::ops)
+  # cuDNN's fused attention graphs (ops/cuda/attention_cudnn_graph.h): their op descriptors,
+  # which cuDNN finalizes without a device, built on the CPU.
+  sublet_add_test(test_attention_cudnn_graph LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_cudnn_graph.cpp
+                  LIBS sublet::ops)
   # Which shapes run as cuBLAS GEMMs (ops/cuda/conv2d_single_tap.h), checked on the CPU.
   sublet_add_test(test_conv2d_single_tap_shapes LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_conv2d_single_tap_shapes.cpp
                   LIBS sublet::ops)

@@ -1,9 +1,12 @@
 // scaled_dot_product_attention on the CPU: the forward against softmax(scale q k^T + mask) v
 // composed from Tensor ops, float64 gradcheck (central finite differences, error <= 1e-6 as
 // defined in runtime/gradcheck.h) causal and not, equal and unequal query/key lengths, the
-// causal mask's exact extent, q/k/v read in place as views of one projection, and the errors.
+// causal mask's exact extent, q/k/v read in place as views of one projection, and the errors;
+// packed_self_attention against the op on the three views of its projection (the same values
+// and the same projection gradient, bit for bit), its fallbacks and its errors.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <sstream>
 #include <limits>
@@ -181,6 +184,84 @@ TEST(ScaledDotProductAttention, ErrorsNameTheOpAndTheShapes) {
   }, {"scaled_dot_product_attention", "bfloat16", "cpu"});
   const Tensor ids = zeros({1, 2, 3, 4}, TensorOptions().dtype(DType::Int64));
   expect_throw_with([&] { F::scaled_dot_product_attention(ids, ids, ids); }, {"scaled_dot_product_attention", "int64"});
+}
+
+// The output and the projection's gradient of packed_self_attention and of the op on the three
+// [B, H, T, D] views of the same projection (whose narrow backwards sum three zero-padded
+// gradients), for one upstream gradient.
+struct PackedPair {
+  Tensor packed_out, views_out, packed_grad, views_grad;
+};
+PackedPair packed_and_views(const Tensor& qkv, std::int64_t heads, bool causal, std::uint64_t seed) {
+  const std::int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  const Tensor grad = random64({B, heads, T, C / heads}, seed).to(qkv.dtype());
+  PackedPair pair;
+  Tensor a = qkv.detach().clone().requires_grad_();
+  pair.packed_out = F::packed_self_attention(a, heads, causal);
+  pair.packed_out.backward(grad);
+  pair.packed_grad = a.grad();
+  Tensor b = qkv.detach().clone().requires_grad_();
+  const auto view = [&](std::int64_t i) {
+    return b.narrow(2, i * C, C).view({B, T, heads, C / heads}).transpose(1, 2);
+  };
+  pair.views_out = F::scaled_dot_product_attention(view(0), view(1), view(2), causal);
+  pair.views_out.backward(grad);
+  pair.views_grad = b.grad();
+  return pair;
+}
+
+TEST(PackedSelfAttention, MatchesTheOpOnTheThreeViewsBitForBit) {
+  std::uint64_t seed = 700;
+  for (const DType dtype : {DType::Float64, DType::Float32}) {
+    for (const bool causal : {false, true}) {
+      for (const auto& [B, T, H, D] : std::vector<std::array<std::int64_t, 4>>{{2, 7, 3, 4}, {1, 1, 2, 8}, {3, 65, 2, 16}}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + (causal ? " causal" : "") + " B" + std::to_string(B) + " T" +
+                     std::to_string(T) + " H" + std::to_string(H) + " D" + std::to_string(D));
+        const Tensor qkv = random64({B, T, 3 * H * D}, seed++).to(dtype);
+        const PackedPair pair = packed_and_views(qkv, H, causal, seed++);
+        EXPECT_EQ(pair.packed_out.sizes(), (Shape{B, H, T, D}));
+        EXPECT_EQ(pair.packed_out.dtype(), dtype);
+        EXPECT_TRUE(pair.packed_out.transpose(1, 2).is_contiguous());  // heads merge without a copy
+        EXPECT_TRUE(max_difference(pair.packed_out, pair.views_out) <= 0.0);
+        ASSERT_TRUE(pair.packed_grad.defined());
+        EXPECT_EQ(pair.packed_grad.sizes(), qkv.sizes());
+        EXPECT_TRUE(max_difference(pair.packed_grad, pair.views_grad) <= 0.0);
+        EXPECT_TRUE(pair.packed_grad.pow(2.0).sum().item<double>() > 0.0);
+      }
+    }
+  }
+}
+
+TEST(PackedSelfAttention, GradcheckThroughThePackedGradient) {
+  const Tensor qkv = random64({2, 4, 3 * 2 * 3}, 800, true);
+  for (const bool causal : {false, true}) {
+    const GradcheckResult result = gradcheck_report(
+        [&](const std::vector<Tensor>& in) { return F::packed_self_attention(in[0], 2, causal, 0.61); }, {qkv});
+    EXPECT_TRUE(result.max_error <= 1e-6) << result.worst;
+  }
+}
+
+// A projection whose last dim is not dense (here every other column of a wider one) is copied
+// first; the result and the gradient are those of the dense projection.
+TEST(PackedSelfAttention, StridedProjectionIsCopiedFirst) {
+  const Tensor wide = random64({2, 5, 2 * 3 * 2 * 4}, 900);
+  const Tensor strided = wide.view({2, 5, 3 * 2 * 4, 2}).select(3, 0);
+  ASSERT_NE(strided.stride(2), 1);
+  const PackedPair from_strided = packed_and_views(strided, 2, true, 901);
+  const PackedPair from_dense = packed_and_views(strided.contiguous(), 2, true, 901);
+  EXPECT_TRUE(max_difference(from_strided.packed_out, from_dense.packed_out) <= 0.0);
+  EXPECT_TRUE(max_difference(from_strided.packed_grad, from_dense.packed_grad) <= 0.0);
+}
+
+TEST(PackedSelfAttention, ErrorsNameTheOpAndTheShapes) {
+  expect_throw_with([&] { F::packed_self_attention(random64({2, 3, 12, 1}, 1000), 2); },
+                    {"packed_self_attention", "qkv must be 3-D", "(B,T,3*H*D)"});
+  expect_throw_with([&] { F::packed_self_attention(random64({2, 3, 12}, 1001), 3); },
+                    {"packed_self_attention", "3 * heads * head_dim", "[2, 3, 12]", "heads 3"});
+  expect_throw_with([&] { F::packed_self_attention(random64({2, 3, 12}, 1002), 0); },
+                    {"packed_self_attention", "heads 0"});
+  const Tensor ids = zeros({1, 2, 6}, TensorOptions().dtype(DType::Int64));
+  expect_throw_with([&] { F::packed_self_attention(ids, 1); }, {"packed_self_attention", "int64"});
 }
 
 }  // namespace
