@@ -37,7 +37,7 @@ BasicBlock::BasicBlock(std::int64_t in_channels, std::int64_t planes, std::int64
 // relu(bn(x)) and relu(bn(x) + identity) go through BatchNorm2d::forward_relu: the same values
 // as torchvision's bn, add and relu calls, one fused kernel each way on the GPU (the relu module
 // stays registered, as in torchvision, but is not called).
-// With SUBLET_CONV_BN_FUSION, bn1 takes its statistics from conv1's epilogue and is applied,
+// With the conv + batch norm fusion switched on (core/tuning.h), bn1 takes its statistics from conv1's epilogue and is applied,
 // with its ReLU, in conv2's prologue (runtime/nn/conv_bn_fusion.h): the same values, and the
 // normalised activation is never stored.
 Tensor BasicBlock::forward(const Tensor& input) {

@@ -27,8 +27,9 @@ __global__ void scale_bias_relu_kernel(const T* __restrict__ x, const float* __r
                                        std::int64_t channels, std::int64_t spatial, bool channels_last) {
   for (std::int64_t i = global_thread_index(); i < n; i += grid_threads()) {
     const std::int64_t c = channels_last ? i % channels : (i / spatial) % channels;
-    const float v = static_cast<float>(load_compute(x[i])) * scale[c] + bias[c];
-    out[i] = store_compute<T>(v > 0.0f ? v : 0.0f);
+    using C = ComputeType<T>;
+    const C v = load_compute(x[i]) * static_cast<C>(scale[c]) + static_cast<C>(bias[c]);
+    out[i] = store_compute<T>(v > C(0) ? v : C(0));
   }
 }
 
@@ -116,11 +117,13 @@ template <typename F>
 void with_type(DType dtype, const char* op, F&& f) {
   switch (dtype) {
     case DType::Float32: f(float{}); return;
+    case DType::Float64: f(double{}); return;
     case DType::BFloat16: f(__nv_bfloat16{}); return;
     case DType::Float16: f(__half{}); return;
     default: break;
   }
-  throw DTypeError(std::string(op) + " (cuda): expected float32, bfloat16 or float16, got " + dtype_name(dtype));
+  throw DTypeError(std::string(op) + " (cuda): expected float32, float64, bfloat16 or float16, got " +
+                   dtype_name(dtype));
 }
 
 }  // namespace

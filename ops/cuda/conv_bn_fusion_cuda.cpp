@@ -138,7 +138,7 @@ BatchNormShape activation_shape(std::int64_t batch, std::int64_t channels, std::
 
 bool conv2d_scale_bias_relu_genstats_fused(const Context& ctx, const Conv2dShape& s, DType dtype, bool prologue,
                                            bool stats) {
-  if (!prologue && !stats) return false;
+  if ((!prologue && !stats) || dtype == DType::Float64) return false;  // cuDNN's fused engines take 16-bit and float32
   memory::CudaDeviceGuard device(ctx.device);
   return plan_for(ctx, cudnn_for(ctx), s, dtype, pattern_for(prologue, stats), 16) != nullptr;
 }
@@ -148,7 +148,7 @@ bool conv2d_scale_bias_relu_genstats(const Context& ctx, const Conv2dShape& s, D
                                      float* sum, float* sqsum, bool allow_fused) {
   memory::CudaDeviceGuard device(ctx.device);
   const bool prologue = scale != nullptr, stats = sum != nullptr;
-  if (allow_fused && (prologue || stats)) {
+  if (allow_fused && (prologue || stats) && dtype != DType::Float64) {
     cudnnHandle_t handle = cudnn_for(ctx);
     const std::int64_t alignment = common_alignment({input, weight, output, scale, bias, sum, sqsum});
     if (const auto plan = plan_for(ctx, handle, s, dtype, pattern_for(prologue, stats), alignment)) {

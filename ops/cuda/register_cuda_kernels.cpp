@@ -227,6 +227,11 @@ void register_pooling_kernels() {
 
 // The convolution + batch norm fusion: cuDNN's fused plans or the composition, in both layouts.
 void register_conv_bn_fusion_kernels() {
+  // float64: NCHW only, always the composition (as the CPU's); statistics float32 whatever the activations.
+  conv2d_scale_bias_relu_genstats_kernels().set(kCuda, DType::Float64, &cuda::conv2d_scale_bias_relu_genstats);
+  conv2d_scale_bias_relu_genstats_fused_kernels().set(kCuda, DType::Float64, &cuda::conv2d_scale_bias_relu_genstats_fused);
+  scale_bias_relu_kernels().set(kCuda, DType::Float64, &cuda::scale_bias_relu);
+  batch_norm_stats_from_sums_kernels().set(kCuda, DType::Float64, &cuda::batch_norm_stats_from_sums);
   for (const DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
     for (const MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
       conv2d_scale_bias_relu_genstats_kernels().set(kCuda, dtype, format, &cuda::conv2d_scale_bias_relu_genstats);

@@ -2,8 +2,8 @@
 // The convolution + batch norm fusion at the module level: a ResNet block's chain
 // conv -> bn -> relu -> conv runs as nn::functional::conv2d_with_sums and batch_norm_relu_conv2d
 // (the batch norm's statistics from the convolution's epilogue, the batch norm and ReLU applied
-// in the next convolution's prologue) when SUBLET_CONV_BN_FUSION (core/tuning.h) and the modules
-// allow it:
+// in the next convolution's prologue) when the switch (TuningOptions::conv_bn_fusion,
+// core/tuning.h) and the modules allow it:
 //
 //   if (nn::conv_bn_fusion_applies(input, {conv1.get(), conv2.get()}, {bn1.get()})) {
 //     auto y = nn::conv_with_sums(*conv1, input);
