@@ -28,9 +28,6 @@ constexpr std::array kSwitches{
                "the Gloo shim (libsublet_gloo.so) --backend gloo loads (next to the sublet binary when unset)"},
     SwitchSpec{kNvtxCaptureSwitch, Path, Runtime, "",
                "the JSON file libsublet_nvtx_capture.so writes NVTX ranges to (%p: the process id)"},
-    SwitchSpec{kConvBnFusionSwitch, Text, Runtime, "off",
-               "ResNet blocks in training: off (separate batch norm kernels), auto (CUDA: convolutions with the "
-               "batch norm folded in, cuDNN's fused plans where it has engines) or on (that chain on any device)"},
     // Their own readers.
     SwitchSpec{"SUBLET_ALLOC_CONF", Text, Allocator, "",
                "allocator configuration, PyTorch's PYTORCH_CUDA_ALLOC_CONF keys; wins over that variable"},

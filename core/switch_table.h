@@ -44,7 +44,6 @@ inline constexpr std::string_view kCpuNoAvx512Switch = "SUBLET_CPU_NO_AVX512";
 inline constexpr std::string_view kNcclLibrarySwitch = "SUBLET_NCCL_LIBRARY";
 inline constexpr std::string_view kGlooLibrarySwitch = "SUBLET_GLOO_LIBRARY";
 inline constexpr std::string_view kNvtxCaptureSwitch = "SUBLET_NVTX_CAPTURE";
-inline constexpr std::string_view kConvBnFusionSwitch = "SUBLET_CONV_BN_FUSION";
 
 std::span<const SwitchSpec> switch_table();
 // The entry of `name`, or nullptr when the table has none.

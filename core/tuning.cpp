@@ -37,24 +37,6 @@ std::string read_path(const EnvironmentLookup& lookup, std::string_view name, st
   return value && !value->empty() ? *value : default_value;
 }
 
-ConvBnFusion read_conv_bn_fusion(const EnvironmentLookup& lookup, ConvBnFusion default_value) {
-  const std::optional<std::string> value = lookup(std::string(kConvBnFusionSwitch));
-  if (!value || value->empty()) return default_value;
-  if (*value == "off") return ConvBnFusion::Off;
-  if (*value == "auto") return ConvBnFusion::Auto;
-  if (*value == "on") return ConvBnFusion::On;
-  throw ValueError(std::string(kConvBnFusionSwitch) + ": expected off, auto or on, got '" + *value + "'");
-}
-
-const char* conv_bn_fusion_text(ConvBnFusion mode) {
-  switch (mode) {
-    case ConvBnFusion::Auto: return "auto";
-    case ConvBnFusion::On: return "on";
-    case ConvBnFusion::Off: break;
-  }
-  return "off";
-}
-
 }  // namespace
 
 EnvironmentLookup process_environment() {
@@ -73,7 +55,6 @@ TuningOptions TuningOptions::from_environment(const EnvironmentLookup& lookup) {
   o.nccl_library = read_path(lookup, kNcclLibrarySwitch, o.nccl_library);
   o.gloo_library = read_path(lookup, kGlooLibrarySwitch, o.gloo_library);
   o.nvtx_capture = read_path(lookup, kNvtxCaptureSwitch, o.nvtx_capture);
-  o.conv_bn_fusion = read_conv_bn_fusion(lookup, o.conv_bn_fusion);
   return o;
 }
 
@@ -86,7 +67,6 @@ std::optional<std::string> TuningOptions::value_text(std::string_view name) cons
   if (name == kNcclLibrarySwitch) return nccl_library;
   if (name == kGlooLibrarySwitch) return gloo_library;
   if (name == kNvtxCaptureSwitch) return nvtx_capture;
-  if (name == kConvBnFusionSwitch) return std::string(conv_bn_fusion_text(conv_bn_fusion));
   return std::nullopt;
 }
 

@@ -25,14 +25,6 @@ const char* attention_backend_name(AttentionBackend backend);
 using EnvironmentLookup = std::function<std::optional<std::string>(const std::string& name)>;
 EnvironmentLookup process_environment();
 
-// SUBLET_CONV_BN_FUSION: how a ResNet block's conv -> batch norm -> relu -> conv chain runs in
-// training (runtime/nn/conv_bn_fusion.h).
-enum class ConvBnFusion {
-  Off,   // separate batch norm kernels (the default)
-  Auto,  // on CUDA devices: the fused chain, cuDNN's fused plans where it has engines
-  On,    // the fused chain on any device, composed of separate kernels where no fused plan exists
-};
-
 struct TuningOptions {
   AttentionBackend attention_backend = AttentionBackend::Auto;  // SUBLET_ATTENTION_BACKEND=auto|cudnn|sublet
   bool log_conv_plans = false;              // SUBLET_LOG_CONV_PLANS=1
@@ -41,10 +33,9 @@ struct TuningOptions {
   std::string nccl_library = "libnccl.so.2";  // SUBLET_NCCL_LIBRARY
   std::string gloo_library;                 // SUBLET_GLOO_LIBRARY; empty: next to the sublet binary
   std::string nvtx_capture;                 // SUBLET_NVTX_CAPTURE; empty: nowhere to write
-  ConvBnFusion conv_bn_fusion = ConvBnFusion::Off;  // SUBLET_CONV_BN_FUSION=off|auto|on
 
   // Reads the runtime switches through `lookup`. Throws ValueError naming the variable, what it
-  // may be and what it is, for a flag that is neither "1", "0" nor empty, or a choice not listed.
+  // may be and what it is, for a flag that is neither "1", "0" nor empty.
   static TuningOptions from_environment(const EnvironmentLookup& lookup);
 
   // A switch's value as its environment variable would spell it ("1"/"0" for flags); nullopt

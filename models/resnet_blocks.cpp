@@ -1,7 +1,5 @@
 #include "models/resnet_blocks.h"
 
-#include "runtime/nn/conv_bn_fusion.h"
-
 namespace sublet::models {
 
 namespace {
@@ -37,13 +35,8 @@ BasicBlock::BasicBlock(std::int64_t in_channels, std::int64_t planes, std::int64
 // relu(bn(x)) and relu(bn(x) + identity) go through BatchNorm2d::forward_relu: the same values
 // as torchvision's bn, add and relu calls, one fused kernel each way on the GPU (the relu module
 // stays registered, as in torchvision, but is not called).
-// With the conv + batch norm fusion switched on (core/tuning.h), bn1 takes its statistics from conv1's epilogue and is applied,
-// with its ReLU, in conv2's prologue (runtime/nn/conv_bn_fusion.h): the same values, and the
-// normalised activation is never stored.
 Tensor BasicBlock::forward(const Tensor& input) {
-  const Tensor out = nn::conv_bn_fusion_applies(input, {conv1.get(), conv2.get()}, {bn1.get()})
-                         ? nn::bn_relu_conv(*bn1, nn::conv_with_sums(*conv1, input), *conv2, false).output
-                         : (*conv2)(bn1->forward_relu((*conv1)(input)));
+  const Tensor out = (*conv2)(bn1->forward_relu((*conv1)(input)));
   const Tensor identity = downsample ? (*downsample)(input) : input;
   return bn2->forward_relu(out, identity);
 }
@@ -63,15 +56,8 @@ Bottleneck::Bottleneck(std::int64_t in_channels, std::int64_t planes, std::int64
 }
 
 Tensor Bottleneck::forward(const Tensor& input) {
-  Tensor out;
-  if (nn::conv_bn_fusion_applies(input, {conv1.get(), conv2.get(), conv3.get()}, {bn1.get(), bn2.get()})) {
-    // bn1 and bn2 folded into the convolutions after them, as in BasicBlock::forward.
-    const auto y2 = nn::bn_relu_conv(*bn1, nn::conv_with_sums(*conv1, input), *conv2, true);
-    out = nn::bn_relu_conv(*bn2, y2, *conv3, false).output;
-  } else {
-    out = bn1->forward_relu((*conv1)(input));
-    out = (*conv3)(bn2->forward_relu((*conv2)(out)));
-  }
+  Tensor out = bn1->forward_relu((*conv1)(input));
+  out = (*conv3)(bn2->forward_relu((*conv2)(out)));
   const Tensor identity = downsample ? (*downsample)(input) : input;
   return bn3->forward_relu(out, identity);
 }

@@ -16,7 +16,6 @@ set(SUBLET_CUDA_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/dropout.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_bias.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_im2col.cu
-  ${CMAKE_CURRENT_LIST_DIR}/cuda/conv_bn_fusion.cu
 )
 set_source_files_properties(${SUBLET_CUDA_KERNEL_FILES} PROPERTIES COMPILE_OPTIONS "--expt-relaxed-constexpr")
 list(APPEND SUBLET_OPS_CUDA_SOURCES
@@ -29,8 +28,6 @@ list(APPEND SUBLET_OPS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/cudnn_backend.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_graph.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/cuda/conv_bn_graph.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/cuda/conv_bn_fusion_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_single_tap.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv_gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_cuda.cpp

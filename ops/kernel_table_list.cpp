@@ -6,7 +6,6 @@
 #include "ops/batch_norm_kernels.h"
 #include "ops/batch_norm_relu_kernels.h"
 #include "ops/conv2d_kernels.h"
-#include "ops/conv_bn_fusion_kernels.h"
 #include "ops/copy_kernels.h"
 #include "ops/dropout_kernels.h"
 #include "ops/elementwise_kernels.h"
@@ -24,7 +23,7 @@
 namespace sublet::ops {
 
 std::span<const NamedKernelTable> all_kernel_tables() {
-  static const std::array<NamedKernelTable, 52> tables{{
+  static const std::array<NamedKernelTable, 48> tables{{
       {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
       {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
       {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
@@ -35,10 +34,6 @@ std::span<const NamedKernelTable> all_kernel_tables() {
       {"conv2d_backward_input", &conv2d_backward_input_kernels(), true},
       {"conv2d_backward_input_accumulate", &conv2d_backward_input_accumulate_kernels(), false},
       {"conv2d_backward_weight", &conv2d_backward_weight_kernels(), true},
-      {"conv2d_scale_bias_relu_genstats", &conv2d_scale_bias_relu_genstats_kernels(), true},
-      {"conv2d_scale_bias_relu_genstats_fused", &conv2d_scale_bias_relu_genstats_fused_kernels(), false},
-      {"scale_bias_relu", &scale_bias_relu_kernels(), true},
-      {"batch_norm_stats_from_sums", &batch_norm_stats_from_sums_kernels(), true},
       {"copy", &copy_kernels(), true},
       {"fill", &fill_kernels(), true},
       {"dropout", &dropout_kernels(), true},

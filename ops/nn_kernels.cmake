@@ -13,8 +13,6 @@ list(APPEND SUBLET_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/batch_norm_cpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/batch_norm_relu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/batch_norm_relu_cpu.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/conv_bn_fusion.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/cpu/conv_bn_fusion_cpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pooling.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/pooling_cpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/loss.cpp

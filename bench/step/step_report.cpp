@@ -3,9 +3,6 @@
 #include <fmt/format.h>
 
 #include "core/format_bytes.h"
-#include "core/switch_table.h"
-#include "core/tuning.h"
-#include "ops/conv_bn_fusion.h"
 
 namespace sublet::bench {
 
@@ -66,14 +63,6 @@ void print_step_table(const std::vector<StepBenchResult>& results, std::ostream&
     if (p.probe_reserved_left > 0)
       out << fmt::format("  the probe capture's pool still held {} when the arena was taken ({})\n",
                          sublet::format_bytes(static_cast<std::int64_t>(p.probe_reserved_left)), p.probe_held);
-  }
-  // Which convolutions ran with the batch norms folded in (host calls: a captured step counts once).
-  const ops::ConvBnFusionCounts c = ops::conv_bn_fusion_counts();
-  if (c.fused + c.unfused_no_engine + c.unfused_backend + c.unfused_requested > 0) {
-    out << fmt::format("conv+bn fusion ({}={}): {} convolution calls fused; unfused: {} without a cuDNN engine for the "
-                       "shape (SUBLET_LOG_CONV_PLANS=1 names them), {} on a device without fused kernels\n",
-                       kConvBnFusionSwitch, tuning().value_text(kConvBnFusionSwitch).value_or("?"), c.fused,
-                       c.unfused_no_engine, c.unfused_backend);
   }
 }
 

@@ -9,8 +9,6 @@
 #include "ops/batch_norm_kernels.h"
 #include "ops/batch_norm_relu_kernels.h"
 #include "ops/conv2d_kernels.h"
-#include "ops/conv_bn_fusion_kernels.h"
-#include "ops/cpu/conv_bn_fusion_cpu.h"
 #include "core/half.h"
 #include "ops/copy_kernels.h"
 #include "ops/cpu/attention_cpu.h"
@@ -124,13 +122,6 @@ void register_cpu_kernels() {
   fill_kernels().set(kCpu, DType::Float16, &cpu::fill<Float16>);
   // Their arithmetic (element-wise, reductions, matmul, conv2d) widens to the float32 kernels.
   cpu::register_half_adapters();
-  // The convolution + batch norm fusion's composition
-  // (float32/float64 NCHW, the CPU convolution's; statistics float32 whatever the activations).
-  for (const DType dtype : {DType::Float32, DType::Float64}) {
-    conv2d_scale_bias_relu_genstats_kernels().set(kCpu, dtype, &cpu::conv2d_scale_bias_relu_genstats);
-    scale_bias_relu_kernels().set(kCpu, dtype, &cpu::scale_bias_relu);
-    batch_norm_stats_from_sums_kernels().set(kCpu, dtype, &cpu::batch_norm_stats_from_sums);
-  }
   copy_kernels().set(kCpu, DType::UInt8, &cpu::copy<std::uint8_t>);
   fill_kernels().set(kCpu, DType::UInt8, &cpu::fill<std::uint8_t>);
   // The CPU has no device services: host copies are memcpy in ops/copy.cpp, nothing captures.

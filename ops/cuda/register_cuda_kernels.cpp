@@ -8,14 +8,12 @@
 #include "ops/batch_norm_kernels.h"
 #include "ops/batch_norm_relu_kernels.h"
 #include "ops/conv2d_kernels.h"
-#include "ops/conv_bn_fusion_kernels.h"
 #include "ops/copy_kernels.h"
 #include "ops/cuda/attention_cuda.h"
 #include "ops/cuda/batch_norm_cuda.h"
 #include "ops/cuda/batch_norm_relu_cuda.h"
 #include "ops/cuda/batch_norm_split_cuda.h"
 #include "ops/cuda/conv2d_cuda.h"
-#include "ops/cuda/conv_bn_fusion_cuda.h"
 #include "ops/cuda/copy_cuda.h"
 #include "ops/cuda/device_services_cuda.h"
 #include "ops/cuda/dropout_cuda.h"
@@ -225,27 +223,8 @@ void register_pooling_kernels() {
                         &cuda::adaptive_avg_pool2d_backward);
 }
 
-// The convolution + batch norm fusion: cuDNN's fused plans or the composition, in both layouts.
-void register_conv_bn_fusion_kernels() {
-  // float64: NCHW only, always the composition (as the CPU's); statistics float32 whatever the activations.
-  conv2d_scale_bias_relu_genstats_kernels().set(kCuda, DType::Float64, &cuda::conv2d_scale_bias_relu_genstats);
-  conv2d_scale_bias_relu_genstats_fused_kernels().set(kCuda, DType::Float64, &cuda::conv2d_scale_bias_relu_genstats_fused);
-  scale_bias_relu_kernels().set(kCuda, DType::Float64, &cuda::scale_bias_relu);
-  batch_norm_stats_from_sums_kernels().set(kCuda, DType::Float64, &cuda::batch_norm_stats_from_sums);
-  for (const DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
-    for (const MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
-      conv2d_scale_bias_relu_genstats_kernels().set(kCuda, dtype, format, &cuda::conv2d_scale_bias_relu_genstats);
-      conv2d_scale_bias_relu_genstats_fused_kernels().set(kCuda, dtype, format,
-                                                           &cuda::conv2d_scale_bias_relu_genstats_fused);
-      scale_bias_relu_kernels().set(kCuda, dtype, format, &cuda::scale_bias_relu);
-    }
-  }
-  batch_norm_stats_from_sums_kernels().set(kCuda, DType::Float32, &cuda::batch_norm_stats_from_sums);
-}
-
 void register_cuda_kernels() {
   register_nn_kernels();
-  register_conv_bn_fusion_kernels();
   register_split_batch_norm_kernels();
   register_pooling_kernels();
   register_tensor_kernels();

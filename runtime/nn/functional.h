@@ -12,7 +12,6 @@
 #include <optional>
 #include <vector>
 
-#include "ops/conv_bn_fusion.h"
 #include "ops/gelu.h"
 #include "runtime/generator.h"
 #include "runtime/tensor.h"
@@ -102,30 +101,6 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& residual, const Tensor
                        const Tensor& running_var, const Tensor& weight = {}, const Tensor& bias = {},
                        bool training = false, double momentum = 0.1, double eps = 1e-5,
                        const Tensor& num_batches_tracked = {});
-
-// The convolution + batch norm fusion (ops/conv_bn_fusion.h) for a ResNet block's chain
-// conv -> batch norm -> relu -> conv, training mode. A convolution's output travels with the sums
-// of its channels (float32 [C], no gradient), which the batch norm after it takes its statistics
-// from instead of a pass of its own; the next convolution applies that batch norm and its ReLU to
-// its input as it reads it, so the normalised activation is never stored (backward recomputes it).
-struct Conv2dSums {
-  Tensor output, sum, sqsum;
-};
-
-// conv2d(input, weight) (no bias) and the sums of its output's channels and their squares.
-Conv2dSums conv2d_with_sums(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& options = {},
-                            ops::ConvBnRoute route = ops::ConvBnRoute::Fastest);
-
-// conv2d(relu(batch_norm(input.output, training = true)), weight) with the batch norm's statistics
-// from input.sum / input.sqsum (running statistics and num_batches_tracked updated as batch_norm
-// does; momentum as a number); with want_sums, the output's sums too. Gradients reach input.output,
-// bn_weight, bn_bias and weight (not the sums: the batch norm's backward accounts for them). The
-// per-channel tensors are float32; input.output float32, bfloat16 or float16.
-Conv2dSums batch_norm_relu_conv2d(const Conv2dSums& input, const Tensor& running_mean, const Tensor& running_var,
-                                  const Tensor& bn_weight, const Tensor& bn_bias, double momentum, double eps,
-                                  const Tensor& num_batches_tracked, const Tensor& weight,
-                                  const Conv2dFuncOptions& options, bool want_sums,
-                                  ops::ConvBnRoute route = ops::ConvBnRoute::Fastest);
 
 Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options);
 Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& options);

@@ -5,13 +5,14 @@
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
-#include "runtime/nn/functional_conv_shape.h"
 
 namespace sublet::nn::functional {
 
 using autograd::TensorList;
 
-ops::Conv2dShape conv2d_shape(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o) {
+namespace {
+
+ops::Conv2dShape conv_shape(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o) {
   ops::Conv2dShape s;
   s.batch = input.size(0);
   s.in_channels = input.size(1);
@@ -36,6 +37,8 @@ ops::Conv2dShape conv2d_shape(const Tensor& input, const Tensor& weight, const C
   return s;
 }
 
+}  // namespace
+
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dFuncOptions& options) {
   const char* op = "conv2d";
   if (amp::casts_to_lower({input, weight, bias})) {
@@ -47,7 +50,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   nn::detail::check_rank(op, "input", input, 4, "(N,C,H,W)");
   nn::detail::check_rank(op, "weight", weight, 4, "(OC,C/groups,KH,KW)");
   nn::detail::check_per_channel(op, "bias", input, bias, weight.size(0));
-  ops::Conv2dShape s = conv2d_shape(input, weight, options);
+  ops::Conv2dShape s = conv_shape(input, weight, options);
   s.format = nn::detail::choose_format(
       input, {&ops::conv2d_forward_kernels(), &ops::conv2d_backward_input_kernels(), &ops::conv2d_backward_weight_kernels()},
       weight);

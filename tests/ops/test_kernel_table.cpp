@@ -177,10 +177,7 @@ TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
                                           "log_softmax_forward", "log_softmax_backward", "softmax_forward",
                                           "softmax_backward", "cross_entropy_forward", "cross_entropy_backward",
                                           "embedding_forward", "embedding_backward", "layer_norm_forward",
-                                          "layer_norm_backward", "gelu_forward", "gelu_backward",
-                                          // the convolution + batch norm fusion (float32 statistics)
-                                          "conv2d_scale_bias_relu_genstats", "conv2d_scale_bias_relu_genstats_fused",
-                                          "scale_bias_relu"};
+                                          "layer_norm_backward", "gelu_forward", "gelu_backward"};
   // Batch norm (+ReLU, float32 parameters) and pooling: 16-bit NCHW (ops/cuda/batch_norm_split.cu,
   // ops/cuda/pooling.cu).
   const std::set<std::string> norm_pool_ops = {
@@ -191,8 +188,7 @@ TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
   // Channels-last CUDA kernels (float32, bfloat16, float16): cuDNN's NHWC convolution, sublet's
   // NHWC batch norm and pooling.
   std::set<std::string> channels_last_ops = {"conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight",
-                                             "conv2d_backward_input_accumulate", "conv2d_scale_bias_relu_genstats",
-                                             "conv2d_scale_bias_relu_genstats_fused", "scale_bias_relu"};
+                                             "conv2d_backward_input_accumulate"};
   channels_last_ops.insert(norm_pool_ops.begin(), norm_pool_ops.end());
   for (const NamedKernelTable& entry : all_kernel_tables()) {
     const bool expected =
