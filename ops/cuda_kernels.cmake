@@ -28,6 +28,7 @@ list(APPEND SUBLET_OPS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/cudnn_backend.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_graph.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/conv_bn_graph.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_single_tap.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv_gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_cuda.cpp

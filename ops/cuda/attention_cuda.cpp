@@ -60,13 +60,18 @@ bool ran_on_cudnn(const Context& ctx, const AttentionShape& shape, DType dtype, 
 void attention_forward(const Context& ctx, const AttentionShape& shape, DType dtype, ConstAttentionRef query,
                        ConstAttentionRef key, ConstAttentionRef value, AttentionRef out, void* lse) {
   if (is_16_bit(dtype)) {
-    check_rows_aligned({query.data, key.data, value.data, out.data},
-                       {query.strides, key.strides, value.strides, out.strides}, dtype);
+    // Alignment is checked once a path is chosen, so a head dim no path takes is named first.
+    const auto check_aligned = [&] {
+      check_rows_aligned({query.data, key.data, value.data, out.data},
+                         {query.strides, key.strides, value.strides, out.strides}, dtype);
+    };
     const bool on_cudnn = ran_on_cudnn(ctx, shape, dtype, "", [&] {
+      check_aligned();
       return detail::cudnn_attention_forward(ctx, shape, dtype, query, key, value, out, static_cast<float*>(lse));
     });
     if (on_cudnn) return;
     check_flash_head_dim(shape, dtype);
+    check_aligned();
     detail::flash_attention_forward(ctx, shape, dtype, query, key, value, out, static_cast<float*>(lse));
     return;
   }
@@ -78,17 +83,21 @@ void attention_backward(const Context& ctx, const AttentionShape& shape, DType d
                         ConstAttentionRef grad_out, const void* lse, AttentionRef grad_query, AttentionRef grad_key,
                         AttentionRef grad_value) {
   if (is_16_bit(dtype)) {
-    check_rows_aligned({query.data, key.data, value.data, out.data, grad_out.data, grad_query.data, grad_key.data,
-                        grad_value.data},
-                       {query.strides, key.strides, value.strides, out.strides, grad_out.strides, grad_query.strides,
-                        grad_key.strides, grad_value.strides},
-                       dtype);
+    const auto check_aligned = [&] {
+      check_rows_aligned({query.data, key.data, value.data, out.data, grad_out.data, grad_query.data, grad_key.data,
+                          grad_value.data},
+                         {query.strides, key.strides, value.strides, out.strides, grad_out.strides, grad_query.strides,
+                          grad_key.strides, grad_value.strides},
+                         dtype);
+    };
     const bool on_cudnn = ran_on_cudnn(ctx, shape, dtype, " backward", [&] {
+      check_aligned();
       return detail::cudnn_attention_backward(ctx, shape, dtype, query, key, value, out, grad_out,
                                               static_cast<const float*>(lse), grad_query, grad_key, grad_value);
     });
     if (on_cudnn) return;
     check_flash_head_dim(shape, dtype);
+    check_aligned();
     detail::flash_attention_backward(ctx, shape, dtype, query, key, value, out, grad_out, static_cast<const float*>(lse),
                                      grad_query, grad_key, grad_value);
     return;

@@ -22,49 +22,10 @@
 #include "ops/conv_settings.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/conv2d_layout.h"
-
-// The handle attributes of the operation graph and the execution plan are marked deprecated in
-// cuDNN 9.x headers (a device-property descriptor is the newer way) but remain the documented
-// way to build a plan for a handle, and cudnn_frontend still sets them.
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#include "ops/cuda/cudnn_backend.h"
 
 namespace sublet::ops::cuda {
 namespace {
-
-// Owns one backend descriptor.
-class BackendDescriptor {
- public:
-  explicit BackendDescriptor(cudnnBackendDescriptorType_t type) {
-    SUBLET_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &desc_));
-  }
-  ~BackendDescriptor() {
-    if (desc_ != nullptr) cudnnBackendDestroyDescriptor(desc_);
-  }
-  BackendDescriptor(BackendDescriptor&& other) noexcept : desc_(std::exchange(other.desc_, nullptr)) {}
-  BackendDescriptor& operator=(BackendDescriptor&& other) noexcept {
-    std::swap(desc_, other.desc_);
-    return *this;
-  }
-  BackendDescriptor(const BackendDescriptor&) = delete;
-  BackendDescriptor& operator=(const BackendDescriptor&) = delete;
-
-  cudnnBackendDescriptor_t get() const { return desc_; }
-
-  template <typename V>
-  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const V* values, std::int64_t count) {
-    SUBLET_CUDNN_CHECK(cudnnBackendSetAttribute(desc_, name, type, count, values));
-  }
-  void set_descriptor(cudnnBackendAttributeName_t name, const BackendDescriptor& value) {
-    cudnnBackendDescriptor_t raw = value.get();
-    set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &raw, 1);
-  }
-  void finalize() { SUBLET_CUDNN_CHECK(cudnnBackendFinalize(desc_)); }
-  // For descriptors cuDNN may refuse for this shape or engine: the status, no exception.
-  cudnnStatus_t try_finalize() { return cudnnBackendFinalize(desc_); }
-
- private:
-  cudnnBackendDescriptor_t desc_ = nullptr;
-};
 
 // The unique ids the variant pack binds pointers to.
 constexpr std::int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
@@ -73,18 +34,12 @@ constexpr std::int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
 BackendDescriptor packed_tensor(std::int64_t uid, DType dtype, MemoryFormat format, std::array<std::int64_t, 4> dims,
                                 std::int64_t alignment) {
   const std::array<std::int64_t, 4> strides = conv_strides(dims, format);
-  const cudnnDataType_t type = conv_data_type(dtype);
-  BackendDescriptor tensor(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  tensor.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type, 1);
-  tensor.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), 4);
-  tensor.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), 4);
-  tensor.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid, 1);
-  tensor.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &alignment, 1);
-  tensor.finalize();
-  return tensor;
+  return backend_tensor(uid, conv_data_type(dtype), dims, strides, alignment);
 }
 
-BackendDescriptor convolution(const Conv2dShape& s, DType dtype) {
+}  // namespace
+
+BackendDescriptor convolution_descriptor(const Conv2dShape& s, DType dtype) {
   const cudnnDataType_t compute = conv_compute_type(dtype);  // float32 accumulation for 16-bit
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   const std::int64_t spatial_dims = 2;
@@ -102,6 +57,8 @@ BackendDescriptor convolution(const Conv2dShape& s, DType dtype) {
   return conv;
 }
 
+namespace {
+
 // One operation of the pass, y = conv(x, w) or its gradients; groups follow from the weight's
 // channel count (in_channels / groups), as in cuDNN's graph API.
 BackendDescriptor conv_operation(const Conv2dShape& s, DType dtype, ConvPass pass, std::int64_t alignment,
@@ -112,7 +69,7 @@ BackendDescriptor conv_operation(const Conv2dShape& s, DType dtype, ConvPass pas
                                             {s.out_channels, s.in_channels / s.groups, s.kernel_h, s.kernel_w}, alignment);
   const BackendDescriptor y =
       packed_tensor(kUidY, dtype, s.format, {s.batch, s.out_channels, s.out_height(), s.out_width()}, alignment);
-  const BackendDescriptor conv = convolution(s, dtype);
+  const BackendDescriptor conv = convolution_descriptor(s, dtype);
   struct Names {
     cudnnBackendDescriptorType_t type;
     cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
@@ -163,33 +120,11 @@ struct ExecutionPlan {
   std::int64_t engine = -1;  // cuDNN's global engine index, for the log
 };
 
-// The engine an engine configuration runs.
-BackendDescriptor engine_of(cudnnBackendDescriptor_t config) {
-  BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  cudnnBackendDescriptor_t raw_engine = engine.get();
-  std::int64_t count = 0;
-  SUBLET_CUDNN_CHECK(
-      cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw_engine));
-  return engine;
-}
-
-std::int64_t engine_index(const BackendDescriptor& engine) {
-  std::int64_t index = -1, count = 0;
-  SUBLET_CUDNN_CHECK(
-      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index));
-  return index;
-}
-
 // Why the engine's numerical or behaviour notes are not allowed under the current settings
 // (nullptr: they are).
 const char* rejection(const BackendDescriptor& engine, DType dtype, const ConvAlgorithmSettings& settings) {
-  cudnnBackendDescriptor_t raw_engine = engine.get();
-  std::int64_t count = 0;
-  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
-  SUBLET_CUDNN_CHECK(cudnnBackendGetAttribute(raw_engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                              static_cast<std::int64_t>(notes.size()), &count, notes.data()));
-  for (std::int64_t i = 0; i < count; ++i) {
-    switch (notes[static_cast<std::size_t>(i)]) {
+  for (const cudnnBackendNumericalNote_t note : engine_numerical_notes(engine)) {
+    switch (note) {
       case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
         return "down-converts inputs";
       case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
@@ -206,37 +141,10 @@ const char* rejection(const BackendDescriptor& engine, DType dtype, const ConvAl
         break;
     }
   }
-  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> behaviour{};
-  SUBLET_CUDNN_CHECK(cudnnBackendGetAttribute(raw_engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                              static_cast<std::int64_t>(behaviour.size()), &count, behaviour.data()));
   // Engines compiled at run time (NVRTC) stall the first step for seconds; the precompiled ones
   // cover every convolution a ResNet has.
-  for (std::int64_t i = 0; i < count; ++i) {
-    if (behaviour[static_cast<std::size_t>(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return "runtime compilation";
-  }
+  if (engine_compiles_at_run_time(engine)) return "runtime compilation";
   return nullptr;
-}
-
-// The engine configurations a heuristics mode proposes for the graph, best first.
-std::vector<BackendDescriptor> engine_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode) {
-  BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  heuristics.set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
-  heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode, 1);
-  if (heuristics.try_finalize() != CUDNN_STATUS_SUCCESS) return {};
-  std::int64_t available = 0;
-  SUBLET_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, nullptr));
-  std::vector<BackendDescriptor> configs;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (std::int64_t i = 0; i < available; ++i) {
-    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-    raw.push_back(configs.back().get());
-  }
-  std::int64_t returned = 0;
-  SUBLET_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned, raw.data()));
-  configs.erase(configs.begin() + std::min(returned, available), configs.end());
-  return configs;
 }
 
 // Which heuristics propose the engines, in order: cuDNN's mode A (instant), then its fallback list.
@@ -247,11 +155,8 @@ std::vector<ExecutionPlan> candidate_plans(cudnnHandle_t handle, const Conv2dSha
                                            std::int64_t alignment, bool accumulate, std::size_t limit) {
   const ConvAlgorithmSettings settings = conv_algorithm_settings();
   BackendDescriptor op = conv_operation(s, dtype, pass, alignment, accumulate);
-  BackendDescriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1);
-  cudnnBackendDescriptor_t raw_op = op.get();
-  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, &raw_op, 1);
-  if (graph.try_finalize() != CUDNN_STATUS_SUCCESS) return {};
+  auto [graph, graph_status] = operation_graph(handle, {&op});
+  if (graph_status != CUDNN_STATUS_SUCCESS) return {};
 
   std::vector<ExecutionPlan> plans;
   for (cudnnBackendHeurMode_t mode : kHeuristicModes) {
@@ -264,14 +169,10 @@ std::vector<ExecutionPlan> candidate_plans(cudnnHandle_t handle, const Conv2dSha
         }
         continue;
       }
-      ExecutionPlan candidate;
-      candidate.engine = engine_index(engine);
-      candidate.plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1);
-      candidate.plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
-      if (candidate.plan.try_finalize() != CUDNN_STATUS_SUCCESS) continue;  // this engine can't run the shape
-      SUBLET_CUDNN_CHECK(cudnnBackendGetAttribute(candidate.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                  CUDNN_TYPE_INT64, 1, nullptr, &candidate.workspace_bytes));
-      plans.push_back(std::move(candidate));
+      std::int64_t workspace_bytes = 0;
+      auto [plan, plan_status] = execution_plan(handle, config, &workspace_bytes);
+      if (plan_status != CUDNN_STATUS_SUCCESS) continue;  // this engine can't run the shape
+      plans.push_back(ExecutionPlan{std::move(plan), workspace_bytes, engine_index(engine)});
     }
   }
   return plans;
@@ -279,14 +180,7 @@ std::vector<ExecutionPlan> candidate_plans(cudnnHandle_t handle, const Conv2dSha
 
 // Binds the operands and the workspace, then enqueues the plan on the handle's stream.
 cudnnStatus_t execute(cudnnHandle_t handle, const ExecutionPlan& plan, const ConvGraphOperands& io, void* workspace) {
-  BackendDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  const std::array<std::int64_t, 3> uids{kUidX, kUidW, kUidY};
-  std::array<void*, 3> pointers{io.x, io.w, io.y};
-  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), 3);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers.data(), 3);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace, 1);
-  pack.finalize();
-  return cudnnBackendExecute(handle, plan.plan.get(), pack.get());
+  return execute_plan(handle, plan.plan, {kUidX, kUidW, kUidY}, {io.x, io.w, io.y}, workspace);
 }
 
 // Milliseconds of the fastest of three runs (after one untimed), or +infinity when the plan

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "ops/context.h"
+#include "ops/cuda/cudnn_backend.h"
 #include "ops/conv2d.h"
 #include "core/dtype.h"
 
@@ -52,5 +53,10 @@ struct ConvGraphOperands {
 // own, and benchmarking times it on scratch memory so that the sum is made once).
 bool conv2d_graph_run(const Context& ctx, cudnnHandle_t handle, const Conv2dShape& shape, DType dtype,
                       ConvPass pass, const ConvGraphOperands& operands, bool accumulate = false);
+
+// The finalized convolution descriptor of the shape (cross-correlation, the shape's stride,
+// padding and dilation; float32 accumulation for 16-bit dtypes). Shared with the fused
+// convolution + batch norm graphs (ops/cuda/conv_bn_graph.h).
+BackendDescriptor convolution_descriptor(const Conv2dShape& s, DType dtype);
 
 }  // namespace sublet::ops::cuda

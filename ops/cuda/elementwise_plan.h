@@ -114,22 +114,36 @@ RowPlan<N> plan_rows(const Shape& sizes, const std::array<const Shape*, N>& stri
   for (int k = 0; k < N; ++k) {
     if (strides[k]->size() != sizes.size()) return plan;
   }
-  std::vector<std::size_t> dims;  // the dimensions of more than one element
+  // The dimensions of more than one element, adjacent ones merged where every operand steps over
+  // them as over one: [B, T, C] plus a [C] bias is [B * T, C].
+  std::vector<std::int64_t> dim_sizes;
+  std::vector<std::array<std::int64_t, N>> dim_strides;
   for (std::size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] != 1) dims.push_back(d);
+    if (sizes[d] == 1) continue;
+    std::array<std::int64_t, N> here{};
+    for (int k = 0; k < N; ++k) here[k] = (*strides[k])[d];
+    bool merges = !dim_sizes.empty();
+    for (int k = 0; k < N && merges; ++k) merges = dim_strides.back()[k] == here[k] * sizes[d];
+    if (merges) {
+      dim_sizes.back() *= sizes[d];
+      dim_strides.back() = here;
+    } else {
+      dim_sizes.push_back(sizes[d]);
+      dim_strides.push_back(here);
+    }
   }
-  if (dims.empty() || dims.size() > 2 || element_size == 0 || kVectorBytes % element_size != 0) return plan;
-  const std::size_t col_dim = dims.back();
+  if (dim_sizes.empty() || dim_sizes.size() > 2 || element_size == 0 || kVectorBytes % element_size != 0) return plan;
+  const bool two_dims = dim_sizes.size() == 2;
   const auto width = static_cast<std::int64_t>(kVectorBytes / element_size);
-  plan.cols = sizes[col_dim];
-  plan.rows = dims.size() == 2 ? sizes[dims.front()] : 1;
+  plan.cols = dim_sizes.back();
+  plan.rows = two_dims ? dim_sizes.front() : 1;
   if (plan.cols % width != 0 || plan.rows * (plan.cols / width) >= (std::int64_t{1} << 31)) return plan;
   const auto row_bytes_aligned = [&](std::int64_t row_stride) {
     return (row_stride * static_cast<std::int64_t>(element_size)) % static_cast<std::int64_t>(kVectorBytes) == 0;
   };
   for (int k = 0; k < N; ++k) {
-    const std::int64_t col_stride = (*strides[k])[col_dim];
-    const std::int64_t row_stride = dims.size() == 2 ? (*strides[k])[dims.front()] : 0;
+    const std::int64_t col_stride = dim_strides.back()[k];
+    const std::int64_t row_stride = two_dims ? dim_strides.front()[k] : 0;
     if (k == 0 && plan.rows > 1 && row_stride < plan.cols) return plan;  // output rows overlap
     if (col_stride == 0 && k > 0) {
       plan.per_row[k] = true;  // read one element at a time: no alignment needed

@@ -100,7 +100,7 @@ TEST(ElementwisePlan, MismatchedStrideCountIsLeftToTheStridedPathToReport) {
 // ---- the row kernel (plan_rows) ---------------------------------------------------------------
 
 TEST(ElementwisePlan, BiasBroadcastAlongTheRowsTakesTheRowKernel) {
-  // [16384, 768] + [768], coalesced by the runtime to two dims.
+  // [16384, 768] + [768].
   const Shape sizes{16384, 768}, dense{768, 1}, bias{0, 1};
   const auto plan = plan_rows<3>(sizes, {&dense, &dense, &bias}, {aligned_at(0), aligned_at(4), aligned_at(8)}, 2);
   ASSERT_TRUE(plan.applies);
@@ -111,6 +111,18 @@ TEST(ElementwisePlan, BiasBroadcastAlongTheRowsTakesTheRowKernel) {
   EXPECT_EQ(plan.row_stride[2], 0);
   EXPECT_FALSE(plan.per_row[1]);
   EXPECT_FALSE(plan.per_row[2]);
+  // [B, T, C] + [C] as the linear layers add their bias: B and T merge into one row dimension.
+  const Shape btc{16, 1024, 768}, btc_dense{1024 * 768, 768, 1}, btc_bias{0, 0, 1};
+  const auto merged = plan_rows<3>(btc, {&btc_dense, &btc_dense, &btc_bias}, {aligned_at(0), aligned_at(4), aligned_at(8)}, 2);
+  ASSERT_TRUE(merged.applies);
+  EXPECT_EQ(merged.rows, 16 * 1024);
+  EXPECT_EQ(merged.cols, 768);
+  EXPECT_EQ(merged.row_stride[0], 768);
+  EXPECT_EQ(merged.row_stride[2], 0);
+  // Batches further apart than their rows do not merge: three dimensions stay strided.
+  const Shape padded{1025 * 768, 768, 1};
+  EXPECT_FALSE(
+      (plan_rows<3>(btc, {&padded, &padded, &btc_bias}, {aligned_at(0), aligned_at(4), aligned_at(8)}, 2).applies));
   // The bias on the left, and size-1 dimensions around it, change nothing.
   const Shape sizes3{1, 16384, 768}, dense3{999, 768, 1}, bias3{0, 0, 1};
   EXPECT_TRUE(

@@ -42,7 +42,7 @@ TEST(TrainerDataParallel, WorldOfOneTrainsBitForBitAsThePlainTrainer) {
   options.bucket_cap_mb = 1;  // ResNet-20: more than one bucket
   Trainer parallel(options);
   EXPECT_EQ(parallel.world_size(), 1);
-  EXPECT_NE(parallel.describe().find("data parallel: rank 0 of 1 on cuda:0"), std::string::npos) << parallel.describe();
+  EXPECT_NE(parallel.describe().find("data parallel (nccl): rank 0 of 1 on cuda:0"), std::string::npos) << parallel.describe();
   const std::vector<float> parallel_losses = testing::run_steps(parallel, 10);
   ASSERT_EQ(plain_losses.size(), parallel_losses.size());
   EXPECT_EQ(std::memcmp(plain_losses.data(), parallel_losses.data(), plain_losses.size() * sizeof(float)), 0);
