@@ -4,13 +4,15 @@
 // bad index back to the host and throw before they run (ops/cuda/index_check.h). A capture must
 // not wait for the device, so while one records with a CapturedIndexChecks installed on the
 // thread, each check is captured instead: every replay searches the indices on the device and
-// writes the first bad position and its value to pinned host memory; after the replay,
-// throw_first_failure() throws the op's own error for the first check (in capture order) that
-// found one. Without one installed, a capture records no check (replays run unchecked).
+// writes the first bad position and its value to a verdict in pinned host memory; after the
+// replay, throw_first_failure() throws the op's own error for the first check (in capture order)
+// that found one. Without one installed, a capture records no check (replays run unchecked).
 //
 //   ops::CapturedIndexChecks checks;
+//   checks.reserve(memory::pinned_allocator(), memory::pinned_host_stream());  // before capturing
 //   graph.capture([&] { ops::CapturedIndexChecksScope scope(checks); step(); });
 //   graph.replay(); /* wait for it */ checks.throw_first_failure();
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -30,23 +32,34 @@ using OutOfRangeReport = std::function<void(const OutOfRange&)>;
 
 class CapturedIndexChecks {
  public:
-  // One captured check (called by the backend while capturing). `device_scratch`: what its
-  // replayed kernels search with, kept as long as the graph may replay; `result`: two int64 of
-  // pinned host memory the replay writes, [position (-1: none), value].
-  void add(memory::ScopedBlock device_scratch, memory::ScopedBlock result, OutOfRangeReport report);
-  // After a replay has finished: calls the report of the first check whose result holds a bad
-  // index (the report throws). Does nothing when every index was in range.
+  static constexpr std::size_t kDefaultCapacity = 1024;
+
+  // Room for `capacity` verdicts (two int64 each) from `allocator` (pinned host memory, which
+  // kernels write directly under unified addressing), taken before the capture: allocating
+  // pinned memory inside one is not allowed. Keeps the room it has when it is large enough.
+  void reserve(memory::CachingAllocator& allocator, StreamHandle stream, std::size_t capacity = kDefaultCapacity);
+  std::size_t capacity() const { return capacity_; }
+
+  // One captured check (called by the backend while capturing): `device_scratch` is what its
+  // replayed kernels search with, kept as long as the graph may replay. Returns its verdict,
+  // [position (-1: none), value], which every replay writes and which reads "none" until then.
+  // Error when the reserved room is used up (or was never reserved).
+  std::int64_t* add(memory::ScopedBlock device_scratch, OutOfRangeReport report);
+  // After a replay has finished: calls the report of each check whose verdict holds a bad index,
+  // in capture order (the first report throws). Does nothing when every index was in range.
   void throw_first_failure() const;
   std::size_t size() const { return checks_.size(); }
-  // Drops every check (a probe capture's, before the capture that will be replayed).
+  // Drops every check (a probe capture's, before the capture that will be replayed); the room stays.
   void clear() { checks_.clear(); }
 
  private:
   struct Check {
     memory::ScopedBlock device_scratch;
-    memory::ScopedBlock result;
+    std::int64_t* verdict;
     OutOfRangeReport report;
   };
+  memory::ScopedBlock room_;
+  std::size_t capacity_ = 0;
   std::vector<Check> checks_;
 };
 

@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "memory/cuda_device_guard.h"
-#include "memory/pinned_host.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/stream.h"
@@ -24,8 +23,9 @@ __global__ void first_out_of_range_kernel(StridedIndexer<1> ix, std::int64_t num
   }
 }
 
-// result = [first bad position or -1, its value]: device memory eagerly, pinned host memory
-// (which kernels address directly under unified addressing) in a captured check.
+// result = [first bad position or -1, its value]: device memory eagerly, the pinned host memory
+// of ops::CapturedIndexChecks (which kernels address directly under unified addressing) in a
+// captured check.
 __global__ void publish_kernel(StridedIndexer<1> ix, const std::int64_t* values, const unsigned long long* first,
                                std::int64_t* result) {
   const unsigned long long position = *first;
@@ -66,13 +66,9 @@ void check_in_range(const Context& ctx, const std::int64_t* values, const Shape&
     // stream whose pool that is (a second stream's workspaces belong to the first).
     const StreamHandle owner = ctx.workspace_hold != nullptr ? ctx.workspace_hold->stream : ctx.stream;
     memory::ScopedBlock scratch(*ctx.allocator, sizeof(unsigned long long), owner, memory::BlockCategory::Workspace);
-    memory::ScopedBlock result(memory::pinned_allocator(), 2 * sizeof(std::int64_t), memory::pinned_host_stream(),
-                               memory::BlockCategory::Workspace);
-    auto* verdict = static_cast<std::int64_t*>(result.get());
-    verdict[0] = -1;  // no replay yet: nothing to report
-    verdict[1] = 0;
-    enqueue_search(stream, ix, numel, values, limit, allowed, static_cast<unsigned long long*>(scratch.get()), verdict);
-    captured->add(std::move(scratch), std::move(result), report);
+    auto* first = static_cast<unsigned long long*>(scratch.get());
+    std::int64_t* verdict = captured->add(std::move(scratch), report);  // in pinned host memory
+    enqueue_search(stream, ix, numel, values, limit, allowed, first, verdict);
     return;
   }
   auto scratch = ctx.workspace(sizeof(unsigned long long) + 2 * sizeof(std::int64_t));

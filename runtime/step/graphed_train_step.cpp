@@ -8,6 +8,7 @@
 #include "memory/registry.h"
 #include "runtime/autograd/grad_mode.h"
 #include "memory/history.h"
+#include "memory/pinned_host.h"
 #include "analysis/static_plan.h"
 #include "runtime/step/scheduler.h"
 
@@ -130,6 +131,7 @@ void GraphedTrainStep::capture_with_static_plan() {
 // The index checks of the step's ops are captured too (ops/captured_index_checks.h).
 void GraphedTrainStep::capture_step() {
   index_checks_.clear();  // those of an abandoned capture
+  index_checks_.reserve(memory::pinned_allocator(), memory::pinned_host_stream());  // not allowed while capturing
   graph_.capture([&] {
     step::StepScheduler scheduler;
     const step::StepSchedulerScope scope(scheduler, &optimizer_);

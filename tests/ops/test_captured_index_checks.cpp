@@ -1,6 +1,7 @@
-// ops::CapturedIndexChecks (ops/captured_index_checks.h) on the host: the verdicts a replay writes
-// are read in capture order and the first bad one's report throws; the scope installs the checks
-// for its lifetime and restores the previous ones. (The device side, a replay writing the
+// ops::CapturedIndexChecks (ops/captured_index_checks.h) on the host: verdicts come from the room
+// reserved before the capture, read "none" until a replay writes them, are read in capture order
+// and the first bad one's report throws; the room's capacity is enforced; the scope installs the
+// checks for its lifetime and restores the previous ones. (The device side, a replay writing the
 // verdicts, is tests/runtime/test_gpt_cuda_graph.cpp.)
 #include <gtest/gtest.h>
 
@@ -9,22 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "core/errors.h"
 #include "memory/registry.h"
 #include "ops/captured_index_checks.h"
 
 namespace sublet::ops {
 namespace {
 
-// A verdict block as the replay leaves it: [position or -1, value].
-memory::ScopedBlock verdict(std::int64_t position, std::int64_t value) {
-  memory::ScopedBlock block(memory::allocator_for(Device::cpu()), 2 * sizeof(std::int64_t));
-  auto* v = static_cast<std::int64_t*>(block.get());
-  v[0] = position;
-  v[1] = value;
-  return block;
-}
+memory::CachingAllocator& host() { return memory::allocator_for(Device::cpu()); }
 
-memory::ScopedBlock scratch() { return memory::ScopedBlock(memory::allocator_for(Device::cpu()), 8); }
+memory::ScopedBlock scratch() { return memory::ScopedBlock(host(), 8); }
 
 OutOfRangeReport throwing(const std::string& op, std::vector<std::string>* called) {
   return [op, called](const OutOfRange& bad) {
@@ -33,13 +28,24 @@ OutOfRangeReport throwing(const std::string& op, std::vector<std::string>* calle
   };
 }
 
+// What a replay leaves in a verdict.
+void write(std::int64_t* verdict, std::int64_t position, std::int64_t value) {
+  verdict[0] = position;
+  verdict[1] = value;
+}
+
 TEST(CapturedIndexChecks, TheFirstBadCheckInCaptureOrderThrows) {
   std::vector<std::string> called;
   CapturedIndexChecks checks;
-  checks.add(scratch(), verdict(-1, 0), throwing("embedding", &called));
-  checks.add(scratch(), verdict(7, 99), throwing("cross_entropy", &called));
-  checks.add(scratch(), verdict(2, -5), throwing("gather", &called));
+  checks.reserve(host(), nullptr, 4);
+  std::int64_t* embedding = checks.add(scratch(), throwing("embedding", &called));
+  std::int64_t* loss = checks.add(scratch(), throwing("cross_entropy", &called));
+  std::int64_t* gather = checks.add(scratch(), throwing("gather", &called));
   EXPECT_EQ(checks.size(), 3u);
+  EXPECT_EQ(embedding[0], -1);  // no replay yet
+  EXPECT_NO_THROW(checks.throw_first_failure());
+  write(loss, 7, 99);
+  write(gather, 2, -5);
   try {
     checks.throw_first_failure();
     FAIL() << "expected the second check's error";
@@ -47,19 +53,37 @@ TEST(CapturedIndexChecks, TheFirstBadCheckInCaptureOrderThrows) {
     EXPECT_EQ(std::string(e.what()), "cross_entropy 7 99");
   }
   EXPECT_EQ(called, std::vector<std::string>{"cross_entropy"});
+  write(loss, -1, 0);  // the next replay: clean there, position 0 bad in the first
+  write(embedding, 0, 50304);
+  EXPECT_THROW(checks.throw_first_failure(), std::runtime_error);
+  EXPECT_EQ(called, (std::vector<std::string>{"cross_entropy", "embedding"}));
 }
 
-TEST(CapturedIndexChecks, CleanVerdictsAndClearedChecksReportNothing) {
+TEST(CapturedIndexChecks, RoomIsReservedBeforeAndLimited) {
   std::vector<std::string> called;
   CapturedIndexChecks checks;
-  checks.add(scratch(), verdict(-1, 0), throwing("embedding", &called));
-  EXPECT_NO_THROW(checks.throw_first_failure());
-  checks.add(scratch(), verdict(0, 123), throwing("cross_entropy", &called));
-  EXPECT_THROW(checks.throw_first_failure(), std::runtime_error);
+  EXPECT_THROW(checks.add(scratch(), throwing("embedding", &called)), Error);  // nothing reserved
+  checks.reserve(host(), nullptr, 2);
+  EXPECT_EQ(checks.capacity(), 2u);
+  checks.add(scratch(), throwing("embedding", &called));
+  checks.add(scratch(), throwing("cross_entropy", &called));
+  try {
+    checks.add(scratch(), throwing("gather", &called));
+    FAIL() << "expected the room to be full";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("met index check 3, and its verdicts have room for 2"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(checks.reserve(host(), nullptr, 8), Error);  // the checks' verdicts live in the room
   checks.clear();
   EXPECT_EQ(checks.size(), 0u);
   EXPECT_NO_THROW(checks.throw_first_failure());
-  EXPECT_EQ(called, std::vector<std::string>{"cross_entropy"});
+  checks.reserve(host(), nullptr, 8);
+  EXPECT_EQ(checks.capacity(), 8u);
+  checks.reserve(host(), nullptr, 4);  // large enough already
+  EXPECT_EQ(checks.capacity(), 8u);
+  EXPECT_EQ(checks.add(scratch(), throwing("embedding", &called))[0], -1);
+  EXPECT_TRUE(called.empty());
 }
 
 TEST(CapturedIndexChecks, ScopeInstallsForItsLifetimeAndRestoresThePrevious) {
