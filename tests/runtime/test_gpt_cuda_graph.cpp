@@ -92,12 +92,12 @@ struct GptTraining {
   }
 };
 
-struct Run {
+struct TrainingRun {
   std::vector<float> losses, norms, lrs;
   std::vector<Tensor> params;
 };
 
-Run train(amp::Precision precision, bool graphed, MemoryPlan plan = MemoryPlan::Cached) {
+TrainingRun train(amp::Precision precision, bool graphed, MemoryPlan plan = MemoryPlan::Cached) {
   const Device gpu = Device::cuda(0);
   GptTraining t(precision);
   std::unique_ptr<GraphedTrainStep> graph;
@@ -108,7 +108,7 @@ Run train(amp::Precision precision, bool graphed, MemoryPlan plan = MemoryPlan::
     graph->set_memory_plan(plan);
   }
   const std::vector<Batch> batches = token_batches(kSteps);
-  Run run;
+  TrainingRun run;
   for (int i = 0; i < kSteps; ++i) {
     const Tensor inputs = batches[static_cast<std::size_t>(i)].inputs.to(gpu);
     const Tensor targets = batches[static_cast<std::size_t>(i)].targets.to(gpu);
@@ -132,8 +132,8 @@ Run train(amp::Precision precision, bool graphed, MemoryPlan plan = MemoryPlan::
 double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
 
 void expect_same_training(amp::Precision precision, MemoryPlan plan, double rel_tol, double param_tol) {
-  const Run eager = train(precision, false);
-  const Run graphed = train(precision, true, plan);
+  const TrainingRun eager = train(precision, false);
+  const TrainingRun graphed = train(precision, true, plan);
   ASSERT_EQ(eager.losses.size(), graphed.losses.size());
   for (std::size_t i = 0; i < eager.losses.size(); ++i) {
     SCOPED_TRACE("step " + std::to_string(i));
