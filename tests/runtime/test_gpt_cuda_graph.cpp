@@ -14,10 +14,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/errors.h"
 #include "models/gpt.h"
 #include "models/registry.h"
 #include "runtime/amp/step_recipe.h"
