@@ -182,10 +182,13 @@ std::string Trainer::describe_language_model() const {
                            options_.eval_batches == 0 ? std::string("all") : std::to_string(options_.eval_batches));
   return fmt::format(
       "training {} ({:.2f} M parameters, context {}) on {} ({}) on {}: "
-      "{} lr {:g} ({}), weight decay {:g} on 2-D weights, gradient clip {:g}, {}, {}, seed {}",
+      "{} lr {:g} ({}), weight decay {:g} on 2-D weights, gradient clip {:g}, {}, {}, seed {}{}",
       options_.model, static_cast<double>(gpt.num_parameters()) / 1e6, gpt.config().block_size, options_.data,
       tokens.description, device_.str(), options_.optimizer, base_lr, schedule, options_.weight_decay,
-      options_.grad_clip, batches, options_.precision, options_.seed);
+      options_.grad_clip, batches, options_.precision, options_.seed,
+      options_.cuda_graph ? fmt::format(", the step captured in a CUDA graph after 3 eager steps (memory plan {})",
+                                        options_.memory_plan)
+                          : std::string());
 }
 
 std::optional<float> Trainer::language_model_step() {
