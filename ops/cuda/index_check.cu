@@ -23,27 +23,23 @@ __global__ void first_out_of_range_kernel(StridedIndexer<1> ix, std::int64_t num
   }
 }
 
-// result = [first bad position or -1, its value]: device memory eagerly, the pinned host memory
-// of ops::CapturedIndexChecks (which kernels address directly under unified addressing) in a
-// captured check.
+// verdict = [first bad position or -1, its value], in the pinned host memory of
+// ops::CapturedIndexChecks (which kernels address directly under unified addressing).
 __global__ void publish_kernel(StridedIndexer<1> ix, const std::int64_t* values, const unsigned long long* first,
-                               std::int64_t* result) {
+                               std::int64_t* verdict) {
   const unsigned long long position = *first;
   const bool none = position == kNone;
-  result[0] = none ? -1 : static_cast<std::int64_t>(position);
-  result[1] = none ? 0 : values[ix.offset(static_cast<std::int64_t>(position))];
+  verdict[0] = none ? -1 : static_cast<std::int64_t>(position);
+  verdict[1] = none ? 0 : values[ix.offset(static_cast<std::int64_t>(position))];
 }
 
-// Searches `values` on `stream` and writes the verdict to `result` (two int64).
+// Searches `values` on `stream`: `first` becomes the first bad position, or kNone.
 void enqueue_search(cudaStream_t stream, const StridedIndexer<1>& ix, std::int64_t numel, const std::int64_t* values,
-                    std::int64_t limit, std::optional<std::int64_t> allowed, unsigned long long* first,
-                    std::int64_t* result) {
+                    std::int64_t limit, std::optional<std::int64_t> allowed, unsigned long long* first) {
   SUBLET_CUDA_CHECK(cudaMemsetAsync(first, 0xFF, sizeof(unsigned long long), stream));  // = kNone
   first_out_of_range_kernel<<<grid_for(numel), kBlockThreads, 0, stream>>>(ix, numel, values, limit, allowed.has_value(),
                                                                             allowed.value_or(0), first);
   SUBLET_CUDA_LAUNCH_CHECK(first_out_of_range_kernel);
-  publish_kernel<<<1, 1, 0, stream>>>(ix, values, first, result);
-  SUBLET_CUDA_LAUNCH_CHECK(index_check_publish_kernel);
 }
 
 }  // namespace
@@ -68,17 +64,25 @@ void check_in_range(const Context& ctx, const std::int64_t* values, const Shape&
     memory::ScopedBlock scratch(*ctx.allocator, sizeof(unsigned long long), owner, memory::BlockCategory::Workspace);
     auto* first = static_cast<unsigned long long*>(scratch.get());
     std::int64_t* verdict = captured->add(std::move(scratch), report);  // in pinned host memory
-    enqueue_search(stream, ix, numel, values, limit, allowed, first, verdict);
+    enqueue_search(stream, ix, numel, values, limit, allowed, first);
+    publish_kernel<<<1, 1, 0, stream>>>(ix, values, first, verdict);
+    SUBLET_CUDA_LAUNCH_CHECK(index_check_publish_kernel);
     return;
   }
-  auto scratch = ctx.workspace(sizeof(unsigned long long) + 2 * sizeof(std::int64_t));
-  auto* first = static_cast<unsigned long long*>(scratch.get());
-  auto* result = reinterpret_cast<std::int64_t*>(first + 1);
-  enqueue_search(stream, ix, numel, values, limit, allowed, first, result);
-  std::int64_t verdict[2] = {-1, 0};
-  SUBLET_CUDA_CHECK(cudaMemcpyAsync(verdict, result, sizeof(verdict), cudaMemcpyDeviceToHost, stream));
+  // Eagerly: one copy back (and one more, of the value, only for a bad index).
+  auto flag = ctx.workspace(sizeof(unsigned long long));
+  auto* first = static_cast<unsigned long long*>(flag.get());
+  enqueue_search(stream, ix, numel, values, limit, allowed, first);
+  unsigned long long position = kNone;
+  SUBLET_CUDA_CHECK(cudaMemcpyAsync(&position, first, sizeof(position), cudaMemcpyDeviceToHost, stream));
   SUBLET_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (verdict[0] >= 0) report(OutOfRange{.position = verdict[0], .value = verdict[1]});
+  if (position == kNone) return;
+  OutOfRange bad;
+  bad.position = static_cast<std::int64_t>(position);
+  SUBLET_CUDA_CHECK(cudaMemcpyAsync(&bad.value, values + ix.offset(bad.position), sizeof(std::int64_t),
+                                    cudaMemcpyDeviceToHost, stream));
+  SUBLET_CUDA_CHECK(cudaStreamSynchronize(stream));
+  report(bad);
 }
 
 }  // namespace sublet::ops::cuda
