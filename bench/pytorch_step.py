@@ -729,7 +729,8 @@ def main():
     shape = parse_input(args.input)
 
     if any(m in GPT_NAMES for m in models) and (args.cuda_graph or args.channels_last):
-        raise SystemExit("error: GPT models run eager without --channels-last (as sublet's bench step)")
+        raise SystemExit("error: GPT models run eager here, without --cuda-graph (its capture covers the image models' "
+                         "step) and without --channels-last")
     if child is not None and len(models) != 1:
         raise SystemExit("error: --alloc-conf-sweep: one --model per sweep (each setting's process reports its "
                          "allocator's statistics, which several models would mix)")

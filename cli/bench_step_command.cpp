@@ -140,6 +140,10 @@ void run_bench_step(const StepFlags& flags) {
   check_output_file("--json", flags.json_path);
   check_output_file("--alloc-trace", flags.alloc_trace_path);
   bench::StepBenchOptions options;
+  // Before the device: no machine replays one captured step over shapes that change every step.
+  if (flags.cuda_graph && flags.shapes.given())
+    throw ValueError("bench step --cuda-graph: a CUDA graph replays one step of fixed shapes, and --seq-len-range, "
+                     "--resolutions or --shape-schedule give every step its own; drop --cuda-graph or the shapes");
   options.device = train::resolve_device(flags.device);  // the same messages as every --device
   // Before the model is built, not after.
   if (flags.cuda_graph && !options.device.is_cuda())

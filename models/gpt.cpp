@@ -213,9 +213,11 @@ Tensor GPT::embed(const Tensor& ids, std::int64_t first_position) {
     throw ShapeError(fmt::format("GPT: {} tokens from position {} do not fit the context of {} (block_size)", tokens,
                                  first_position, config_.block_size));
   }
-  const Tensor positions = arange(static_cast<double>(first_position), static_cast<double>(first_position + tokens), 1.0,
-                                  TensorOptions(DType::Int64).device(ids.device()));
-  Tensor x = (*transformer->wte)(ids) + (*transformer->wpe)(positions);
+  // The position embeddings of first_position.. are rows of wpe's table in order: a slice of it
+  // (broadcast over the batch), with no position ids to build on the host and upload each step,
+  // which a captured CUDA graph could not do.
+  const Tensor positions = transformer->wpe->weight.narrow(0, first_position, tokens);
+  Tensor x = (*transformer->wte)(ids) + positions;
   return transformer->drop ? (*transformer->drop)(x) : x;
 }
 

@@ -1,8 +1,9 @@
-# Fused (multi-tensor) optimizer updates, the stream-capture query, work on a second stream
-# (concurrent.cpp) and the profiler range.
+# Fused (multi-tensor) optimizer updates, the stream-capture query and the index checks a capture
+# carries into its replays, work on a second stream (concurrent.cpp) and the profiler range.
 list(APPEND SUBLET_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/optim_update.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stream_capture.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/captured_index_checks.cpp
   ${CMAKE_CURRENT_LIST_DIR}/concurrent.cpp
   ${CMAKE_CURRENT_LIST_DIR}/profiler_range.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/optim_update_cpu.cpp

@@ -162,7 +162,6 @@ void validate(const TrainOptions& options) {
       throw ValueError("--grad-clip must be in [0, 1e6] (0: no clipping), got " + number_text(options.grad_clip));
     if (!(options.validation_fraction > 0.0 && options.validation_fraction < 1.0))
       throw ValueError("--val-fraction must be in (0, 1), got " + number_text(options.validation_fraction));
-    if (options.cuda_graph) throw ValueError("--cuda-graph is not supported for GPT models yet; train without it");
     if (options.data_parallel) throw ValueError("data parallel is not supported for GPT models yet; train on one device");
     if (options.channels_last) throw ValueError("--channels-last is for image models; a GPT has no channels");
     if (options.schedule == "step") throw ValueError("--schedule step counts epochs; GPT runs take cosine or none");

@@ -303,22 +303,30 @@ Trainer::StepOutcome Trainer::graphed_step(const data::Batch& batch) {
         *optimizer_, images.sizes(), labels.sizes(), device_, /*warmup_steps=*/3, DType::Float32, memory_format_);
     graphed_->set_memory_plan(parse_memory_plan(options_.memory_plan));
   }
-  const bool capturing_now = !graphed_->graphed();
+  const bool captured_before = graphed_->graphed();
   const Tensor loss = graphed_->run(images, labels);
-  if (capturing_now && graphed_->graphed() && graphed_->memory_plan_report().plan == MemoryPlan::Static) {
-    const MemoryPlanReport& r = graphed_->memory_plan_report();
-    note(fmt::format("static memory plan: the captured step is served from an arena of {} (its lower bound, the most "
-                     "bytes live at once, is {}); {} of {} requests served from the plan{}",
-                     format_bytes(static_cast<std::int64_t>(r.arena_bytes)),
-                     format_bytes(static_cast<std::int64_t>(r.lower_bound_bytes)), r.served, r.requests,
-                     r.abandoned.empty() ? "" : "; the capture left the plan at " + r.abandoned));
-  }
+  note_capture(captured_before);
   // item() waits for the graph's stream (a blocking stream), before `images` can be freed.
   const float value = loss.item<float>();
+  graphed_->check_last_replay();  // a label out of range: the loss's error, at this step
   return {.loss = value, .correct = count_correct(graphed_logits_, batch.labels), .images = batch.batch_size};
 #else
   (void)batch;
   throw DeviceError("--cuda-graph: this sublet was built without CUDA");
+#endif
+}
+
+void Trainer::note_capture(bool captured_before) {
+#ifdef SUBLET_HAVE_CUDA
+  if (captured_before || !graphed_->graphed() || graphed_->memory_plan_report().plan != MemoryPlan::Static) return;
+  const MemoryPlanReport& r = graphed_->memory_plan_report();
+  note(fmt::format("static memory plan: the captured step is served from an arena of {} (its lower bound, the most "
+                   "bytes live at once, is {}); {} of {} requests served from the plan{}",
+                   format_bytes(static_cast<std::int64_t>(r.arena_bytes)),
+                   format_bytes(static_cast<std::int64_t>(r.lower_bound_bytes)), r.served, r.requests,
+                   r.abandoned.empty() ? "" : "; the capture left the plan at " + r.abandoned));
+#else
+  (void)captured_before;
 #endif
 }
 

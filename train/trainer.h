@@ -29,10 +29,12 @@
 // before the step, the train loss is a mean over tokens, and a resume must bring the schedule
 // that gave the steps already trained their shapes.
 //
-// --cuda-graph (CUDA only): the step (zero_grad, forward, loss, backward, optimizer step) runs
-// through runtime/step/graphed_train_step.h: three eager warm-up steps, then one capture, then
-// replays. A graph has fixed shapes, so the training loader drops each epoch's short last batch
-// in that mode, and an out-of-memory retry captures a new graph at the halved batch size.
+// --cuda-graph (CUDA only): the step (zero_grad, forward, loss, backward, optimizer step; GPT
+// runs clip the gradients before the step) runs through runtime/step/graphed_train_step.h: three
+// eager warm-up steps, then one capture, then replays; the learning rate the schedule sets between
+// steps is written to the device before each replay. A graph has fixed shapes, so the training
+// loader drops each epoch's short last batch in that mode, an out-of-memory retry captures a new
+// graph at the halved batch size, and GPT runs take it without a shape schedule only.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -153,6 +155,12 @@ class Trainer {
   // step on the sampler's batch for global_step_; the validation loss; windows per interval.
   void setup_language_model();
   std::optional<float> language_model_step();
+  // The GPT step's loss: forward and backward (eager), or the whole step replayed (graph mode:
+  // clipping and the update included); the inputs are the sampler's batch.
+  float language_model_forward_backward(const Tensor& inputs, const Tensor& targets);
+  float language_model_graphed_step(const Tensor& inputs, const Tensor& targets);
+  // Clipping (--grad-clip, after unscaling an fp16 run's gradients) and the optimizer step.
+  void clip_and_step();
   double validation_loss();
   std::int64_t windows_in_interval() const;
   std::string describe_language_model() const;
@@ -171,6 +179,8 @@ class Trainer {
   // Forward and backward (eager mode; the optimizer step follows), or the whole step (graph mode).
   StepOutcome forward_backward(const data::Batch& batch);
   StepOutcome graphed_step(const data::Batch& batch);
+  // After a graph-mode step: the static memory plan's note, once, when that step captured.
+  void note_capture(bool captured_before);
   // Images of the epoch a loader serves at the current batch size (graph mode drops a short
   // last batch, eager mode a last batch of one image).
   std::int64_t images_per_epoch() const;

@@ -1,7 +1,7 @@
 // The Trainer's GPT side (trainer.h): nanoGPT's optimizer setup and schedule, one step on a
-// batch of random token windows (of a fixed length, or of the shape schedule's), and the
-// validation loss. The loop, checkpoints, metrics and progress are the Trainer's own, shared
-// with the image models.
+// batch of random token windows (of a fixed length, or of the shape schedule's; with --cuda-graph
+// a captured step replayed), and the validation loss. The loop, checkpoints, metrics and progress
+// are the Trainer's own, shared with the image models.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,6 +18,9 @@
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
 #include "train/trainer.h"
+#ifdef SUBLET_HAVE_CUDA
+#include "runtime/step/graphed_train_step.h"
+#endif
 
 namespace sublet::train {
 namespace {
@@ -179,10 +182,13 @@ std::string Trainer::describe_language_model() const {
                            options_.eval_batches == 0 ? std::string("all") : std::to_string(options_.eval_batches));
   return fmt::format(
       "training {} ({:.2f} M parameters, context {}) on {} ({}) on {}: "
-      "{} lr {:g} ({}), weight decay {:g} on 2-D weights, gradient clip {:g}, {}, {}, seed {}",
+      "{} lr {:g} ({}), weight decay {:g} on 2-D weights, gradient clip {:g}, {}, {}, seed {}{}",
       options_.model, static_cast<double>(gpt.num_parameters()) / 1e6, gpt.config().block_size, options_.data,
       tokens.description, device_.str(), options_.optimizer, base_lr, schedule, options_.weight_decay,
-      options_.grad_clip, batches, options_.precision, options_.seed);
+      options_.grad_clip, batches, options_.precision, options_.seed,
+      options_.cuda_graph ? fmt::format(", the step captured in a CUDA graph after 3 eager steps (memory plan {})",
+                                        options_.memory_plan)
+                          : std::string());
 }
 
 std::optional<float> Trainer::language_model_step() {
@@ -197,29 +203,24 @@ std::optional<float> Trainer::language_model_step() {
   const data::TokenBatch batch = token_sampler_->batch(global_step_);
   last_step_shape_ = {.batch = batch.inputs.size(0), .seq_len = batch.inputs.size(1)};
   const std::int64_t tokens = batch.inputs.numel();
-  optimizer_->zero_grad();
   float loss_value = 0.0f;
   try {
-    const Tensor loss = recipe_->forward([&] { return next_token_loss((*model_)(batch.inputs), batch.targets); });
-    recipe_->backward(loss);
-    loss_value = loss.item<float>();
+    loss_value = options_.cuda_graph ? language_model_graphed_step(batch.inputs, batch.targets)
+                                     : language_model_forward_backward(batch.inputs, batch.targets);
   } catch (const OutOfMemoryError& error) {
     halve_after_oom(error, shape.batch, "training step");  // throws for a GPT run
     throw;
   }
   check_finite_loss(loss_value);
-  try {
-    if (options_.grad_clip > 0.0) {
-      // Clipping sees the true gradients: an fp16 run unscales them first (the step then does not).
-      if (amp::GradScaler* scaler = recipe_->scaler()) scaler->unscale_(*optimizer_);
-      nn::utils::clip_grad_norm_tensor_(model_->parameters(), options_.grad_clip);
+  if (!options_.cuda_graph) {
+    try {
+      clip_and_step();
+    } catch (const OutOfMemoryError& error) {
+      throw OutOfMemoryError(fmt::format(
+          "out of memory in the optimizer update at batch size {} (not retried: the parameters may be partly "
+          "updated; resume from the last checkpoint with a smaller --batch-size): {}",
+          shape.batch, error.what()));
     }
-    recipe_->step(*optimizer_);
-  } catch (const OutOfMemoryError& error) {
-    throw OutOfMemoryError(fmt::format(
-        "out of memory in the optimizer update at batch size {} (not retried: the parameters may be partly updated; "
-        "resume from the last checkpoint with a smaller --batch-size): {}",
-        shape.batch, error.what()));
   }
   ++global_step_;
   samples_in_epoch_ += shape.batch;
@@ -232,6 +233,49 @@ std::optional<float> Trainer::language_model_step() {
   apply_schedule();
   report_step();
   return loss_value;
+}
+
+float Trainer::language_model_forward_backward(const Tensor& inputs, const Tensor& targets) {
+  optimizer_->zero_grad();
+  const Tensor loss = recipe_->forward([&] { return next_token_loss((*model_)(inputs), targets); });
+  recipe_->backward(loss);
+  return loss.item<float>();
+}
+
+void Trainer::clip_and_step() {
+  if (options_.grad_clip > 0.0) {
+    // Clipping sees the true gradients: an fp16 run unscales them first (the step then does not).
+    // The norm and the scale stay on the device, so a captured step clips on every replay.
+    if (amp::GradScaler* scaler = recipe_->scaler()) scaler->unscale_(*optimizer_);
+    nn::utils::clip_grad_norm_tensor_(model_->parameters(), options_.grad_clip);
+  }
+  recipe_->step(*optimizer_);
+}
+
+float Trainer::language_model_graphed_step(const Tensor& inputs, const Tensor& targets) {
+#ifdef SUBLET_HAVE_CUDA
+  if (!graphed_) {
+    graphed_ = std::make_shared<GraphedTrainStep>(
+        [this](const Tensor& x, const Tensor& y) {
+          optimizer_->zero_grad();  // first, so that the gradients live in the graph's pool
+          Tensor loss = recipe_->forward([&] { return next_token_loss((*model_)(x), y); });
+          recipe_->backward(loss);
+          clip_and_step();
+          return loss;
+        },
+        *optimizer_, inputs.sizes(), targets.sizes(), device_, /*warmup_steps=*/3, DType::Int64);
+    graphed_->set_memory_plan(parse_memory_plan(options_.memory_plan));
+  }
+  const bool captured_before = graphed_->graphed();
+  const Tensor loss = graphed_->run(inputs, targets);
+  note_capture(captured_before);
+  const float value = loss.item<float>();
+  graphed_->check_last_replay();  // a token id or target out of range: its error, at this step
+  return value;
+#else
+  (void)inputs, (void)targets;
+  throw DeviceError("--cuda-graph: this sublet was built without CUDA");
+#endif
 }
 
 double Trainer::validation_loss() {

@@ -1,13 +1,15 @@
 // `sublet bench step --model gpt-mini`: nanoGPT's training step on random token windows: forward
 // and next-token cross-entropy (under the precision's autocast), backward, gradient clipping to
 // norm 1.0, AdamW (lr 6e-4, betas 0.9/0.95, weight decay 0.1 on 2-D weights, fused update),
-// zero_grad. bench/pytorch_step.py runs the same step in PyTorch.
+// zero_grad. bench/pytorch_step.py runs the same step in PyTorch. With --cuda-graph (fixed shapes:
+// one batch size and --seq-len) the step is captured once and replayed (bench/step/graph_step.h).
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <random>
 
+#include "bench/step/graph_step.h"
 #include "bench/step/step_bench.h"
 #include "core/errors.h"
 #include "models/gpt.h"
@@ -33,12 +35,18 @@ Tensor random_ids(std::int64_t batch, std::int64_t tokens, std::int64_t vocab, s
 }  // namespace
 
 StepBenchResult run_gpt_step_bench(const StepBenchOptions& options, std::ostream* progress) {
-  if (options.cuda_graph || !options.memory_budget.empty() || options.parallel ||
-      options.memory_format != MemoryFormat::Contiguous) {
+  if (!options.memory_budget.empty() || options.parallel || options.memory_format != MemoryFormat::Contiguous) {
     throw ValueError("bench step --model " + options.model +
-                     ": GPT steps run eager on one device; drop --cuda-graph, --memory-budget, --nproc-per-node and "
+                     ": GPT steps run on one device without recomputation; drop --memory-budget, --nproc-per-node and "
                      "--channels-last");
   }
+  if (options.cuda_graph && options.schedule)
+    throw ValueError("bench step --model " + options.model +
+                     " --cuda-graph: a CUDA graph replays one step of fixed shapes, and the shape schedule changes them "
+                     "every step; drop --cuda-graph or the schedule (--seq-len-range/--shape-schedule)");
+  if (options.cuda_graph && !options.device.is_cuda())
+    throw DeviceError("bench step --cuda-graph: needs --device cuda (CUDA graphs exist only on the GPU), this run is on " +
+                      options.device.str());
   if (options.batch_size <= 0 || options.steps <= 0 || options.warmup < 0 || options.seq_len < 0 || options.block_size < 0 ||
       options.vocab_size <= 0) {
     throw ValueError(fmt::format("bench step: batch size, steps, vocabulary must be positive, warm-up, --seq-len and "
@@ -88,23 +96,39 @@ StepBenchResult run_gpt_step_bench(const StepBenchOptions& options, std::ostream
                                       : fmt::format("batch {} x {} tokens", options.batch_size, seq_len),
                              options.warmup, options.steps);
   }
+  // Forward and loss, backward, clipping, update; the loss stays on the device.
+  const auto step_on = [&](const Tensor& inputs, const Tensor& targets) {
+    Tensor loss = recipe.forward([&] {
+      return nn::functional::cross_entropy((*model)(inputs), targets, nn::functional::CrossEntropyFuncOptions());
+    });
+    recipe.backward(loss);
+    if (amp::GradScaler* scaler = recipe.scaler()) scaler->unscale_(optimizer);
+    nn::utils::clip_grad_norm_tensor_(parameters, 1.0);
+    recipe.step(optimizer);
+    return loss;
+  };
   const auto train_on = [&](const Tensor& inputs, const Tensor& targets) {
-    {
-      const Tensor loss = recipe.forward([&] {
-        return nn::functional::cross_entropy((*model)(inputs), targets, nn::functional::CrossEntropyFuncOptions());
-      });
-      recipe.backward(loss);
-      if (amp::GradScaler* scaler = recipe.scaler()) scaler->unscale_(optimizer);
-      nn::utils::clip_grad_norm_tensor_(parameters, 1.0);
-      recipe.step(optimizer);
-      (void)loss.item<float>();
-    }
+    (void)step_on(inputs, targets).item<float>();
     optimizer.zero_grad();
   };
   const auto shape_of = [&](std::int64_t i) {
     return schedule ? schedule->steps[static_cast<std::size_t>(i)] : data::ShapeStep{.batch = options.batch_size, .seq_len = seq_len};
   };
-  if (schedule) {
+  if (options.cuda_graph) {
+    // The same step, captured: zero_grad first (the gradients then live in the graph's pool), and
+    // the loss read after each replay instead of inside the step.
+    const auto step = [&](const Tensor& inputs, const Tensor& targets) {
+      optimizer.zero_grad();
+      return step_on(inputs, targets);
+    };
+    time_graphed_steps(step, optimizer, window(input_pool, options.batch_size, seq_len),
+                       window(target_pool, options.batch_size, seq_len), result);
+    result.ms_per_step = median(result.step_ms);
+    result.timed_samples = options.steps * options.batch_size * seq_len;
+    double total_ms = 0;
+    for (double ms : result.step_ms) total_ms += ms;
+    result.us_per_sample = total_ms * 1000.0 / static_cast<double>(std::max<std::int64_t>(result.timed_samples, 1));
+  } else if (schedule) {
     time_eager_steps(
         [&](std::int64_t i) {
           const data::ShapeStep s = shape_of(i);

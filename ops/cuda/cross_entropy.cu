@@ -76,6 +76,8 @@ __global__ void forward_rows(std::int64_t classes, const T* logits, const std::i
     const std::int64_t t = targets[n];
     if (t == ignore_index) {
       row_loss[n] = 0;
+    } else if (t < 0 || t >= classes) {
+      row_loss[n] = NAN;  // a captured target check reports it after the replay (ops/cuda/index_check.h)
     } else {
       const A target_nll = lse - load(row, t);
       const A smooth_nll = lse - logits_sum / static_cast<A>(classes);  // mean over classes of -log p
@@ -134,11 +136,11 @@ __global__ void backward_rows(std::int64_t classes, const Acc<T>* grad_loss, con
 
 void check_targets(const Context& ctx, const ClassScoresShape& s, const std::int64_t* targets,
                    std::int64_t ignore_index) {
-  const auto bad = find_out_of_range(ctx, targets, Shape{s.batch}, Shape{1}, s.classes, ignore_index);
-  if (bad) {
-    throw ValueError("cross_entropy: target " + std::to_string(bad->value) + " of sample " +
-                     std::to_string(bad->position) + " is outside [0, " + std::to_string(s.classes) + ")");
-  }
+  check_in_range(ctx, targets, Shape{s.batch}, Shape{1}, s.classes, ignore_index,
+                 [classes = s.classes](const OutOfRange& bad) {
+                   throw ValueError("cross_entropy: target " + std::to_string(bad.value) + " of sample " +
+                                    std::to_string(bad.position) + " is outside [0, " + std::to_string(classes) + ")");
+                 });
 }
 
 unsigned rows_grid(const ClassScoresShape& s) {

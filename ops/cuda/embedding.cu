@@ -1,4 +1,6 @@
-// Embedding lookup (a row gather) and its gradient (a row scatter-add into the table).
+// Embedding lookup (a row gather) and its gradient (a row scatter-add into the table). An id
+// outside the table gives a zero row and no gradient instead of an access out of bounds: a
+// captured check reports it only after the replay (ops/cuda/index_check.h).
 #include <cub/device/device_radix_sort.cuh>
 
 #include <climits>
@@ -20,20 +22,25 @@ namespace {
 template <typename T>
 using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
+__device__ inline bool in_table(std::int64_t id, std::int64_t rows) { return id >= 0 && id < rows; }
+
 template <typename T>
-__global__ void gather_rows(std::int64_t numel, std::int64_t dim, const T* table, const std::int64_t* ids, T* out) {
+__global__ void gather_rows(std::int64_t numel, std::int64_t dim, std::int64_t rows, const T* table,
+                            const std::int64_t* ids, T* out) {
   for (std::int64_t i = global_thread_index(); i < numel; i += grid_threads()) {
     const std::int64_t row = i / dim, col = i - row * dim;
-    out[i] = table[ids[row] * dim + col];
+    const std::int64_t id = ids[row];
+    out[i] = in_table(id, rows) ? table[id * dim + col] : T(0);
   }
 }
 
 template <typename T>
-__global__ void scatter_add_rows(std::int64_t numel, std::int64_t dim, const T* grad, const std::int64_t* ids,
-                                 T* table) {
+__global__ void scatter_add_rows(std::int64_t numel, std::int64_t dim, std::int64_t rows, const T* grad,
+                                 const std::int64_t* ids, T* table) {
   for (std::int64_t i = global_thread_index(); i < numel; i += grid_threads()) {
     const std::int64_t row = i / dim, col = i - row * dim;
-    atomicAdd(table + ids[row] * dim + col, grad[i]);
+    const std::int64_t id = ids[row];
+    if (in_table(id, rows)) atomicAdd(table + id * dim + col, grad[i]);
   }
 }
 
@@ -44,11 +51,12 @@ __global__ void iota(std::int64_t count, std::int64_t* positions) {
 // Block (p, column tile): when p starts a run of equal sorted ids, sums that run's gradient rows
 // in their original order (the stable sort keeps it) into the id's table row.
 template <typename T>
-__global__ void sum_sorted_runs(std::int64_t count, std::int64_t dim, const std::int64_t* sorted_ids,
-                                const std::int64_t* positions, const T* grad, T* table) {
+__global__ void sum_sorted_runs(std::int64_t count, std::int64_t dim, std::int64_t rows,
+                                const std::int64_t* sorted_ids, const std::int64_t* positions, const T* grad,
+                                T* table) {
   const std::int64_t p = blockIdx.x;
   const std::int64_t id = sorted_ids[p];
-  if (p > 0 && sorted_ids[p - 1] == id) return;
+  if (!in_table(id, rows) || (p > 0 && sorted_ids[p - 1] == id)) return;
   const std::int64_t col = static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (col >= dim) return;
   Acc<T> sum = 0;
@@ -86,7 +94,8 @@ void backward_sorted(const Context& ctx, const EmbeddingShape& s, const T* grad,
   SUBLET_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, ids, sorted, positions, sorted_positions,
                                                     count, 0, end_bit, stream));
   const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>((s.dim + kThreads - 1) / kThreads));
-  sum_sorted_runs<T><<<grid, kThreads, 0, stream>>>(count, s.dim, sorted, sorted_positions, grad, table);
+  sum_sorted_runs<T><<<grid, kThreads, 0, stream>>>(count, s.dim, s.num_embeddings, sorted, sorted_positions, grad,
+                                                     table);
   SUBLET_CUDA_LAUNCH_CHECK(embedding_sum_sorted_runs);
 }
 
@@ -94,14 +103,16 @@ void backward_sorted(const Context& ctx, const EmbeddingShape& s, const T* grad,
 
 void embedding_forward(const Context& ctx, const EmbeddingShape& s, DType dtype, const void* weight,
                        const std::int64_t* indices, void* output) {
-  const auto bad = find_out_of_range(ctx, indices, Shape{s.count}, Shape{1}, s.num_embeddings);
-  if (bad) throw_embedding_index_error(bad->position, bad->value, s.num_embeddings);
+  check_in_range(ctx, indices, Shape{s.count}, Shape{1}, s.num_embeddings, std::nullopt,
+                 [rows = s.num_embeddings](const OutOfRange& bad) {
+                   throw_embedding_index_error(bad.position, bad.value, rows);
+                 });
   memory::CudaDeviceGuard device(ctx.device);
   dispatch_device_floating(dtype, "embedding", [&](auto tag) {
     using T = decltype(tag);
     const std::int64_t numel = s.count * s.dim;
     gather_rows<T><<<grid_for(numel), kBlockThreads, 0, stream_of(ctx.stream)>>>(
-        numel, s.dim, static_cast<const T*>(weight), indices, static_cast<T*>(output));
+        numel, s.dim, s.num_embeddings, static_cast<const T*>(weight), indices, static_cast<T*>(output));
     SUBLET_CUDA_LAUNCH_CHECK(embedding_gather_rows);
   });
 }
@@ -121,7 +132,8 @@ void embedding_backward(const Context& ctx, const EmbeddingShape& s, DType dtype
       backward_sorted<T>(ctx, s, grad, indices, table, stream);
     } else if constexpr (!kIsHalf<T>) {
       const std::int64_t numel = s.count * s.dim;
-      scatter_add_rows<T><<<grid_for(numel), kBlockThreads, 0, stream>>>(numel, s.dim, grad, indices, table);
+      scatter_add_rows<T><<<grid_for(numel), kBlockThreads, 0, stream>>>(numel, s.dim, s.num_embeddings, grad, indices,
+                                                                         table);
       SUBLET_CUDA_LAUNCH_CHECK(embedding_scatter_add_rows);
     }
   });

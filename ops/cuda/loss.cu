@@ -32,7 +32,9 @@ template <typename T>
 __global__ void nll_per_sample(std::int64_t batch, std::int64_t classes, const T* log_probs,
                                const std::int64_t* targets, double* per_sample) {
   for (std::int64_t n = global_thread_index(); n < batch; n += grid_threads()) {
-    per_sample[n] = -static_cast<double>(log_probs[n * classes + targets[n]]);
+    // A target outside [0, classes) is reported by a captured check after the replay (ops/cuda/index_check.h).
+    const std::int64_t t = targets[n];
+    per_sample[n] = t >= 0 && t < classes ? -static_cast<double>(log_probs[n * classes + t]) : NAN;
   }
 }
 
@@ -58,11 +60,11 @@ void dispatch(const char* op, DType dtype, F&& f) {
 }
 
 void check_targets(const Context& ctx, const char* op, const ClassScoresShape& s, const std::int64_t* targets) {
-  const auto bad = find_out_of_range(ctx, targets, Shape{s.batch}, Shape{1}, s.classes);
-  if (bad) {
-    throw ValueError(std::string(op) + ": target " + std::to_string(bad->value) + " of sample " +
-                     std::to_string(bad->position) + " is outside [0, " + std::to_string(s.classes) + ")");
-  }
+  check_in_range(ctx, targets, Shape{s.batch}, Shape{1}, s.classes, std::nullopt,
+                 [name = std::string(op), classes = s.classes](const OutOfRange& bad) {
+                   throw ValueError(name + ": target " + std::to_string(bad.value) + " of sample " +
+                                    std::to_string(bad.position) + " is outside [0, " + std::to_string(classes) + ")");
+                 });
 }
 
 }  // namespace

@@ -170,11 +170,11 @@ Shape head(const Shape& strides, std::size_t count) { return Shape(strides.begin
 void check_indices(const Context& ctx, const char* op, const ScatterGeometry& g, const std::int64_t* indices) {
   Shape sizes = g.outer_sizes;
   sizes.push_back(g.index_count);
-  const auto bad = find_out_of_range(ctx, indices, sizes, g.index_strides, g.out_dim_size);
-  if (bad) {
-    throw ValueError(std::string(op) + ": index " + std::to_string(bad->value) +
-                     " is out of range for a dimension of size " + std::to_string(g.out_dim_size));
-  }
+  check_in_range(ctx, indices, sizes, g.index_strides, g.out_dim_size, std::nullopt,
+                 [name = std::string(op), size = g.out_dim_size](const OutOfRange& bad) {
+                   throw ValueError(name + ": index " + std::to_string(bad.value) +
+                                    " is out of range for a dimension of size " + std::to_string(size));
+                 });
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // dropout: a counter-based mask from one seed drawn from the caller's generator; backward
 // regenerates the mask from that seed, so no mask tensor is kept alive between the passes.
+// The seed is drawn on the host, so a CUDA graph would replay one mask forever: refused there.
 #include "ops/dropout.h"
+#include "ops/stream_capture.h"
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
@@ -15,6 +17,9 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& generato
   sublet::detail::check_floating(op, input);
   if (!(p >= 0 && p <= 1)) throw ValueError("dropout: p must be in [0, 1], got " + std::to_string(p));
   if (!training || p == 0) return input;  // the identity, as in PyTorch
+  if (ops::stream_is_capturing(sublet::detail::context_for(input)))
+    throw ValueError("dropout: a CUDA graph would replay the mask drawn at its capture on every step (the seed is drawn "
+                     "on the host); train with dropout 0 or without the CUDA graph (--cuda-graph)");
   const std::uint64_t seed = generator.engine()();
   const std::uint64_t offset = 0;  // one seed per call: every call starts its own stream
   Tensor out;

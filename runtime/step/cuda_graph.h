@@ -14,13 +14,15 @@
 //
 // What must not happen inside `work` (the capture fails or, worse, replays stale values):
 //  - host synchronisation: .item(), to_vector(), host<->device copies (ops::copy_bytes waits),
-//    allocator paths that synchronise (empty_cache). The CUDA bounds checks of gather,
-//    scatter_add and the losses skip their host read-back while capturing (ops/stream_capture.h).
+//    allocator paths that synchronise (empty_cache). The CUDA bounds checks of embedding ids,
+//    gather, scatter_add and the losses' targets do not read back while capturing: with an
+//    ops::CapturedIndexChecks installed they are captured and read after each replay
+//    (GraphedTrainStep does this), otherwise they are left out.
 //  - first-time setup: cuDNN algorithm selection, cuBLAS handle creation, optimizer state
 //    creation. Run eager warm-up steps on the same shapes first (PyTorch requires the same).
 //  - host-drawn random numbers: whatever is drawn at capture is replayed every time (a dropout
-//    mask would repeat on each replay). ResNets have no dropout; a model with dropout needs
-//    device-side seeds before it can be graphed.
+//    mask would repeat on each replay). ResNets and sublet's GPTs have no dropout; dropout
+//    throws while its stream captures.
 // Capture uses cudaStreamCaptureModeRelaxed: the allocator may cudaMalloc a new segment for the
 // private pool during capture, which the global and thread-local modes forbid.
 #include <functional>

@@ -8,6 +8,7 @@
 #include "memory/registry.h"
 #include "runtime/autograd/grad_mode.h"
 #include "memory/history.h"
+#include "memory/pinned_host.h"
 #include "analysis/static_plan.h"
 #include "runtime/step/scheduler.h"
 
@@ -26,6 +27,7 @@ GraphedTrainStep::GraphedTrainStep(StepFunction step, optim::Optimizer& optimize
 }
 
 Tensor GraphedTrainStep::run(const Tensor& input, const Tensor& labels) {
+  check_last_replay();
   memory::StreamGuard current(graph_.device(), graph_.stream());
   {
     NoGradGuard no_grad;  // the static tensors are inputs, not part of any graph
@@ -85,9 +87,10 @@ void GraphedTrainStep::capture_with_static_plan() {
   capture_step();
   const std::vector<memory::TraceEvent> requests = allocator.recorded_private_pool(graph_.pool());
   // The probe's outputs live in its pool: drop them so that its segments go back before the
-  // planned capture takes the arena.
+  // planned capture takes the arena. Its index checks are never read (it is never replayed).
   loss_ = Tensor();
   optimizer_.zero_grad();
+  index_checks_.clear();
   const memory::CachingAllocator::PoolId probe_pool = graph_.pool();
   graph_.reset();
   allocator.empty_cache();
@@ -125,15 +128,27 @@ void GraphedTrainStep::capture_with_static_plan() {
 
 // The step scheduler places the captured step's work on streams (runtime/step/scheduler.h):
 // installed inside the capture, so that the joins at its end are captured too.
+// The index checks of the step's ops are captured too (ops/captured_index_checks.h).
 void GraphedTrainStep::capture_step() {
+  index_checks_.clear();  // those of an abandoned capture
+  index_checks_.reserve(memory::pinned_allocator(), memory::pinned_host_stream());  // not allowed while capturing
   graph_.capture([&] {
     step::StepScheduler scheduler;
     const step::StepSchedulerScope scope(scheduler, &optimizer_);
+    const ops::CapturedIndexChecksScope checks(index_checks_);
     loss_ = step_(input_, labels_);
   });
 }
 
+void GraphedTrainStep::check_last_replay() {
+  if (!replay_unchecked_) return;
+  graph_.synchronize();  // the checks' verdicts are written by the replay's last kernels
+  replay_unchecked_ = false;
+  index_checks_.throw_first_failure();
+}
+
 Tensor GraphedTrainStep::replay_static() {
+  check_last_replay();
   memory::StreamGuard current(graph_.device(), graph_.stream());
   if (!graph_.captured()) {
     if (steps_ < warmup_steps_) throw Error("GraphedTrainStep: capture needs the eager warm-up steps first");
@@ -152,6 +167,7 @@ Tensor GraphedTrainStep::replay_static() {
   }
   optimizer_.prepare_replay();
   graph_.replay();
+  replay_unchecked_ = index_checks_.size() > 0;
   ++steps_;
   return loss_;
 }

@@ -29,7 +29,19 @@
 // and the counts to device memory, so schedules (set_lr between steps) and Adam's bias
 // correction are followed. A loss-scaled step (amp::GradScaler: scale, backward, step, update
 // inside the step function) can be graphed with the fused SGD/Adam: every replay decides on the
-// device whether to skip, and the counts advance on the device only when it does not.
+// device whether to skip, and the counts advance on the device only when it does not. Gradient
+// clipping by the global norm (nn::utils::clip_grad_norm_tensor_) computes and applies its scale
+// on the device, so a GPT step (clip, then step) is captured as it is written.
+//
+// Index checks. Eagerly, an embedding id or a loss target out of range throws before any kernel
+// uses it (a host read-back). The capture records those checks instead
+// (ops/captured_index_checks.h): every replay runs them on the device, and check_last_replay()
+// throws the same error (naming the op, the position and the value) once the replay is done.
+// run() and replay_static() call it for the previous replay before they start, so a bad batch
+// is reported at the latest at the next step; a caller that reads the loss calls it right after
+// to have the error at the step that met it. A replay that meets a bad index computes with a
+// zero embedding row or a NaN loss rather than reading out of bounds, and its update has been
+// applied by the time the error is thrown.
 //
 // Memory plans. MemoryPlan::Cached: the graph's pool follows the caching allocator's
 // rules during capture. MemoryPlan::Static: the step is captured twice. The first capture (a
@@ -45,6 +57,7 @@
 #include <memory>
 #include <string>
 
+#include "ops/captured_index_checks.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/step/cuda_graph.h"
 #include "runtime/step/memory_plan.h"
@@ -77,11 +90,19 @@ class GraphedTrainStep {
   const Tensor& static_labels() const { return labels_; }
   // After the capture: one step on whatever the static tensors hold now.
   Tensor replay_static();
+  // Waits for the last replay and throws the error of the first index check it failed (an
+  // embedding id, a loss target out of range); nothing when there was none, or it was checked.
+  void check_last_replay();
+  // How many index checks the captured step runs on each replay.
+  std::size_t captured_index_checks() const { return index_checks_.size(); }
 
  private:
   StepFunction step_;
   optim::Optimizer& optimizer_;
   int warmup_steps_;
+  // Before graph_: destroyed after it, once its destructor has waited for the last replay.
+  ops::CapturedIndexChecks index_checks_;
+  bool replay_unchecked_ = false;
   CudaGraph graph_;
   MemoryPlanReport plan_report_;
   std::string plan_heuristic_;

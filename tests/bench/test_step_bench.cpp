@@ -88,5 +88,38 @@ TEST(StepBench, RejectsUnknownModelsAndBadCounts) {
   EXPECT_THROW(bench::run_step_bench(o), ValueError);
 }
 
+template <class Error>
+std::string error_of(const bench::StepBenchOptions& o) {
+  try {
+    bench::run_step_bench(o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A GPT step is captured like an image model's (fixed shapes, on a GPU); a shape schedule with a
+// CUDA graph stays refused, before any model is built.
+TEST(StepBench, GptCudaGraphNeedsAGpuAndFixedShapes) {
+  bench::StepBenchOptions o = tiny("gpt-nano");
+  o.seq_len = 16;
+  o.vocab_size = 64;
+  o.cuda_graph = true;
+  EXPECT_NE(error_of<DeviceError>(o).find("bench step --cuda-graph: needs --device cuda (CUDA graphs exist only on the "
+                                          "GPU), this run is on cpu"),
+            std::string::npos)
+      << error_of<DeviceError>(o);
+  o.schedule = std::make_shared<const data::ShapeSchedule>(data::token_schedule(
+      {.seed = 1, .steps = 4, .min_len = 8, .max_len = 16, .tokens_per_batch = 64, .multiple = 8}));
+  EXPECT_NE(error_of<ValueError>(o).find("bench step --model gpt-nano --cuda-graph: a CUDA graph replays one step of "
+                                         "fixed shapes"),
+            std::string::npos)
+      << error_of<ValueError>(o);
+  // Without the graph the same options train.
+  o.cuda_graph = false;
+  o.schedule.reset();
+  EXPECT_GT(bench::run_step_bench(o).ms_per_step, 0.0);
+}
+
 }  // namespace
 }  // namespace sublet

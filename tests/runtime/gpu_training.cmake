@@ -3,6 +3,10 @@ sublet_add_test(test_fused_optim LABEL cpu SOURCES test_fused_optim.cpp LIBS sub
 sublet_add_test(test_fused_optim_cuda LABEL gpu SOURCES test_fused_optim_cuda.cpp LIBS sublet::runtime)
 if(SUBLET_HAVE_CUDA AND TARGET sublet::models)
   sublet_add_test(test_cuda_graph LABEL gpu SOURCES test_cuda_graph.cpp LIBS sublet::runtime sublet::models)
+  # The index checks of embedding, cross_entropy and nll_loss captured into replays, op by op.
+  sublet_add_test(test_captured_index_checks_cuda LABEL gpu SOURCES test_captured_index_checks_cuda.cpp LIBS sublet::runtime)
+  # A GPT step (clipping, AdamW with a schedule, bf16 autocast) captured, and its replayed index checks.
+  sublet_add_test(test_gpt_cuda_graph LABEL gpu SOURCES test_gpt_cuda_graph.cpp LIBS sublet::runtime sublet::models)
   # ops::run_concurrently: a captured step's second stream, its join and its held workspaces.
   sublet_add_test(test_concurrent_cuda LABEL gpu SOURCES test_concurrent_cuda.cpp LIBS sublet::runtime)
   sublet_add_test(test_planned_graph_step LABEL gpu SOURCES test_planned_graph_step.cpp LIBS sublet::runtime sublet::models)

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "core/errors.h"
@@ -94,6 +95,26 @@ TEST(TrainOptions, CudaGraphNeedsACudaDevice) {
   } catch (const DeviceError& e) {
     expect_contains(e.what(), "--cuda-graph needs a CUDA device");
   }
+}
+
+// GPT runs of fixed shapes take --cuda-graph like the image models: validate() passes, and the
+// trainer asks for the GPU (a shape schedule with it stays refused: test_trainer_shape_schedule).
+TEST(TrainOptions, GptCudaGraphNeedsOnlyACudaDevice) {
+  const std::filesystem::path text = std::filesystem::temp_directory_path() / "sublet_gpt_cuda_graph_options.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 200; ++i) out << "the captured step replays the same kernels. ";
+  }
+  TrainOptions o = testing::gpt_nano_text_options(text, 4);
+  o.cuda_graph = true;
+  EXPECT_NO_THROW(validate(o));
+  try {
+    Trainer trainer(o);
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    expect_contains(e.what(), "--cuda-graph needs a CUDA device");
+  }
+  std::filesystem::remove(text);
 }
 
 TEST(TrainOptions, CudaWithoutAGpuIsADeviceError) {
