@@ -98,7 +98,7 @@ inline double reference_scaled(DType dtype, double x, double coefficient) {
   }
 }
 
-// Bitwise equality of two values of one array (NaN equal to NaN only as the same kind of value).
+// Exact equality of two values, a NaN equal to any NaN.
 inline bool same_value(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
 }  // namespace sublet::ops::testing

@@ -3,7 +3,8 @@
 // 16-byte vector, tensors at addresses that are not 16-byte aligned, empty ones, more tensors than
 // one table upload takes, and a tensor of more than 2^24 elements. float32 norms: the GPU sums
 // float32 chunks and adds them in float64, the CPU sums in float64: rtol 1e-6; float64: 1e-13.
-// Repeated runs give the same bits. The scale, given the same norm, matches the CPU bit for bit.
+// Repeated runs give the same bits. The scale, given the same norm, matches the CPU exactly (a NaN
+// matches any NaN: the GPU writes a canonical NaN where the CPU keeps an operand's payload).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -135,12 +136,16 @@ void expect_scale_matches(std::vector<HostArray> arrays, float norm, double max_
     DeviceBuffer<float> device_norm(std::vector<float>{norm});
     multi_tensor_clip_scale(gpu_context(), DType::Float32, list.tensors(), device_norm.get(), max_norm);
     for (std::size_t t = 0; t < arrays.size(); ++t) {
-      EXPECT_EQ(list.download(t, arrays[t]).bytes, cpu[t].bytes) << "tensor " << t << " " << dtype_name(arrays[t].dtype);
+      const HostArray gpu = list.download(t, arrays[t]);
+      std::int64_t bad = 0;
+      for (std::int64_t i = 0; i < gpu.numel; ++i) bad += same_value(gpu.at(i), cpu[t].at(i)) ? 0 : 1;
+      EXPECT_EQ(bad, 0) << "tensor " << t << " (" << dtype_name(arrays[t].dtype) << ") differs in " << bad << " of "
+                        << gpu.numel << " elements";
     }
   }
 }
 
-TEST(CudaMultiTensorClipScale, MatchesTheCpuBitForBit) {
+TEST(CudaMultiTensorClipScale, MatchesTheCpuExactly) {
   SUBLET_SKIP_WITHOUT_GPU("the multi-tensor clip scale against the CPU");
   std::vector<HostArray> arrays = mixed_list(40);
   const float norm = cpu_norm<float>(arrays, 2.0);
