@@ -1,8 +1,8 @@
-# Fused (multi-tensor) optimizer updates, the global norm and clip scale of gradient clipping
-# (multi_tensor_norm), the stream-capture query, work on a second stream (concurrent.cpp) and
-# the profiler range.
+# Fused (multi-tensor) optimizer updates, the stream-capture query, work on a second stream
+# (concurrent.cpp) and the profiler range.
 list(APPEND SUBLET_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/optim_update.cpp
+  # the global norm and clip scale of gradient clipping (multi-tensor, as the updates)
   ${CMAKE_CURRENT_LIST_DIR}/multi_tensor_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stream_capture.cpp
   ${CMAKE_CURRENT_LIST_DIR}/concurrent.cpp
