@@ -15,6 +15,7 @@
 #include "ops/softmax_kernels.h"
 #include "ops/loss_kernels.h"
 #include "ops/matmul_kernels.h"
+#include "ops/multi_tensor_norm_kernels.h"
 #include "ops/optim_update_kernels.h"
 #include "ops/pooling_kernels.h"
 #include "ops/random_kernels.h"
@@ -23,7 +24,7 @@
 namespace sublet::ops {
 
 std::span<const NamedKernelTable> all_kernel_tables() {
-  static const std::array<NamedKernelTable, 48> tables{{
+  static const std::array<NamedKernelTable, 50> tables{{
       {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
       {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
       {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
@@ -50,6 +51,8 @@ std::span<const NamedKernelTable> all_kernel_tables() {
       {"sgd_update", &sgd_update_kernels(), true},
       {"adam_update", &adam_update_kernels(), true},
       {"mark_non_finite", &mark_non_finite_kernels(), true},
+      {"multi_tensor_norm", &multi_tensor_norm_kernels(), true},
+      {"multi_tensor_clip_scale", &multi_tensor_clip_scale_kernels(), true},
       {"max_pool2d_forward", &max_pool2d_forward_kernels(), true},
       {"max_pool2d_backward", &max_pool2d_backward_kernels(), true},
       {"avg_pool2d_forward", &avg_pool2d_forward_kernels(), true},

@@ -20,6 +20,7 @@
 #include "ops/cpu/elementwise_cpu.h"
 #include "ops/cpu/half_adapters_cpu.h"
 #include "ops/cpu/matmul_cpu.h"
+#include "ops/cpu/multi_tensor_norm_cpu.h"
 #include "ops/cpu/nn_kernel_adapters.h"
 #include "ops/cpu/optim_update_cpu.h"
 #include "ops/cpu/random_cpu.h"
@@ -33,6 +34,7 @@
 #include "ops/kernel_registration.h"
 #include "ops/loss_kernels.h"
 #include "ops/matmul_kernels.h"
+#include "ops/multi_tensor_norm_kernels.h"
 #include "ops/optim_update_kernels.h"
 #include "ops/pooling_kernels.h"
 #include "ops/random_kernels.h"
@@ -91,6 +93,9 @@ void register_floating() {
   sgd_update_kernels().set(kCpu, dtype, &cpu::sgd_update<T>);
   adam_update_kernels().set(kCpu, dtype, &cpu::adam_update<T>);
   mark_non_finite_kernels().set(kCpu, dtype, &cpu::mark_non_finite<T>);
+  // Keyed by the norm's dtype; the tensors may be float32, float64, bfloat16 or float16.
+  multi_tensor_norm_kernels().set(kCpu, dtype, &cpu::multi_tensor_norm<T>);
+  multi_tensor_clip_scale_kernels().set(kCpu, dtype, &cpu::multi_tensor_clip_scale<T>);
 }
 
 // Float32, float64 and int64: elementwise, reductions, copies and fills.

@@ -25,6 +25,7 @@
 #include "ops/cuda/loss_cuda.h"
 #include "ops/cuda/softmax_cuda.h"
 #include "ops/cuda/matmul_cuda.h"
+#include "ops/cuda/multi_tensor_norm_cuda.h"
 #include "ops/cuda/optim_update_cuda.h"
 #include "ops/cuda/pooling_cuda.h"
 #include "ops/cuda/random_cuda.h"
@@ -39,6 +40,7 @@
 #include "ops/loss_kernels.h"
 #include "ops/softmax_kernels.h"
 #include "ops/matmul_kernels.h"
+#include "ops/multi_tensor_norm_kernels.h"
 #include "ops/optim_update_kernels.h"
 #include "ops/pooling_kernels.h"
 #include "ops/random_kernels.h"
@@ -190,6 +192,9 @@ void register_tensor_kernels() {
   set_for(sgd_update_kernels(), kFloating, &cuda::sgd_update);
   set_for(adam_update_kernels(), kFloating, &cuda::adam_update);
   set_for(mark_non_finite_kernels(), kFloating, &cuda::mark_non_finite);
+  // Keyed by the norm's dtype; the tensors may be float32, float64, bfloat16 or float16.
+  set_for(multi_tensor_norm_kernels(), kFloating, &cuda::multi_tensor_norm);
+  set_for(multi_tensor_clip_scale_kernels(), kFloating, &cuda::multi_tensor_clip_scale);
 }
 
 void register_services() {
