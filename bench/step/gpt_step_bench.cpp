@@ -124,6 +124,7 @@ StepBenchResult run_gpt_step_bench(const StepBenchOptions& options, std::ostream
     time_graphed_steps(step, optimizer, window(input_pool, options.batch_size, seq_len),
                        window(target_pool, options.batch_size, seq_len), result);
     result.ms_per_step = median(result.step_ms);
+    result.img_per_s = static_cast<double>(options.batch_size) * 1000.0 / result.ms_per_step;  // sequences
     result.timed_samples = options.steps * options.batch_size * seq_len;
     double total_ms = 0;
     for (double ms : result.step_ms) total_ms += ms;

@@ -15,8 +15,13 @@ int main(int argc, char** argv) {
   try {
     const double bound = argc > 3 ? std::atof(argv[3]) : 1e-5;
     const auto d = sublet::testing::checkpoint_difference(argv[1], argv[2]);
-    std::printf("relative difference %g (largest %g, in %s); bound %g: %s\n", d.relative, d.largest, d.where.c_str(),
-                bound, d.relative <= bound ? "within" : "ABOVE");
+    if (d.where.empty()) {
+      std::printf("relative difference %g (every value equal); bound %g: %s\n", d.relative, bound,
+                  d.relative <= bound ? "within" : "ABOVE");
+    } else {
+      std::printf("relative difference %g (largest %g, in %s); bound %g: %s\n", d.relative, d.largest, d.where.c_str(),
+                  bound, d.relative <= bound ? "within" : "ABOVE");
+    }
     return d.relative <= bound ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

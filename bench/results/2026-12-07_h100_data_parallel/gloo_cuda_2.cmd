@@ -1,0 +1,1 @@
+build/sublet train --model resnet20 --data synthetic --synthetic-shape 3x8x8 --limit-train 120 --limit-test 6 --epochs 1 --lr 0.02 --device cuda --dist-timeout 60 --batch-size 6 --backend gloo --sync-batch-norm --nproc-per-node 2 --master-port 29531 --checkpoint gloo_cuda_2.ckpt --metrics-json gloo_cuda_2.json

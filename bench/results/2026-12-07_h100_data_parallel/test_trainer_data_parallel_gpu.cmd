@@ -1,0 +1,1 @@
+build/tests/train/test_trainer_data_parallel_gpu

@@ -1,0 +1,1 @@
+/opt/torch/.venv/bin/torchrun --nproc-per-node 2 --master-port 29532 --no-python build/sublet train --model resnet20 --data synthetic --synthetic-shape 3x8x8 --limit-train 120 --limit-test 6 --epochs 1 --lr 0.02 --device cuda --dist-timeout 60 --batch-size 6 --backend gloo --sync-batch-norm --checkpoint torchrun_gloo_cuda_2.ckpt --metrics-json torchrun_gloo_cuda_2.json

@@ -1,0 +1,1 @@
+/opt/torch/.venv/bin/torchrun --nproc-per-node 1 --master-port 29533 --no-python build/sublet train --model resnet20 --data synthetic --synthetic-shape 3x8x8 --limit-train 120 --limit-test 6 --epochs 1 --lr 0.02 --device cuda --dist-timeout 60 --batch-size 12 --backend nccl --checkpoint torchrun_nccl_1.ckpt --metrics-json torchrun_nccl_1.json
