@@ -18,12 +18,14 @@ import re
 import sys
 
 FAMILIES = [  # first match wins; the patterns are lower-case substrings or regexes of kernel names
+    ("attention", r"sdpa|flash_(forward|backward|fprop|bprop)|dot_do_o|convert_dq|write_grad_query|row_dot"),
     ("convolution", r"conv|xmma|implicit_gemm|cudnn|sm90_xmma|dgrad|wgrad|fprop|cutlass"),
     ("matmul", r"gemm|cublas|sm90_"),
+    ("optimizer", r"sgd|adam|optim|multi_tensor|update"),
+    ("layer norm", r"layer_norm|layernorm"),
     ("batch norm", r"batch_norm|batchnorm|bn_|welford|norm_"),
     ("pooling", r"pool"),
     ("loss / softmax", r"softmax|nll|cross_entropy|loss"),
-    ("optimizer", r"sgd|adam|optim|multi_tensor|update"),
     ("cast / copy", r"copy|cast|convert|transpose|fill"),
     ("reduction", r"reduce|sum"),
     ("element-wise", r"elementwise|vectorized|unrolled|binary|unary|ternary|relu|add|mul"),
