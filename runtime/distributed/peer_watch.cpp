@@ -10,6 +10,9 @@ namespace {
 
 std::string heartbeat_key(int rank) { return "sublet/heartbeat/" + std::to_string(rank); }
 constexpr const char* kDiagnosedKey = "sublet/failure/diagnosed";
+// Set by a rank that saw the failure and diagnosed it before leaving: it stopped beating because it
+// is ending, not because it died, so the ranks that diagnose after it do not blame it.
+std::string diagnosed_key(int rank) { return std::string(kDiagnosedKey) + "/" + std::to_string(rank); }
 
 }  // namespace
 
@@ -56,13 +59,16 @@ std::vector<int> PeerWatch::silent_ranks(std::chrono::milliseconds window) {
   for (int r = 0; r < world_size_; ++r) before[static_cast<std::size_t>(r)] = ask_->add(heartbeat_key(r), 0);
   std::this_thread::sleep_for(window);
   std::vector<int> silent;
-  for (int r = 0; r < world_size_; ++r)
-    if (r != rank_ && ask_->add(heartbeat_key(r), 0) == before[static_cast<std::size_t>(r)]) silent.push_back(r);
+  for (int r = 0; r < world_size_; ++r) {
+    if (r == rank_ || ask_->add(heartbeat_key(r), 0) != before[static_cast<std::size_t>(r)]) continue;
+    if (ask_->add(diagnosed_key(r), 0) == 0) silent.push_back(r);
+  }
   return silent;
 }
 
 void PeerWatch::report_diagnosed() {
   try {
+    ask_->add(diagnosed_key(rank_), 1);
     ask_->add(kDiagnosedKey, 1);
   } catch (const Error&) {
   }

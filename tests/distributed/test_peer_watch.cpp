@@ -29,6 +29,21 @@ TEST(PeerWatch, NamesTheRankThatStoppedBeatingAndNoOther) {
   EXPECT_NE(text.find("rank 2 stopped responding"), std::string::npos) << text;
 }
 
+// A rank that saw the failure too, diagnosed it and left stopped beating because it ended: the
+// ranks that diagnose after it blame only the one that died.
+TEST(PeerWatch, ARankThatDiagnosedAndLeftIsNotBlamed) {
+  testing::LoopbackStore store;
+  std::vector<std::unique_ptr<PeerWatch>> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.push_back(std::make_unique<PeerWatch>(connect(store), connect(store), r, 3, 50ms, true));
+  ranks[1].reset();  // rank 1 dies
+  ranks[2]->report_diagnosed();
+  ranks[2].reset();  // rank 2 diagnosed it and ends
+  EXPECT_EQ(ranks[0]->silent_ranks(200ms), std::vector<int>{1});
+  const std::string text = ranks[0]->diagnose();
+  EXPECT_NE(text.find("rank 1 stopped responding"), std::string::npos) << text;
+}
+
 TEST(PeerWatch, AStoreThatIsGoneNamesRankZero) {
   auto store = std::make_unique<testing::LoopbackStore>();
   PeerWatch watch(connect(*store), connect(*store), 1, 2, 50ms, true);
