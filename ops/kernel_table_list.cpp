@@ -14,6 +14,7 @@
 #include "ops/layer_norm_kernels.h"
 #include "ops/softmax_kernels.h"
 #include "ops/loss_kernels.h"
+#include "ops/linear_bias_kernels.h"
 #include "ops/matmul_kernels.h"
 #include "ops/multi_tensor_norm_kernels.h"
 #include "ops/optim_update_kernels.h"
@@ -24,7 +25,7 @@
 namespace sublet::ops {
 
 std::span<const NamedKernelTable> all_kernel_tables() {
-  static const std::array<NamedKernelTable, 50> tables{{
+  static const std::array<NamedKernelTable, 51> tables{{
       {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
       {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
       {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
@@ -48,6 +49,7 @@ std::span<const NamedKernelTable> all_kernel_tables() {
       {"cross_entropy_forward", &cross_entropy_forward_kernels(), true},
       {"cross_entropy_backward", &cross_entropy_backward_kernels(), true},
       {"matmul", &matmul_kernels(), true},
+      {"linear_bias", &linear_bias_kernels(), true},
       {"sgd_update", &sgd_update_kernels(), true},
       {"adam_update", &adam_update_kernels(), true},
       {"mark_non_finite", &mark_non_finite_kernels(), true},

@@ -19,6 +19,7 @@
 #include "ops/cpu/softmax_cpu.h"
 #include "ops/cpu/elementwise_cpu.h"
 #include "ops/cpu/half_adapters_cpu.h"
+#include "ops/cpu/linear_bias_cpu.h"
 #include "ops/cpu/matmul_cpu.h"
 #include "ops/cpu/multi_tensor_norm_cpu.h"
 #include "ops/cpu/nn_kernel_adapters.h"
@@ -33,6 +34,7 @@
 #include "ops/softmax_kernels.h"
 #include "ops/kernel_registration.h"
 #include "ops/loss_kernels.h"
+#include "ops/linear_bias_kernels.h"
 #include "ops/matmul_kernels.h"
 #include "ops/multi_tensor_norm_kernels.h"
 #include "ops/optim_update_kernels.h"
@@ -90,6 +92,7 @@ void register_floating() {
 
   ternary_kernels().set(kCpu, dtype, &cpu::ternary<T>);
   matmul_kernels().set(kCpu, dtype, &cpu::matmul<T>);
+  linear_bias_kernels().set(kCpu, dtype, &cpu::linear_bias<T>);
   sgd_update_kernels().set(kCpu, dtype, &cpu::sgd_update<T>);
   adam_update_kernels().set(kCpu, dtype, &cpu::adam_update<T>);
   mark_non_finite_kernels().set(kCpu, dtype, &cpu::mark_non_finite<T>);

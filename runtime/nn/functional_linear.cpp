@@ -1,10 +1,63 @@
 // linear: the matmul with the transposed weight (a view: cuBLAS reads it transposed in place)
-// and a broadcast bias add, each its own node.
+// and a broadcast bias add, each its own node. On CUDA, with a bias, one fused node instead:
+// the bias goes into the GEMM's epilogue (ops/linear_bias.h) and backward is the same matmuls
+// and column sum the two nodes would run.
+#include "ops/linear_bias.h"
 #include "runtime/autocast.h"
+#include "runtime/autograd/function.h"
+#include "runtime/kernel_args.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
 
 namespace sublet::nn::functional {
+namespace {
+
+using autograd::TensorList;
+
+// The fused forward and its node, or an undefined tensor where it does not apply (not CUDA, mixed
+// devices or dtypes, no kernel, or the kernel declined the shape): the caller then takes the
+// two-node way, which also raises the errors for mismatched operands.
+Tensor linear_with_bias_epilogue(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  // Under autocast all three go to the 16-bit type (the leaf weight and bias through the cast cache).
+  const Device device = input.device();
+  if (!device.is_cuda() || weight.device() != device || bias.device() != device) return Tensor();
+  const Tensor x = amp::to_lower(input), w = amp::to_lower(weight), b = amp::to_lower(bias);
+  if (w.dtype() != x.dtype() || b.dtype() != x.dtype() || !ops::has_linear_bias(device, x.dtype())) return Tensor();
+  const std::int64_t k = w.size(1), n = w.size(0);
+  if (k == 0 || x.numel() == 0) return Tensor();
+  Shape out_sizes(x.sizes().begin(), x.sizes().end() - 1);
+  out_sizes.push_back(n);
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // layout copies are internal: the node below covers the whole op
+    const Tensor x2 = x.reshape({-1, k}).contiguous(), wc = w.contiguous(), bc = b.contiguous();
+    out = Tensor::empty(out_sizes, x.options());
+    const ops::LinearBiasGeometry g{x2.size(0), k, n};
+    if (!ops::linear_bias(sublet::detail::context_for(out), x.dtype(), g, out.data_ptr(), x2.data_ptr(), wc.data_ptr(),
+                          bc.data_ptr())) {
+      return Tensor();
+    }
+  }
+  if (autograd::any_requires_grad({x, w, b})) {
+    const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = b.requires_grad();
+    autograd::record("linear", {x, w, b}, {out},
+                     [saved_x = need_w ? autograd::save(x) : Tensor(), saved_w = need_x ? autograd::save(w) : Tensor(),
+                      need_b, k, n](const TensorList& grads) {
+                       const Tensor& g = grads[0];
+                       AutocastGuard no_autocast(DType::BFloat16, false);  // the products in g's dtype, as the matmul node
+                       Tensor gx, gw, gb;
+                       // What the matmul node computes for input @ weight.t(): dX = dY W and the
+                       // weight's gradient as the transpose of X^T dY (one product over all rows).
+                       if (saved_w.defined()) gx = g.matmul(saved_w);
+                       if (saved_x.defined()) gw = saved_x.reshape({-1, k}).t().matmul(g.reshape({-1, n})).t();
+                       if (need_b) gb = sublet::detail::sum_to(g, {n});
+                       return TensorList{gx, gw, gb};
+                     });
+  }
+  return out;
+}
+
+}  // namespace
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const char* op = "linear";
@@ -17,6 +70,10 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   }
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0))) {
     throw ShapeError("linear: bias must be [" + std::to_string(weight.size(0)) + "], got " + shape_str(bias.sizes()));
+  }
+  if (bias.defined()) {
+    Tensor fused = linear_with_bias_epilogue(input, weight, bias);
+    if (fused.defined()) return fused;
   }
   // Under autocast the leaf weight is cast before the transpose (a view would miss the cast
   // cache), and the bias with it, so the output stays in the 16-bit type as torch's F.linear.

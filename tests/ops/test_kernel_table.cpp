@@ -170,8 +170,8 @@ TEST(KernelTable, CudaEntriesExistExactlyInCudaBuilds) {
 TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
   const std::set<std::string> half_ops = {"copy", "fill", "unary", "binary", "ternary", "dropout",
                                           "reduce_sum", "reduce_extremum", "scatter_add", "gather",
-                                          "matmul", "conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight",
-                                          "conv2d_backward_input_accumulate", "attention_forward",
+                                          "matmul", "linear_bias", "conv2d_forward", "conv2d_backward_input",
+                                          "conv2d_backward_weight", "conv2d_backward_input_accumulate", "attention_forward",
                                           "attention_backward",
                                           // the transformer ops (float32 math for 16-bit data)
                                           "log_softmax_forward", "log_softmax_backward", "softmax_forward",

@@ -13,6 +13,7 @@ foreach(unit embedding layer_norm gelu softmax cross_entropy clip_grad)
 endforeach()
 if(SUBLET_HAVE_CUDA)
   sublet_add_test(test_transformer_ops_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_transformer_ops_cuda.cpp LIBS sublet::runtime)
+  sublet_add_test(test_linear_bias_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_linear_bias_cuda.cpp LIBS sublet::runtime)
   sublet_add_test(test_clip_grad_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_clip_grad_cuda.cpp LIBS sublet::runtime)
 endif()
 # Scaled dot-product attention: the CPU reference and autograd; on the GPU, the cuBLAS and fused paths.
