@@ -22,6 +22,7 @@ list(APPEND SUBLET_OPS_CUDA_SOURCES
   ${SUBLET_CUDA_KERNEL_FILES}
   ${CMAKE_CURRENT_LIST_DIR}/cuda/cuda_checks.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/handles.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/lazy_library.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/cublas_loader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/cublaslt_loader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/matmul_cuda.cpp

@@ -5,37 +5,27 @@
 // and forward to the library, opened with dlopen on first use. A missing library is a CudaError
 // naming it, raised where cuBLAS is first needed.
 #include <cublas_v2.h>
-#include <dlfcn.h>
 
 #include <string>
 
-#include "core/errors.h"
+#include "ops/cuda/lazy_library.h"
 
 namespace sublet::ops::cuda {
 namespace {
 
+const std::string& cublas_versioned_name() {
+  static const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+  return name;
+}
+
 void* cublas_library() {
-  static void* const library = [] {
-    const std::string versioned = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
-    void* handle = ::dlopen(versioned.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) handle = ::dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
-    return handle;
-  }();
+  static void* const library = open_library(cublas_versioned_name(), "libcublas.so");
   return library;
 }
 
 template <typename Function>
 Function* cublas_symbol(const char* name) {
-  void* library = cublas_library();
-  if (library == nullptr) {
-    const char* why = ::dlerror();
-    throw CudaError("cuBLAS could not be loaded (libcublas.so." + std::to_string(CUBLAS_VER_MAJOR) +
-                    (why ? std::string(": ") + why : std::string()) +
-                    "); install the CUDA toolkit's cuBLAS or put its lib directory on LD_LIBRARY_PATH");
-  }
-  void* symbol = ::dlsym(library, name);
-  if (symbol == nullptr) throw CudaError(std::string("cuBLAS has no function ") + name + " (a cuBLAS older than this build's headers?)");
-  return reinterpret_cast<Function*>(symbol);
+  return reinterpret_cast<Function*>(library_function(cublas_library(), "cuBLAS", cublas_versioned_name(), name));
 }
 
 }  // namespace

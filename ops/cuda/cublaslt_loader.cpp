@@ -5,11 +5,10 @@
 // CudaError naming it, raised where cuBLASLt is first needed.
 #include <cublasLt.h>
 #include <cublas_api.h>
-#include <dlfcn.h>
 
 #include <string>
 
-#include "core/errors.h"
+#include "ops/cuda/lazy_library.h"
 
 namespace sublet::ops::cuda {
 namespace {
@@ -20,28 +19,13 @@ const std::string& cublaslt_versioned_name() {
 }
 
 void* cublaslt_library() {
-  static void* const library = [] {
-    void* handle = ::dlopen(cublaslt_versioned_name().c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) handle = ::dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
-    return handle;
-  }();
+  static void* const library = open_library(cublaslt_versioned_name(), "libcublasLt.so");
   return library;
 }
 
 template <typename Function>
 Function* cublaslt_symbol(const char* name) {
-  void* library = cublaslt_library();
-  if (library == nullptr) {
-    const char* why = ::dlerror();
-    throw CudaError("cuBLASLt could not be loaded (" + cublaslt_versioned_name() +
-                    (why ? std::string(": ") + why : std::string()) +
-                    "); install the CUDA toolkit's cuBLAS or put its lib directory on LD_LIBRARY_PATH");
-  }
-  void* symbol = ::dlsym(library, name);
-  if (symbol == nullptr) {
-    throw CudaError(std::string("cuBLASLt has no function ") + name + " (a cuBLASLt older than this build's headers?)");
-  }
-  return reinterpret_cast<Function*>(symbol);
+  return reinterpret_cast<Function*>(library_function(cublaslt_library(), "cuBLASLt", cublaslt_versioned_name(), name));
 }
 
 }  // namespace

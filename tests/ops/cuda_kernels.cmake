@@ -19,6 +19,8 @@ if(SUBLET_HAVE_CUDA)
   # which cuDNN finalizes without a device, built on the CPU.
   sublet_add_test(test_attention_cudnn_graph LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_cudnn_graph.cpp
                   LIBS sublet::ops)
+  # The libraries opened on first use (ops/cuda/lazy_library.h), cuBLAS and cuBLASLt without a device.
+  sublet_add_test(test_lazy_library LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_lazy_library.cpp LIBS sublet::ops)
   # Which shapes run as cuBLAS GEMMs (ops/cuda/conv2d_single_tap.h), checked on the CPU.
   sublet_add_test(test_conv2d_single_tap_shapes LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_conv2d_single_tap_shapes.cpp
                   LIBS sublet::ops)
