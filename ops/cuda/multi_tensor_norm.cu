@@ -23,6 +23,7 @@
 #include "memory/cuda_device_guard.h"
 #include "ops/cuda/block_reduce.cuh"
 #include "ops/cuda/cuda_checks.h"
+#include "ops/cuda/multi_tensor_table.cuh"
 #include "ops/cuda/half_types.cuh"
 #include "ops/cuda/multi_tensor_norm_cuda.h"
 #include "ops/cuda/stream.h"
@@ -58,25 +59,9 @@ struct UploadBatch {
 };
 static_assert(sizeof(UploadBatch) <= 4000, "kernel parameters must stay under 4 KiB");
 
-__global__ void write_table_kernel(UploadBatch batch, Entry* table) {
-  for (int i = threadIdx.x; i < batch.count; i += blockDim.x) table[batch.offset + i] = batch.entries[i];
-}
-
-// The entry whose chunks include blockIdx.x: the last one with chunk_begin <= blockIdx.x.
-__device__ Entry entry_of_block(const Entry* table, int count) {
-  __shared__ int found;
-  if (threadIdx.x == 0) {
-    int lo = 0, hi = count - 1;
-    const auto chunk = static_cast<std::int32_t>(blockIdx.x);
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (table[mid].chunk_begin <= chunk) lo = mid; else hi = mid - 1;
-    }
-    found = lo;
-  }
-  __syncthreads();
-  return table[found];
-}
+using multi_tensor::entry_of_block;
+// One instantiation, named, so that the launch check can name it.
+constexpr auto write_table_kernel = &multi_tensor::write_table_kernel<UploadBatch, Entry>;
 
 // f(T{}) with T the device type of the entry's elements (uniform over a block).
 template <typename F>

@@ -22,6 +22,7 @@
 
 #include "core/errors.h"
 #include "ops/cuda/cuda_checks.h"
+#include "ops/cuda/multi_tensor_table.cuh"
 #include "memory/cuda_device_guard.h"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/device_math.cuh"
@@ -84,25 +85,9 @@ __global__ void advance_counts_kernel(const Entry* table, int count, double* sca
   if (threadIdx.x == 0 && counter_slot >= 0) scalars[1 + counter_slot] += 1.0;
 }
 
-__global__ void write_table_kernel(UploadBatch batch, Entry* table) {
-  for (int i = threadIdx.x; i < batch.count; i += blockDim.x) table[batch.offset + i] = batch.entries[i];
-}
-
-// The entry whose chunks include blockIdx.x: the last one with chunk_begin <= blockIdx.x.
-__device__ const Entry& entry_of_block(const Entry* table, int count) {
-  __shared__ int found;
-  if (threadIdx.x == 0) {
-    int lo = 0, hi = count - 1;
-    const auto chunk = static_cast<std::int32_t>(blockIdx.x);
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (table[mid].chunk_begin <= chunk) lo = mid; else hi = mid - 1;
-    }
-    found = lo;
-  }
-  __syncthreads();
-  return table[found];
-}
+using multi_tensor::entry_of_block;
+// One instantiation, named, so that the launch check can name it.
+constexpr auto write_table_kernel = &multi_tensor::write_table_kernel<UploadBatch, Entry>;
 
 // GradScaler's check (ops::mark_non_finite): NaN into *found_inf when the block's chunk holds
 // an inf or NaN. Several blocks may write; they all write the same value.
