@@ -8,6 +8,9 @@ if(SUBLET_HAVE_CUDA)
           test_cuda_half_batch_norm test_cuda_channels_last_batch_norm test_cuda_half_pooling)
     sublet_add_test(${cuda_test} LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/${cuda_test}.cpp LIBS sublet::ops)
   endforeach()
+  # The fused cross-entropy in every floating dtype against the float64 CPU kernel.
+  sublet_add_test(test_cuda_cross_entropy LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_cross_entropy.cpp
+                  LIBS sublet::ops)
   # 16-bit matmul/conv2d and channels-last conv2d against the float32 CPU kernels.
   foreach(cuda_test test_cuda_half_matmul test_cuda_half_conv2d test_cuda_conv2d_channels_last test_cuda_conv2d_im2col
           test_cuda_batch_norm_count)
