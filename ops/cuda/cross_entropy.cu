@@ -38,13 +38,25 @@ constexpr int kVector = static_cast<int>(kVectorBytes / sizeof(T));
 template <int N>
 using Width = std::integral_constant<int, N>;
 
+// exp(x - shift). float: ex2.approx of x * log2(e) - shift * log2(e), one FMA and one MUFU per
+// value; rounding shift * log2(e) moves every value alike by |shift| * 2^-24 at most, the order
+// of rounding the log-sum-exp itself to float32.
+template <typename A>
+struct ExpMinus {
+  A shift;
+  __device__ explicit ExpMinus(A s) : shift(std::is_same_v<A, float> ? -s * A(1.4426950408889634) : s) {}
+  __device__ A operator()(A x) const {
+    if constexpr (std::is_same_v<A, float>) {
+      return exp2f(fmaf(x, 1.4426950408889634f, shift));
+    } else {
+      return exp(x - shift);
+    }
+  }
+};
+
 template <typename A>
 __device__ A exp_of(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return __expf(x);
-  } else {
-    return exp(x);
-  }
+  return ExpMinus<A>(A(0))(x);
 }
 
 // Calls visit(j, Width<V>) for the vectors of this thread and visit(j, Width<1>) for its single
@@ -107,10 +119,10 @@ __device__ void add_values(MaxSum<A>& s, const A (&x)[N]) {
   const A m = fmax(s.max, values_max);
   if (m > s.max) s.sum *= exp_of(s.max - m);  // s.max -inf: exp(-inf) = 0 (a NaN sum stays NaN)
   s.max = m;
-  const A shift = m == -INFINITY ? A(0) : m;  // -inf - -inf would be NaN
+  const ExpMinus<A> exp_minus(m == -INFINITY ? A(0) : m);  // -inf - -inf would be NaN
   A added = 0;
 #pragma unroll
-  for (int k = 0; k < N; ++k) added += exp_of(x[k] - shift);
+  for (int k = 0; k < N; ++k) added += exp_minus(x[k]);
   s.sum += added;
 }
 
@@ -130,7 +142,8 @@ __device__ A log_sum_exp_of(MaxSum<A> s) {
   return s.max + log(s.sum);
 }
 
-template <typename T>
+// kSmoothing: label smoothing is on, so the row's sum of logits is needed too.
+template <typename T, bool kSmoothing>
 __global__ void __launch_bounds__(kRowThreads)
     forward_rows(std::int64_t classes, const T* logits, const std::int64_t* targets, std::int64_t ignore_index,
                  Acc<T> smoothing, Acc<T>* row_lse, Acc<T>* row_loss) {
@@ -146,12 +159,14 @@ __global__ void __launch_bounds__(kRowThreads)
     A x[N];
     load_values<N>(row, j, x);
     add_values<N>(local, x);
+    if constexpr (kSmoothing) {
 #pragma unroll
-    for (int k = 0; k < N; ++k) local_sum += x[k];
+      for (int k = 0; k < N; ++k) local_sum += x[k];
+    }
   });
   const MaxSum<A> stats = block_combine(local, stats_scratch, [](MaxSum<A> a, MaxSum<A> b) { return merge(a, b); });
   A logits_sum = 0;
-  if (smoothing != A(0)) logits_sum = block_combine(local_sum, sum_scratch, [](A a, A b) { return a + b; });
+  if constexpr (kSmoothing) logits_sum = block_combine(local_sum, sum_scratch, [](A a, A b) { return a + b; });
   if (threadIdx.x == 0) {
     const A lse = log_sum_exp_of(stats);
     row_lse[n] = lse;
@@ -217,6 +232,7 @@ __global__ void __launch_bounds__(kRowThreads)
   const A scale = *grad_loss / *count;
   const A lse = row_lse[n];
   const A smooth_share = smoothing / static_cast<A>(classes);
+  const ExpMinus<A> exp_minus(lse);
   visit_row<V>(row, classes, [&](std::int64_t j, auto width) {
     constexpr int N = decltype(width)::value;
     A x[N];
@@ -224,7 +240,7 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       const A target_share = (j + k == t ? A(1) - smoothing : A(0)) + smooth_share;
-      x[k] = scale * (exp_of(x[k] - lse) - target_share);
+      x[k] = scale * (exp_minus(x[k]) - target_share);
     }
     store_values<N>(grad_row, j, x);
   });
@@ -257,7 +273,8 @@ void cross_entropy_forward(const Context& ctx, const ClassScoresShape& s, DType 
     const cudaStream_t stream = stream_of(ctx.stream);
     auto per_row = ctx.workspace(static_cast<std::size_t>(s.batch) * sizeof(A));
     auto* row_loss = static_cast<A*>(per_row.get());
-    forward_rows<T><<<rows_grid(s), kRowThreads, 0, stream>>>(
+    auto* forward = params.label_smoothing != 0 ? forward_rows<T, true> : forward_rows<T, false>;
+    forward<<<rows_grid(s), kRowThreads, 0, stream>>>(
         s.classes, static_cast<const T*>(logits), targets, params.ignore_index, static_cast<A>(params.label_smoothing),
         static_cast<A*>(row_log_sum_exp), row_loss);
     SUBLET_CUDA_LAUNCH_CHECK(cross_entropy_forward_rows);
