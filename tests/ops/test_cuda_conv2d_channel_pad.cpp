@@ -9,13 +9,15 @@
 //    dilation and non-square kernels, bfloat16 and float16;
 //  - the accumulating input gradient (grad_input += ...) against the CPU's gradient plus the
 //    values it started with;
-//  - that the padded path ran: the widened input's bytes show in the allocator's requests.
+//  - that the padded path runs where it applies and only there: the widened input's bytes show in
+//    the allocator's requests for bfloat16, and float32's requests do not change.
 // NaN and infinity fail.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "core/tuning.h"
 #include "low_precision_gpu_support.h"
@@ -176,19 +178,34 @@ TEST(CudaConv2dChannelPad, AccumulatingInputGradientAddsOnce) {
   }
 }
 
-TEST(CudaConv2dChannelPad, ThePaddedInputIsAllocated) {
-  SUBLET_SKIP_WITHOUT_GPU("the padded path's widened input in the allocator's requests");
-  Conv2dShape s = conv_shape(4, 3, 40, 40, 64, 7, 7, 2, 3);
-  s.format = MemoryFormat::ChannelsLast;
-  DeviceBuffer<BFloat16> x(s.input_numel()), w(s.weight_numel()), y(s.output_numel());
+// What one forward asks of the allocator (blocks, requested bytes) with `multiple`, after a first
+// call that built the plans.
+template <typename T>
+std::pair<std::int64_t, std::int64_t> forward_requests(const Conv2dShape& s, int multiple) {
+  DeviceBuffer<T> x(s.input_numel()), w(s.weight_numel()), y(s.output_numel());
   const Context ctx = gpu_context();
-  const auto requested = [&] { return ctx.allocator->stats().requested_bytes[memory::StatType::All].allocated; };
-  const std::int64_t widened = s.batch * s.in_height * s.in_width * 8 * 2;
-  const ScopedTuning on([](TuningOptions& o) { o.conv_pad_channels = 8; });
-  conv2d_forward(ctx, s, DType::BFloat16, x.get(), w.get(), nullptr, y.get());  // plans built: not counted
-  const std::int64_t before = requested();
-  conv2d_forward(ctx, s, DType::BFloat16, x.get(), w.get(), nullptr, y.get());
-  EXPECT_GE(requested() - before, widened) << "the forward requested no [N, H, W, 8] workspace";
+  const ScopedTuning scope([multiple](TuningOptions& o) { o.conv_pad_channels = multiple; });
+  conv2d_forward(ctx, s, DTypeOf<T>::value, x.get(), w.get(), nullptr, y.get());
+  const memory::DeviceStats before = ctx.allocator->stats();
+  conv2d_forward(ctx, s, DTypeOf<T>::value, x.get(), w.get(), nullptr, y.get());
+  const memory::DeviceStats after = ctx.allocator->stats();
+  const auto all = memory::StatType::All;
+  return {after.allocation[all].allocated - before.allocation[all].allocated,
+          after.requested_bytes[all].allocated - before.requested_bytes[all].allocated};
+}
+
+TEST(CudaConv2dChannelPad, PaddedOnlyWhereItApplies) {
+  SUBLET_SKIP_WITHOUT_GPU("the padded path's workspaces in the allocator's requests");
+  Conv2dShape s = conv_shape(16, 3, 40, 40, 64, 7, 7, 2, 3);
+  s.format = MemoryFormat::ChannelsLast;
+  // bfloat16: the widened input and weight are two more blocks than the unpadded pass asks for
+  // (its cuDNN workspace, at most one, may differ), and at least the widened input's bytes.
+  const auto off = forward_requests<BFloat16>(s, kConvPadChannelsOff);
+  const auto on = forward_requests<BFloat16>(s, 8);
+  EXPECT_GE(on.first, off.first + 1) << "padded forward: " << on.first << " blocks, unpadded " << off.first;
+  EXPECT_GE(on.second, s.batch * s.in_height * s.in_width * 8 * 2) << "no [N, H, W, 8] workspace requested";
+  // float32 (im2col) is not padded: the same requests with the setting on and off.
+  EXPECT_EQ(forward_requests<float>(s, 8), forward_requests<float>(s, kConvPadChannelsOff));
 }
 
 }  // namespace
