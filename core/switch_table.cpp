@@ -28,6 +28,9 @@ constexpr std::array kSwitches{
                "the Gloo shim (libsublet_gloo.so) --backend gloo loads (next to the sublet binary when unset)"},
     SwitchSpec{kNvtxCaptureSwitch, Path, Runtime, "",
                "the JSON file libsublet_nvtx_capture.so writes NVTX ranges to (%p: the process id)"},
+    SwitchSpec{kConvPadChannelsSwitch, Text, Runtime, "off",
+               "16-bit channels-last CUDA convolutions of fewer than 8 input channels: off, or run cuDNN on "
+               "input and weight copies zero-padded to a multiple of 4 or 8 channels"},
     // Their own readers.
     SwitchSpec{"SUBLET_ALLOC_CONF", Text, Allocator, "",
                "allocator configuration, PyTorch's PYTORCH_CUDA_ALLOC_CONF keys; wins over that variable"},

@@ -24,6 +24,15 @@ AttentionBackend read_attention_backend(const EnvironmentLookup& lookup, Attenti
   throw ValueError(std::string(kAttentionBackendSwitch) + ": expected auto, cudnn or sublet, got '" + *value + "'");
 }
 
+int read_conv_pad_channels(const EnvironmentLookup& lookup, int default_value) {
+  const std::optional<std::string> value = lookup(std::string(kConvPadChannelsSwitch));
+  if (!value || value->empty()) return default_value;
+  if (*value == "off") return kConvPadChannelsOff;
+  if (*value == "4") return 4;
+  if (*value == "8") return 8;
+  throw ValueError(std::string(kConvPadChannelsSwitch) + ": expected off, 4 or 8, got '" + *value + "'");
+}
+
 bool read_flag(const EnvironmentLookup& lookup, std::string_view name, bool default_value) {
   const std::optional<std::string> value = lookup(std::string(name));
   if (!value) return default_value;
@@ -55,6 +64,7 @@ TuningOptions TuningOptions::from_environment(const EnvironmentLookup& lookup) {
   o.nccl_library = read_path(lookup, kNcclLibrarySwitch, o.nccl_library);
   o.gloo_library = read_path(lookup, kGlooLibrarySwitch, o.gloo_library);
   o.nvtx_capture = read_path(lookup, kNvtxCaptureSwitch, o.nvtx_capture);
+  o.conv_pad_channels = read_conv_pad_channels(lookup, o.conv_pad_channels);
   return o;
 }
 
@@ -67,6 +77,7 @@ std::optional<std::string> TuningOptions::value_text(std::string_view name) cons
   if (name == kNcclLibrarySwitch) return nccl_library;
   if (name == kGlooLibrarySwitch) return gloo_library;
   if (name == kNvtxCaptureSwitch) return nvtx_capture;
+  if (name == kConvPadChannelsSwitch) return conv_pad_channels_text(conv_pad_channels);
   return std::nullopt;
 }
 
@@ -97,6 +108,10 @@ const char* attention_backend_name(AttentionBackend backend) {
     case AttentionBackend::Auto: break;
   }
   return "auto";
+}
+
+std::string conv_pad_channels_text(int multiple) {
+  return multiple == kConvPadChannelsOff ? std::string("off") : std::to_string(multiple);
 }
 
 }  // namespace sublet

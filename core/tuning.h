@@ -21,6 +21,13 @@ enum class AttentionBackend {
 // "auto", "cudnn" or "sublet", as the variable spells it.
 const char* attention_backend_name(AttentionBackend backend);
 
+// SUBLET_CONV_PAD_CHANNELS: bfloat16/float16 channels-last convolutions of fewer than 8 input
+// channels (an image's stem) on CUDA run cuDNN on copies of the input and weight whose channels
+// are zero-padded to a multiple of this (ops/cuda/conv2d_channel_pad.h); 0 is off.
+inline constexpr int kConvPadChannelsOff = 0;
+// "off", "4" or "8", as the variable spells it.
+std::string conv_pad_channels_text(int multiple);
+
 // Looks an environment variable up: nullopt when it is not set.
 using EnvironmentLookup = std::function<std::optional<std::string>(const std::string& name)>;
 EnvironmentLookup process_environment();
@@ -33,9 +40,11 @@ struct TuningOptions {
   std::string nccl_library = "libnccl.so.2";  // SUBLET_NCCL_LIBRARY
   std::string gloo_library;                 // SUBLET_GLOO_LIBRARY; empty: next to the sublet binary
   std::string nvtx_capture;                 // SUBLET_NVTX_CAPTURE; empty: nowhere to write
+  int conv_pad_channels = kConvPadChannelsOff;  // SUBLET_CONV_PAD_CHANNELS=off|4|8
 
   // Reads the runtime switches through `lookup`. Throws ValueError naming the variable, what it
-  // may be and what it is, for a flag that is neither "1", "0" nor empty.
+  // may be and what it is, for a flag that is neither "1", "0" nor empty, or a text switch's
+  // value outside its list.
   static TuningOptions from_environment(const EnvironmentLookup& lookup);
 
   // A switch's value as its environment variable would spell it ("1"/"0" for flags); nullopt

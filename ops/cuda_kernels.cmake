@@ -16,6 +16,7 @@ set(SUBLET_CUDA_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/dropout.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_bias.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_im2col.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_channel_pad.cu
 )
 set_source_files_properties(${SUBLET_CUDA_KERNEL_FILES} PROPERTIES COMPILE_OPTIONS "--expt-relaxed-constexpr")
 list(APPEND SUBLET_OPS_CUDA_SOURCES

@@ -18,10 +18,13 @@
 //   float32/float64 NCHW keep cuDNN's own bias calls (cudnnAddTensor, BackwardBias).
 // - Convolutions where one kernel tap meets the whole input (a 3x3 padding-1 convolution on a
 //   1x1 plane) are GEMMs on cuBLAS instead (ops/cuda/conv2d_single_tap.h).
-// - Channels-last convolutions of fewer than 8 input channels (an image's stem) run forward and
-//   weight gradient as im2col + a cuBLAS GEMM (ops/cuda/conv2d_im2col.h).
+// - Channels-last float32 convolutions of fewer than 8 input channels (an image's stem) run
+//   forward and weight gradient as im2col + a cuBLAS GEMM (ops/cuda/conv2d_im2col.h); 16-bit
+//   ones can run cuDNN on channel-padded copies of their operands (ops/cuda/conv2d_channel_pad.h,
+//   selected by TuningOptions::conv_pad_channels).
 #include "ops/cuda/conv2d_cuda.h"
 #include "ops/cuda/conv2d_bias.h"
+#include "ops/cuda/conv2d_channel_pad.h"
 #include "ops/cuda/conv2d_graph.h"
 #include "ops/cuda/conv2d_im2col.h"
 #include "ops/cuda/conv2d_layout.h"
@@ -34,6 +37,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "core/tuning.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/cudnn_descriptors.h"
 #include "memory/cuda_device_guard.h"
@@ -332,6 +336,15 @@ bool single_tap(const Conv2dShape& s, DType dtype) { return conv2d_single_tap_ap
 
 bool im2col(const Conv2dShape& s, DType dtype) { return conv2d_im2col_applies(s, dtype); }
 
+// The input channels the operands are zero-padded to (ops/cuda/conv2d_channel_pad.h), 0 for none.
+std::int64_t padded_channels(const Conv2dShape& s, DType dtype) {
+  return conv2d_padded_channels(s, dtype, tuning().conv_pad_channels);
+}
+
+// Rows of a channels-last activation [N, H, W, C] and of a weight [K, R, S, C] (groups 1).
+std::int64_t input_rows(const Conv2dShape& s) { return s.batch * s.in_height * s.in_width; }
+std::int64_t weight_rows(const Conv2dShape& s) { return s.out_channels * s.kernel_h * s.kernel_w; }
+
 // The convolutions written as cuBLAS GEMMs (single tap, im2col): whether one took the pass.
 bool gemm_forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* input, const void* weight,
                   void* output) {
@@ -359,42 +372,27 @@ bool gemm_backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype,
   return false;
 }
 
-void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* input, const void* weight,
-             const void* bias, void* output) {
-  memory::CudaDeviceGuard device(ctx.device);
-  cudnnHandle_t handle = cudnn_for(ctx);
+// The cuDNN passes proper (graph API, else the legacy API) on the operands as given.
+void cudnn_forward(const Context& ctx, cudnnHandle_t handle, const Conv2dShape& s, DType dtype, const void* input,
+                   const void* weight, void* output) {
+  if (conv2d_graph_run(ctx, handle, s, dtype, ConvPass::Forward,
+                       {const_cast<void*>(input), const_cast<void*>(weight), output})) {
+    return;
+  }
+  ConvDescriptors d(s, dtype);
   const Scaling scale(dtype);
-  const bool done = gemm_forward(ctx, s, dtype, input, weight, output) ||
-                    conv2d_graph_run(ctx, handle, s, dtype, ConvPass::Forward,
-                                            {const_cast<void*>(input), const_cast<void*>(weight), output});
-  if (!done) {
-    ConvDescriptors d(s, dtype);
-    with_algorithm(ctx, handle, d, s, dtype, ConvPass::Forward, ConvOperands{input, weight, nullptr, output},
-                   [&](int algorithm, void* workspace, std::size_t bytes) {
-      SUBLET_CUDNN_CHECK(cudnnConvolutionForward(handle, scale.one(), d.input.get(), input, d.weight.get(), weight,
-                                                 d.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algorithm),
-                                                 workspace, bytes, scale.zero(), d.output.get(), output));
-    });
-  }
-  if (bias == nullptr) return;
-  if (cudnn_bias(s, dtype)) {
-    const BiasDescriptors b(s, dtype);
-    SUBLET_CUDNN_CHECK(cudnnAddTensor(handle, scale.one(), b.bias.get(), bias, scale.one(), b.output.get(), output));
-  } else {
-    conv2d_bias_add(ctx, s, dtype, bias, output);
-  }
+  with_algorithm(ctx, handle, d, s, dtype, ConvPass::Forward, ConvOperands{input, weight, nullptr, output},
+                 [&](int algorithm, void* workspace, std::size_t bytes) {
+    SUBLET_CUDNN_CHECK(cudnnConvolutionForward(handle, scale.one(), d.input.get(), input, d.weight.get(), weight,
+                                               d.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algorithm),
+                                               workspace, bytes, scale.zero(), d.output.get(), output));
+  });
 }
 
-// Accumulating (grad_input += ...): the single-tap GEMM and cuDNN's graph API take beta = 1;
-// the legacy API is left out (its algorithm search would write into the sum), so false there.
-bool backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output, const void* weight,
-                    void* grad_input, bool accumulate) {
-  memory::CudaDeviceGuard device(ctx.device);
-  if (single_tap(s, dtype)) {
-    conv2d_single_tap_backward_input(ctx, s, dtype, grad_output, weight, grad_input, accumulate);
-    return true;
-  }
-  cudnnHandle_t handle = cudnn_for(ctx);
+// Accumulating (grad_input += ...): cuDNN's graph API takes beta = 1; the legacy API is left out
+// (its algorithm search would write into the sum), so false there, having enqueued nothing.
+bool cudnn_backward_input(const Context& ctx, cudnnHandle_t handle, const Conv2dShape& s, DType dtype,
+                          const void* grad_output, const void* weight, void* grad_input, bool accumulate) {
   if (conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardData,
                        {grad_input, const_cast<void*>(weight), const_cast<void*>(grad_output)}, accumulate)) {
     return true;
@@ -412,26 +410,87 @@ bool backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const
   return true;
 }
 
+void cudnn_backward_weight(const Context& ctx, cudnnHandle_t handle, const Conv2dShape& s, DType dtype,
+                           const void* grad_output, const void* input, void* grad_weight) {
+  if (conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardFilter,
+                       {const_cast<void*>(input), grad_weight, const_cast<void*>(grad_output)})) {
+    return;
+  }
+  ConvDescriptors d(s, dtype);
+  const Scaling scale(dtype);
+  with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardFilter, ConvOperands{input, nullptr, grad_output, grad_weight},
+                 [&](int algorithm, void* workspace, std::size_t bytes) {
+                   SUBLET_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+                       handle, scale.one(), d.input.get(), input, d.output.get(), grad_output, d.conv.get(),
+                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), workspace, bytes, scale.zero(),
+                       d.weight.get(), grad_weight));
+                 });
+}
+
+void forward(const Context& ctx, const Conv2dShape& s, DType dtype, const void* input, const void* weight,
+             const void* bias, void* output) {
+  memory::CudaDeviceGuard device(ctx.device);
+  cudnnHandle_t handle = cudnn_for(ctx);
+  if (!gemm_forward(ctx, s, dtype, input, weight, output)) {
+    if (const std::int64_t padded = padded_channels(s, dtype)) {
+      const memory::ScopedBlock x = conv2d_widened_copy(ctx, input_rows(s), s.in_channels, padded, input);
+      const memory::ScopedBlock w = conv2d_widened_copy(ctx, weight_rows(s), s.in_channels, padded, weight);
+      cudnn_forward(ctx, handle, conv2d_with_in_channels(s, padded), dtype, x.get(), w.get(), output);
+    } else {
+      cudnn_forward(ctx, handle, s, dtype, input, weight, output);
+    }
+  }
+  if (bias == nullptr) return;
+  const Scaling scale(dtype);
+  if (cudnn_bias(s, dtype)) {
+    const BiasDescriptors b(s, dtype);
+    SUBLET_CUDNN_CHECK(cudnnAddTensor(handle, scale.one(), b.bias.get(), bias, scale.one(), b.output.get(), output));
+  } else {
+    conv2d_bias_add(ctx, s, dtype, bias, output);
+  }
+}
+
+// Accumulating: see cudnn_backward_input. With padded channels the gradient so far is widened
+// into the padded buffer, so that cuDNN's sum is the only rounding, as without padding.
+bool backward_input(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output, const void* weight,
+                    void* grad_input, bool accumulate) {
+  memory::CudaDeviceGuard device(ctx.device);
+  if (single_tap(s, dtype)) {
+    conv2d_single_tap_backward_input(ctx, s, dtype, grad_output, weight, grad_input, accumulate);
+    return true;
+  }
+  cudnnHandle_t handle = cudnn_for(ctx);
+  const std::int64_t padded = padded_channels(s, dtype);
+  if (padded == 0) return cudnn_backward_input(ctx, handle, s, dtype, grad_output, weight, grad_input, accumulate);
+  const memory::ScopedBlock w = conv2d_widened_copy(ctx, weight_rows(s), s.in_channels, padded, weight);
+  const memory::ScopedBlock dx =
+      accumulate ? conv2d_widened_copy(ctx, input_rows(s), s.in_channels, padded, grad_input)
+                 : ctx.workspace(static_cast<std::size_t>(input_rows(s) * padded) * element_size(dtype));
+  if (!cudnn_backward_input(ctx, handle, conv2d_with_in_channels(s, padded), dtype, grad_output, w.get(), dx.get(),
+                            accumulate)) {
+    return false;  // only the widening ran, into workspaces: grad_input is untouched
+  }
+  conv2d_narrow_channels(ctx, input_rows(s), padded, s.in_channels, dx.get(), grad_input);
+  return true;
+}
+
 void backward_weight(const Context& ctx, const Conv2dShape& s, DType dtype, const void* grad_output, const void* input,
                      void* grad_weight, void* grad_bias) {
   memory::CudaDeviceGuard device(ctx.device);
   cudnnHandle_t handle = cudnn_for(ctx);
-  const Scaling scale(dtype);
-  const bool done = gemm_backward_weight(ctx, s, dtype, grad_output, input, grad_weight) ||
-                    conv2d_graph_run(ctx, handle, s, dtype, ConvPass::BackwardFilter,
-                                            {const_cast<void*>(input), grad_weight, const_cast<void*>(grad_output)});
-  if (!done) {
-    ConvDescriptors d(s, dtype);
-    with_algorithm(ctx, handle, d, s, dtype, ConvPass::BackwardFilter,
-                   ConvOperands{input, nullptr, grad_output, grad_weight},
-                   [&](int algorithm, void* workspace, std::size_t bytes) {
-                     SUBLET_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-                         handle, scale.one(), d.input.get(), input, d.output.get(), grad_output, d.conv.get(),
-                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), workspace, bytes, scale.zero(),
-                         d.weight.get(), grad_weight));
-                   });
+  if (!gemm_backward_weight(ctx, s, dtype, grad_output, input, grad_weight)) {
+    if (const std::int64_t padded = padded_channels(s, dtype)) {
+      const memory::ScopedBlock x = conv2d_widened_copy(ctx, input_rows(s), s.in_channels, padded, input);
+      const memory::ScopedBlock dw =
+          ctx.workspace(static_cast<std::size_t>(weight_rows(s) * padded) * element_size(dtype));
+      cudnn_backward_weight(ctx, handle, conv2d_with_in_channels(s, padded), dtype, grad_output, x.get(), dw.get());
+      conv2d_narrow_channels(ctx, weight_rows(s), padded, s.in_channels, dw.get(), grad_weight);
+    } else {
+      cudnn_backward_weight(ctx, handle, s, dtype, grad_output, input, grad_weight);
+    }
   }
   if (grad_bias == nullptr) return;
+  const Scaling scale(dtype);
   if (cudnn_bias(s, dtype)) {
     const BiasDescriptors b(s, dtype);
     SUBLET_CUDNN_CHECK(

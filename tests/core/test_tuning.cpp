@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/errors.h"
@@ -104,6 +105,27 @@ TEST(TuningOptions, AttentionBackendIsAutoCudnnOrSublet) {
       [&] { TuningOptions::from_environment(lookup_in({{"SUBLET_ATTENTION_BACKEND", "flash"}})); });
   EXPECT_NE(message.find("SUBLET_ATTENTION_BACKEND: expected auto, cudnn or sublet, got 'flash'"), std::string::npos)
       << message;
+}
+
+TEST(TuningOptions, ConvPadChannelsIsOffFourOrEight) {
+  const TuningOptions defaults = TuningOptions::from_environment(lookup_in({}));
+  EXPECT_EQ(defaults.conv_pad_channels, kConvPadChannelsOff);
+  EXPECT_EQ(defaults.value_text("SUBLET_CONV_PAD_CHANNELS"), find_switch("SUBLET_CONV_PAD_CHANNELS")->default_value)
+      << "the table's default is the option's";
+  EXPECT_EQ(TuningOptions::from_environment(lookup_in({{"SUBLET_CONV_PAD_CHANNELS", ""}})).conv_pad_channels,
+            kConvPadChannelsOff);
+  const std::pair<std::string, int> values[] = {{"off", kConvPadChannelsOff}, {"4", 4}, {"8", 8}};
+  for (const auto& [text, multiple] : values) {
+    const TuningOptions o = TuningOptions::from_environment(lookup_in({{"SUBLET_CONV_PAD_CHANNELS", text}}));
+    EXPECT_EQ(o.conv_pad_channels, multiple) << text;
+    EXPECT_EQ(o.value_text("SUBLET_CONV_PAD_CHANNELS"), text);
+  }
+  for (const std::string bad : {"on", "2", "16", "0", " 4", "auto"}) {
+    const std::string message = testing::message_of<ValueError>(
+        [&] { TuningOptions::from_environment(lookup_in({{"SUBLET_CONV_PAD_CHANNELS", bad}})); });
+    EXPECT_NE(message.find("SUBLET_CONV_PAD_CHANNELS: expected off, 4 or 8, got '" + bad + "'"), std::string::npos)
+        << message;
+  }
 }
 
 TEST(TuningOptions, AnyOtherFlagValueIsAnError) {

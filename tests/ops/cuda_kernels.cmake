@@ -13,7 +13,7 @@ if(SUBLET_HAVE_CUDA)
                   LIBS sublet::ops)
   # 16-bit matmul/conv2d and channels-last conv2d against the float32 CPU kernels.
   foreach(cuda_test test_cuda_half_matmul test_cuda_half_conv2d test_cuda_conv2d_channels_last test_cuda_conv2d_im2col
-          test_cuda_batch_norm_count)
+          test_cuda_batch_norm_count test_cuda_conv2d_channel_pad)
     sublet_add_test(${cuda_test} LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/${cuda_test}.cpp LIBS sublet::ops)
   endforeach()
   # Their descriptors' strides and types (ops/cuda/conv2d_layout.h), checked on the CPU.
@@ -29,6 +29,9 @@ if(SUBLET_HAVE_CUDA)
                   LIBS sublet::ops)
   # Which shapes run as im2col + GEMM (ops/cuda/conv2d_im2col.h), checked on the CPU.
   sublet_add_test(test_conv2d_im2col_shapes LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_conv2d_im2col_shapes.cpp
+                  LIBS sublet::ops)
+  # Which shapes run on channel-padded operands (ops/cuda/conv2d_channel_pad.h), checked on the CPU.
+  sublet_add_test(test_conv2d_channel_pad_shapes LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_conv2d_channel_pad_shapes.cpp
                   LIBS sublet::ops)
   # The 16-bit conversions of the GPU kernels (ops/cuda/half_types.cuh) compiled for the host and
   # checked against core/half.h on the CPU (CUDA's intrinsics emulate their rounding on the host).
