@@ -60,7 +60,7 @@ Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options) {
     if (positions) {
       argmax = Tensor::empty(output_sizes(s), input.options().dtype(DType::UInt8), s.format);
       ops::max_pool2d_forward_positions(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(),
-                                        out.data_ptr(), argmax.data<std::uint8_t>());
+                                        out.data_ptr(), static_cast<std::uint8_t*>(argmax.data_ptr()));
     } else {
       argmax = Tensor::empty(output_sizes(s), input.options().dtype(DType::Int64), s.format);
       ops::max_pool2d_forward(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(), out.data_ptr(),
@@ -74,7 +74,7 @@ Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options) {
       const ops::Context grad_ctx = sublet::detail::context_for(grad_out);
       if (positions) {
         ops::max_pool2d_backward_positions(grad_ctx, s, grad_out.dtype(), grad_out.data_ptr(),
-                                           argmax.data<std::uint8_t>(), grad_input.data_ptr());
+                                           static_cast<std::uint8_t*>(argmax.data_ptr()), grad_input.data_ptr());
       } else {
         ops::max_pool2d_backward(grad_ctx, s, grad_out.dtype(), grad_out.data_ptr(), argmax.data<std::int64_t>(),
                                  grad_input.data_ptr());
