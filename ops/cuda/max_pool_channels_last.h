@@ -1,9 +1,11 @@
 #pragma once
 // Max pooling of channels-last activations vectorised over channels (max_pool_channels_last.cu):
 // each thread owns 16 bytes of channels of one pixel (8 bfloat16/float16 or 4 float32 values)
-// and moves them with one load or store. The scalar kernels of pooling.cu serve every call
-// these do not fit. Same values, codes and gradients as those, bit for bit: the same float32
-// comparisons in window order, the same additions in increasing output order.
+// and moves them with one load or store (the per-thread work: max_pool_channels_last.cuh). The
+// scalar kernels of pooling.cu serve every call these do not fit. Same values, codes and
+// gradients as those, bit for bit: the same float32 comparisons in window order, the same
+// additions in increasing output order.
+#include <cstddef>
 #include <cstdint>
 
 #include "ops/pooling.h"
