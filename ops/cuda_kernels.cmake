@@ -12,6 +12,7 @@ set(SUBLET_CUDA_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_relu.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/batch_norm_split.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/pooling.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/max_pool_channels_last.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/loss.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/dropout.cu
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_bias.cu

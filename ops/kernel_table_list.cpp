@@ -25,7 +25,7 @@
 namespace sublet::ops {
 
 std::span<const NamedKernelTable> all_kernel_tables() {
-  static const std::array<NamedKernelTable, 51> tables{{
+  static const std::array<NamedKernelTable, 53> tables{{
       {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
       {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
       {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
@@ -57,6 +57,8 @@ std::span<const NamedKernelTable> all_kernel_tables() {
       {"multi_tensor_clip_scale", &multi_tensor_clip_scale_kernels(), true},
       {"max_pool2d_forward", &max_pool2d_forward_kernels(), true},
       {"max_pool2d_backward", &max_pool2d_backward_kernels(), true},
+      {"max_pool2d_forward_positions", &max_pool2d_forward_positions_kernels(), false},
+      {"max_pool2d_backward_positions", &max_pool2d_backward_positions_kernels(), false},
       {"avg_pool2d_forward", &avg_pool2d_forward_kernels(), true},
       {"avg_pool2d_backward", &avg_pool2d_backward_kernels(), true},
       {"adaptive_avg_pool2d_forward", &adaptive_avg_pool2d_forward_kernels(), true},

@@ -83,6 +83,39 @@ void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dty
                                                                      grad_input);
 }
 
+namespace {
+void require_positions_fit(const Pool2dShape& shape) {
+  if (shape.kernel_h * shape.kernel_w > kMaxPoolWindowPositions) {
+    throw ShapeError("max_pool2d (window positions): the window must have at most " +
+                     std::to_string(kMaxPoolWindowPositions) + " taps, got kernel " +
+                     dims(shape.kernel_h, shape.kernel_w));
+  }
+}
+}  // namespace
+
+bool max_pool2d_has_positions(const Context& ctx, const Pool2dShape& shape, DType dtype) {
+  return shape.kernel_h * shape.kernel_w <= kMaxPoolWindowPositions &&
+         max_pool2d_forward_positions_kernels().find(ctx.device.type, dtype, shape.format) != nullptr &&
+         max_pool2d_backward_positions_kernels().find(ctx.device.type, dtype, shape.format) != nullptr;
+}
+
+void max_pool2d_forward_positions(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                                  const void* input, void* output, std::uint8_t* positions) {
+  shape.validate("max_pool2d");
+  require_positions_fit(shape);
+  max_pool2d_forward_positions_kernels().get("max_pool2d (window positions)", ctx.device, dtype, shape.format)(
+      ctx, shape, dtype, input, output, positions);
+}
+
+void max_pool2d_backward_positions(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                                   const void* grad_output, const std::uint8_t* positions,
+                                   void* grad_input) {
+  shape.validate("max_pool2d");
+  require_positions_fit(shape);
+  max_pool2d_backward_positions_kernels().get("max_pool2d (window positions)", ctx.device, dtype, shape.format)(
+      ctx, shape, dtype, grad_output, positions, grad_input);
+}
+
 void avg_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype,
                         const void* input, void* output, bool count_include_pad) {
   shape.validate("avg_pool2d");

@@ -38,6 +38,19 @@ void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtyp
 void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype,
                          const void* grad_output, const std::int64_t* indices, void* grad_input);
 
+// The same max pooling saving, in place of each int64 index, the maximum's position inside its
+// window, kh * kernel_w + kw in window order: one byte per output, an eighth of the indices'
+// memory, for callers that keep them only for the backward. Same outputs and gradients, bit for
+// bit, as the pair above. Windows of at most kMaxPoolWindowPositions taps; a backend may not
+// have these kernels: max_pool2d_has_positions says whether the call runs (the CPU has none).
+inline constexpr std::int64_t kMaxPoolWindowPositions = 256;
+bool max_pool2d_has_positions(const Context& ctx, const Pool2dShape& shape, DType dtype);
+void max_pool2d_forward_positions(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                                  const void* input, void* output, std::uint8_t* positions);
+void max_pool2d_backward_positions(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                                   const void* grad_output, const std::uint8_t* positions,
+                                   void* grad_input);
+
 // Mean over each window. count_include_pad = true divides by the window clipped to the padded
 // input (PyTorch's default); false by the number of real input elements in it.
 void avg_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype,

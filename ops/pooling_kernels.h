@@ -12,6 +12,10 @@ using MaxPool2dForwardKernel = void(const Context& ctx, const Pool2dShape& shape
     const void* input, void* output, std::int64_t* indices);
 using MaxPool2dBackwardKernel = void(const Context& ctx, const Pool2dShape& shape, DType dtype,
     const void* grad_output, const std::int64_t* indices, void* grad_input);
+using MaxPool2dForwardPositionsKernel = void(const Context& ctx, const Pool2dShape& shape, DType dtype,
+    const void* input, void* output, std::uint8_t* positions);
+using MaxPool2dBackwardPositionsKernel = void(const Context& ctx, const Pool2dShape& shape, DType dtype,
+    const void* grad_output, const std::uint8_t* positions, void* grad_input);
 using AvgPool2dForwardKernel = void(const Context& ctx, const Pool2dShape& shape, DType dtype,
     const void* input, void* output, bool count_include_pad);
 using AvgPool2dBackwardKernel = void(const Context& ctx, const Pool2dShape& shape, DType dtype,
@@ -28,6 +32,15 @@ inline KernelTable<MaxPool2dForwardKernel>& max_pool2d_forward_kernels() {
 }
 inline KernelTable<MaxPool2dBackwardKernel>& max_pool2d_backward_kernels() {
   static constinit KernelTable<MaxPool2dBackwardKernel> table;
+  return table;
+}
+// One-byte window positions (ops/pooling.h); CUDA only.
+inline KernelTable<MaxPool2dForwardPositionsKernel>& max_pool2d_forward_positions_kernels() {
+  static constinit KernelTable<MaxPool2dForwardPositionsKernel> table;
+  return table;
+}
+inline KernelTable<MaxPool2dBackwardPositionsKernel>& max_pool2d_backward_positions_kernels() {
+  static constinit KernelTable<MaxPool2dBackwardPositionsKernel> table;
   return table;
 }
 inline KernelTable<AvgPool2dForwardKernel>& avg_pool2d_forward_kernels() {

@@ -5,7 +5,8 @@
 //  - element-wise: the dense kernel (16-byte vector loads) on aligned contiguous buffers, then
 //    the strided kernel, reached by placing every operand one element past the 16-byte boundary
 //    (as a view x[1:] would be);
-//  - max pooling: the 32-bit-index kernels, then the 64-bit ones (PoolIndexing::Wide).
+//  - max pooling: the 32-bit-index kernels, then the 64-bit ones (PoolIndexing::Wide); then the
+//    bfloat16 channels-last stem at batch 256 through the scalar and the vectorised kernels.
 // The yardstick is a device-to-device copy of the activation (one read, one write): the GB/s
 // column counts the bytes each kernel must move, so the dense kernels should approach the
 // copy's figure.
@@ -18,11 +19,15 @@
 // Prints a table; writes JSON to argv[1] (default kernel_bench.json).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -215,6 +220,67 @@ void add_batch_norm_relu_rows(const ops::Context& default_ctx, const std::vector
   SUBLET_CUDA_CHECK(cudaStreamSynchronize(stream.handle));
 }
 
+// ResNet-50's stem pooling as it trains in bfloat16 channels-last at batch 256 (3x3, stride 2,
+// padding 1, 256x64x112x112 -> 56x56): the scalar kernels with int64 indices (PoolIndexing::Scalar,
+// what every call ran before the vectorised ones), the vectorised kernels with int64 indices, and
+// the vectorised kernels with one-byte window positions (what training runs). Bytes: the input
+// and output values plus the saved argmax (forward); the gradients plus the argmax (backward).
+void add_stem_max_pool_rows(const ops::Context& ctx, const std::vector<float>& host, const std::function<void(Row)>& add) {
+  ops::Pool2dShape pool;
+  pool.batch = 256, pool.channels = 64, pool.in_height = 112, pool.in_width = 112;
+  pool.kernel_h = pool.kernel_w = 3, pool.stride_h = pool.stride_w = 2, pool.pad_h = pool.pad_w = 1;
+  pool.format = MemoryFormat::ChannelsLast;
+  const DType bf16 = DType::BFloat16;
+  const std::size_t in_count = static_cast<std::size_t>(pool.input_numel());
+  const std::size_t out_count = static_cast<std::size_t>(pool.output_numel());
+  Buffer x(in_count * 2, ctx), y(out_count * 2, ctx), grad_x(in_count * 2, ctx), grad_y(out_count * 2, ctx);
+  Buffer indices(out_count * sizeof(std::int64_t), ctx), positions(out_count, ctx);
+  // bfloat16 of the host's random floats (their high halves), repeated over both inputs.
+  std::vector<std::uint16_t> pattern(host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) pattern[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(host[i]) >> 16);
+  for (const auto& [buffer, count] : {std::pair{&x, in_count}, std::pair{&grad_y, out_count}}) {
+    for (std::size_t done = 0; done < count; done += pattern.size()) {
+      const std::size_t n = std::min(pattern.size(), count - done);
+      ops::copy_bytes(gpu(), buffer->as<std::uint16_t>(done), Device::cpu(), pattern.data(), n * 2);
+    }
+  }
+  const std::string shape = "256x64x112x112 bf16 NHWC";
+  auto forward = [&](ops::cuda::PoolIndexing indexing, bool compact) {
+    if (compact) {
+      ops::cuda::max_pool2d_forward_positions(ctx, pool, bf16, x.as<std::uint16_t>(), y.as<std::uint16_t>(), positions.as<std::uint8_t>(),
+                                              indexing);
+    } else {
+      ops::cuda::max_pool2d_forward(ctx, pool, bf16, x.as<std::uint16_t>(), y.as<std::uint16_t>(), indices.as<std::int64_t>(), indexing);
+    }
+  };
+  auto backward = [&](ops::cuda::PoolIndexing indexing, bool compact) {
+    if (compact) {
+      ops::cuda::max_pool2d_backward_positions(ctx, pool, bf16, grad_y.as<std::uint16_t>(), positions.as<std::uint8_t>(),
+                                               grad_x.as<std::uint16_t>(), indexing);
+    } else {
+      ops::cuda::max_pool2d_backward(ctx, pool, bf16, grad_y.as<std::uint16_t>(), indices.as<std::int64_t>(), grad_x.as<std::uint16_t>(),
+                                     indexing);
+    }
+  };
+  using ops::cuda::PoolIndexing;
+  const double values = in_count * 2.0 + out_count * 2.0;
+  const double old_forward = time_us(ctx, [&] { forward(PoolIndexing::Scalar, false); });
+  add({"max_pool2d forward", shape, "scalar+i64", old_forward, values + out_count * 8.0, 0});
+  add({"max_pool2d forward", shape, "vec+i64", time_us(ctx, [&] { forward(PoolIndexing::Auto, false); }),
+       values + out_count * 8.0, old_forward});
+  add({"max_pool2d forward", shape, "vec+u8", time_us(ctx, [&] { forward(PoolIndexing::Auto, true); }),
+       values + out_count * 1.0, old_forward});
+  forward(PoolIndexing::Auto, false);  // the saved argmax of both kinds for the backward
+  forward(PoolIndexing::Auto, true);
+  const double old_backward = time_us(ctx, [&] { backward(PoolIndexing::Scalar, false); });
+  add({"max_pool2d backward", shape, "scalar+i64", old_backward, values + out_count * 8.0, 0});
+  add({"max_pool2d backward", shape, "vec+i64", time_us(ctx, [&] { backward(PoolIndexing::Auto, false); }),
+       values + out_count * 8.0, old_backward});
+  add({"max_pool2d backward", shape, "vec+u8", time_us(ctx, [&] { backward(PoolIndexing::Auto, true); }),
+       values + out_count * 1.0, old_backward});
+  SUBLET_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(ctx.stream)));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -316,6 +382,7 @@ int main(int argc, char** argv) {
          backward_bytes, backward_wide});
     add({"max_pool2d backward", shape, "int64", backward_wide, backward_bytes, 0});
   }
+  add_stem_max_pool_rows(ctx, host, add);
   add_batch_norm_relu_rows(ctx, host, add);
   SUBLET_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(ctx.stream)));
 

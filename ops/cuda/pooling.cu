@@ -14,6 +14,10 @@
 // precomputed multiply-shift dividers (int_divider.h): the 64-bit version spent ~12 64-bit
 // divisions per element of the backward, which makes it bound by integer division rather than
 // memory. Larger tensors keep the 64-bit kernels.
+// What a max-pooling forward saves per output is a Code (max_pool_codes.cuh): the int64 index
+// of ops/pooling.h's max_pool2d_forward or the one-byte window position of
+// max_pool2d_forward_positions; every max-pooling kernel serves both. Channels-last calls whose
+// channels fill 16-byte vectors run max_pool_channels_last.cu's kernels instead.
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -26,6 +30,8 @@
 #include "ops/cuda/half_types.cuh"
 #include "ops/cuda/int_divider.h"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/max_pool_channels_last.h"
+#include "ops/cuda/max_pool_codes.cuh"
 #include "ops/cuda/pooling_cuda.h"
 
 namespace sublet::ops::cuda {
@@ -85,16 +91,17 @@ __device__ void covering_outputs(std::int64_t i, std::int64_t stride, std::int64
   if (last > out_size - 1) last = out_size - 1;
 }
 
-// The largest value in output (oh, ow)'s window of one plane and its index in the plane, in the
-// CPU kernel's order (first maximum wins; a NaN wins and ends the scan). Index is the type the
-// window arithmetic runs in: std::int64_t for PoolGeometry, int for PoolGeometry32.
+// The largest value in output (oh, ow)'s window of one plane and its code (max_pool_codes.cuh),
+// in the CPU kernel's order (first maximum wins; a NaN wins and ends the scan). Index is the type
+// the window arithmetic runs in: std::int64_t for PoolGeometry, int for PoolGeometry32.
 // `step`: the distance between horizontal neighbours of the plane (1 for NCHW, C for NHWC).
-template <typename Index, typename Geometry, typename T>
-__device__ void window_max(const Geometry& g, const T* in, Index oh, Index ow, T& max_out, std::int64_t& index_out,
+template <typename Index, typename Geometry, typename T, typename Code>
+__device__ void window_max(const Geometry& g, const T* in, Index oh, Index ow, T& max_out, Code& code_out,
                            std::int64_t step = 1) {
   using A = ComputeType<T>;
   A best = -INFINITY;
   Index best_index = -1;
+  Index best_code = -1;
   for (Index kh = 0; kh < g.kernel_h; ++kh) {
     const Index ih = oh * g.stride_h - g.pad_h + kh * g.dilation_h;
     if (ih < 0 || ih >= g.in_h) continue;
@@ -105,27 +112,28 @@ __device__ void window_max(const Geometry& g, const T* in, Index oh, Index ow, T
       if (best_index < 0 || v > best || device_isnan(v)) {
         best = v;
         best_index = ih * g.in_w + iw;
+        best_code = tap_code<Code, Index>(kh, kw, ih, iw, g.kernel_w, g.in_w);
         if (device_isnan(v)) break;
       }
     }
     if (device_isnan(best)) break;
   }
   max_out = store_compute<T>(best);
-  index_out = best_index;
+  code_out = static_cast<Code>(best_code);
 }
 
-template <typename T, bool kLast>
-__global__ void max_pool_forward(PoolGeometry g, const T* input, T* output, std::int64_t* indices) {
+template <typename T, bool kLast, typename Code>
+__global__ void max_pool_forward(PoolGeometry g, const T* input, T* output, Code* codes) {
   const std::int64_t total = g.planes * g.out_h * g.out_w;
   for (std::int64_t o = global_thread_index(); o < total; o += grid_threads()) {
     const Site at = site_of<kLast>(o, g.channels, g.out_h, g.out_w);
     const T* in = input + plane_base<kLast>(at, g.channels, g.in_h, g.in_w);
-    window_max<std::int64_t>(g, in, at.h, at.w, output[o], indices[o], plane_step<kLast>(g.channels));
+    window_max<std::int64_t>(g, in, at.h, at.w, output[o], codes[o], plane_step<kLast>(g.channels));
   }
 }
 
-template <typename T, bool kLast>
-__global__ void max_pool_backward(PoolGeometry g, const T* grad_output, const std::int64_t* indices, T* grad_input) {
+template <typename T, bool kLast, typename Code>
+__global__ void max_pool_backward(PoolGeometry g, const T* grad_output, const Code* codes, T* grad_input) {
   using A = ComputeType<T>;
   const std::int64_t total = g.planes * g.in_h * g.in_w;
   const std::int64_t extent_h = g.dilation_h * (g.kernel_h - 1) + 1, extent_w = g.dilation_w * (g.kernel_w - 1) + 1;
@@ -133,7 +141,6 @@ __global__ void max_pool_backward(PoolGeometry g, const T* grad_output, const st
   for (std::int64_t e = global_thread_index(); e < total; e += grid_threads()) {
     const Site at = site_of<kLast>(e, g.channels, g.in_h, g.in_w);
     const std::int64_t ih = at.h, iw = at.w;
-    const std::int64_t here = ih * g.in_w + iw;
     std::int64_t oh0, oh1, ow0, ow1;
     covering_outputs(ih, g.stride_h, g.pad_h, extent_h, g.out_h, oh0, oh1);
     covering_outputs(iw, g.stride_w, g.pad_w, extent_w, g.out_w, ow0, ow1);
@@ -142,7 +149,9 @@ __global__ void max_pool_backward(PoolGeometry g, const T* grad_output, const st
     for (std::int64_t oh = oh0; oh <= oh1; ++oh) {
       for (std::int64_t ow = ow0; ow <= ow1; ++ow) {
         const std::int64_t o = plane + (oh * g.out_w + ow) * step;
-        if (indices[o] == here) sum += load_compute(grad_output[o]);
+        if (static_cast<std::int64_t>(codes[o]) == code_in_window<Code>(g, ih, iw, oh, ow)) {
+          sum += load_compute(grad_output[o]);
+        }
       }
     }
     grad_input[e] = store_compute<T>(sum);
@@ -208,9 +217,9 @@ __device__ inline void split_channel32(const PoolGeometry32& g, unsigned i, unsi
   }
 }
 
-template <typename T, bool kLast>
+template <typename T, bool kLast, typename Code>
 __global__ void max_pool_forward32(const __grid_constant__ PoolGeometry32 g, const T* input, T* output,
-                                   std::int64_t* indices) {
+                                   Code* codes) {
   const unsigned plane_size = static_cast<unsigned>(g.in_h * g.in_w);
   for (unsigned o = first_index32(); o < g.output_numel; o += grid_threads32()) {
     unsigned pixel, c, row, ow, p, oh;
@@ -218,14 +227,14 @@ __global__ void max_pool_forward32(const __grid_constant__ PoolGeometry32 g, con
     g.by_out_w.divmod(pixel, row, ow);
     g.by_out_h.divmod(row, p, oh);
     const T* in = kLast ? input + p * plane_size * g.channels + c : input + p * plane_size;
-    window_max<int>(g, in, static_cast<int>(oh), static_cast<int>(ow), output[o], indices[o],
+    window_max<int>(g, in, static_cast<int>(oh), static_cast<int>(ow), output[o], codes[o],
                     kLast ? static_cast<std::int64_t>(g.channels) : std::int64_t{1});
   }
 }
 
-template <typename T, bool kLast>
+template <typename T, bool kLast, typename Code>
 __global__ void max_pool_backward32(const __grid_constant__ PoolGeometry32 g, const T* grad_output,
-                                    const std::int64_t* indices, T* grad_input) {
+                                    const Code* codes, T* grad_input) {
   const int extent_h = g.dilation_h * (g.kernel_h - 1) + 1, extent_w = g.dilation_w * (g.kernel_w - 1) + 1;
   const unsigned plane_outputs = static_cast<unsigned>(g.out_h * g.out_w);
   const unsigned step = kLast ? g.channels : 1u;  // between horizontal neighbours of a plane
@@ -234,7 +243,6 @@ __global__ void max_pool_backward32(const __grid_constant__ PoolGeometry32 g, co
     split_channel32<kLast>(g, e, pixel, c);
     g.by_in_w.divmod(pixel, row, iw);
     g.by_in_h.divmod(row, p, ih);
-    const std::int64_t here = static_cast<std::int64_t>(ih) * g.in_w + iw;
     int oh0, oh1, ow0, ow1;
     covering_outputs32(ih, g.pad_h, extent_h, g.by_stride_h, g.out_h, oh0, oh1);
     covering_outputs32(iw, g.pad_w, extent_w, g.by_stride_w, g.out_w, ow0, ow1);
@@ -243,7 +251,10 @@ __global__ void max_pool_backward32(const __grid_constant__ PoolGeometry32 g, co
     for (int oh = oh0; oh <= oh1; ++oh) {
       for (int ow = ow0; ow <= ow1; ++ow) {
         const unsigned o = plane + static_cast<unsigned>(oh * g.out_w + ow) * step;
-        if (indices[o] == here) sum += load_compute(grad_output[o]);
+        if (static_cast<std::int64_t>(codes[o]) ==
+            code_in_window<Code>(g, static_cast<int>(ih), static_cast<int>(iw), oh, ow)) {
+          sum += load_compute(grad_output[o]);
+        }
       }
     }
     grad_input[e] = store_compute<T>(sum);
@@ -412,42 +423,82 @@ void dispatch(const char* op, DType dtype, MemoryFormat format, F&& f) {
 
 }  // namespace
 
-void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* input, void* output,
-                        std::int64_t* indices, PoolIndexing indexing) {
-  const bool narrow = indexing == PoolIndexing::Auto && fits_int32(shape);
+namespace {
+
+// The kernels for one kind of code: the vectorised channels-last ones where they fit (Auto
+// only), else the 32-bit scalar ones where every index fits (not Wide), else the 64-bit ones.
+template <typename Code>
+void max_pool_forward_codes(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* input,
+                            void* output, Code* codes, PoolIndexing indexing) {
+  if (indexing == PoolIndexing::Auto && max_pool_vectorized_fits(shape, dtype, input, output, codes, sizeof(Code))) {
+    max_pool_forward_vectorized(ctx, shape, dtype, input, output, codes);
+    return;
+  }
+  const bool narrow = indexing != PoolIndexing::Wide && fits_int32(shape);
   memory::CudaDeviceGuard device(ctx.device);
   dispatch("max_pool2d", dtype, shape.format, [&](auto tag, auto last) {
     using T = decltype(tag);
     if (narrow) {
-      max_pool_forward32<T, decltype(last)::value><<<grid_for(shape.output_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
-          geometry32_of(shape), static_cast<const T*>(input), static_cast<T*>(output), indices);
+      max_pool_forward32<T, decltype(last)::value, Code>
+          <<<grid_for(shape.output_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
+              geometry32_of(shape), static_cast<const T*>(input), static_cast<T*>(output), codes);
       SUBLET_CUDA_LAUNCH_CHECK(max_pool_forward32);
       return;
     }
-    max_pool_forward<T, decltype(last)::value><<<grid_for(shape.output_numel()), kBlockThreads, 0,
-                                                 stream_of(ctx.stream)>>>(
-        geometry_of(shape), static_cast<const T*>(input), static_cast<T*>(output), indices);
+    max_pool_forward<T, decltype(last)::value, Code>
+        <<<grid_for(shape.output_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
+            geometry_of(shape), static_cast<const T*>(input), static_cast<T*>(output), codes);
     SUBLET_CUDA_LAUNCH_CHECK(max_pool_forward);
   });
 }
 
-void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* grad_output,
-                         const std::int64_t* indices, void* grad_input, PoolIndexing indexing) {
-  const bool narrow = indexing == PoolIndexing::Auto && fits_int32(shape);
+template <typename Code>
+void max_pool_backward_codes(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* grad_output,
+                             const Code* codes, void* grad_input, PoolIndexing indexing) {
+  if (indexing == PoolIndexing::Auto &&
+      max_pool_vectorized_fits(shape, dtype, grad_output, grad_input, codes, sizeof(Code))) {
+    max_pool_backward_vectorized(ctx, shape, dtype, grad_output, codes, grad_input);
+    return;
+  }
+  const bool narrow = indexing != PoolIndexing::Wide && fits_int32(shape);
   memory::CudaDeviceGuard device(ctx.device);
   dispatch("max_pool2d", dtype, shape.format, [&](auto tag, auto last) {
     using T = decltype(tag);
     if (narrow) {
-      max_pool_backward32<T, decltype(last)::value><<<grid_for(shape.input_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
-          geometry32_of(shape), static_cast<const T*>(grad_output), indices, static_cast<T*>(grad_input));
+      max_pool_backward32<T, decltype(last)::value, Code>
+          <<<grid_for(shape.input_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
+              geometry32_of(shape), static_cast<const T*>(grad_output), codes, static_cast<T*>(grad_input));
       SUBLET_CUDA_LAUNCH_CHECK(max_pool_backward32);
       return;
     }
-    max_pool_backward<T, decltype(last)::value><<<grid_for(shape.input_numel()), kBlockThreads, 0,
-                                                  stream_of(ctx.stream)>>>(
-        geometry_of(shape), static_cast<const T*>(grad_output), indices, static_cast<T*>(grad_input));
+    max_pool_backward<T, decltype(last)::value, Code>
+        <<<grid_for(shape.input_numel()), kBlockThreads, 0, stream_of(ctx.stream)>>>(
+            geometry_of(shape), static_cast<const T*>(grad_output), codes, static_cast<T*>(grad_input));
     SUBLET_CUDA_LAUNCH_CHECK(max_pool_backward);
   });
+}
+
+}  // namespace
+
+void max_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* input, void* output,
+                        std::int64_t* indices, PoolIndexing indexing) {
+  max_pool_forward_codes(ctx, shape, dtype, input, output, indices, indexing);
+}
+
+void max_pool2d_backward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* grad_output,
+                         const std::int64_t* indices, void* grad_input, PoolIndexing indexing) {
+  max_pool_backward_codes(ctx, shape, dtype, grad_output, indices, grad_input, indexing);
+}
+
+void max_pool2d_forward_positions(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* input,
+                                  void* output, std::uint8_t* positions, PoolIndexing indexing) {
+  max_pool_forward_codes(ctx, shape, dtype, input, output, positions, indexing);
+}
+
+void max_pool2d_backward_positions(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                                   const void* grad_output, const std::uint8_t* positions, void* grad_input,
+                                   PoolIndexing indexing) {
+  max_pool_backward_codes(ctx, shape, dtype, grad_output, positions, grad_input, indexing);
 }
 
 void avg_pool2d_forward(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* input, void* output,

@@ -112,6 +112,15 @@ void max_pool2d_backward_auto(const Context& ctx, const Pool2dShape& shape, DTyp
                               const std::int64_t* indices, void* grad_input) {
   cuda::max_pool2d_backward(ctx, shape, dtype, grad_output, indices, grad_input, cuda::PoolIndexing::Auto);
 }
+void max_pool2d_forward_positions_auto(const Context& ctx, const Pool2dShape& shape, DType dtype, const void* input,
+                                       void* output, std::uint8_t* positions) {
+  cuda::max_pool2d_forward_positions(ctx, shape, dtype, input, output, positions, cuda::PoolIndexing::Auto);
+}
+void max_pool2d_backward_positions_auto(const Context& ctx, const Pool2dShape& shape, DType dtype,
+                                        const void* grad_output, const std::uint8_t* positions, void* grad_input) {
+  cuda::max_pool2d_backward_positions(ctx, shape, dtype, grad_output, positions, grad_input,
+                                      cuda::PoolIndexing::Auto);
+}
 
 void register_nn_kernels() {
   set_for(conv2d_forward_kernels(), kFloating, &cuda::conv2d_forward);
@@ -138,6 +147,8 @@ void register_nn_kernels() {
   set_for(batch_norm_relu_backward_kernels(), kFloating, &cuda::batch_norm_relu_backward_training);
   set_for(max_pool2d_forward_kernels(), kFloating, &max_pool2d_forward_auto);
   set_for(max_pool2d_backward_kernels(), kFloating, &max_pool2d_backward_auto);
+  set_for(max_pool2d_forward_positions_kernels(), kFloating, &max_pool2d_forward_positions_auto);
+  set_for(max_pool2d_backward_positions_kernels(), kFloating, &max_pool2d_backward_positions_auto);
   set_for(avg_pool2d_forward_kernels(), kFloating, &cuda::avg_pool2d_forward);
   set_for(avg_pool2d_backward_kernels(), kFloating, &cuda::avg_pool2d_backward);
   set_for(adaptive_avg_pool2d_forward_kernels(), kFloating, &cuda::adaptive_avg_pool2d_forward);
@@ -218,12 +229,18 @@ void register_services() {
 void register_pooling_kernels() {
   set_for(max_pool2d_forward_kernels(), kHalfDTypes, &max_pool2d_forward_auto);
   set_for(max_pool2d_backward_kernels(), kHalfDTypes, &max_pool2d_backward_auto);
+  set_for(max_pool2d_forward_positions_kernels(), kHalfDTypes, &max_pool2d_forward_positions_auto);
+  set_for(max_pool2d_backward_positions_kernels(), kHalfDTypes, &max_pool2d_backward_positions_auto);
   set_for(avg_pool2d_forward_kernels(), kHalfDTypes, &cuda::avg_pool2d_forward);
   set_for(avg_pool2d_backward_kernels(), kHalfDTypes, &cuda::avg_pool2d_backward);
   set_for(adaptive_avg_pool2d_forward_kernels(), kHalfDTypes, &cuda::adaptive_avg_pool2d_forward);
   set_for(adaptive_avg_pool2d_backward_kernels(), kHalfDTypes, &cuda::adaptive_avg_pool2d_backward);
   set_channels_last_for(max_pool2d_forward_kernels(), kChannelsLastDTypes, &max_pool2d_forward_auto);
   set_channels_last_for(max_pool2d_backward_kernels(), kChannelsLastDTypes, &max_pool2d_backward_auto);
+  set_channels_last_for(max_pool2d_forward_positions_kernels(), kChannelsLastDTypes,
+                        &max_pool2d_forward_positions_auto);
+  set_channels_last_for(max_pool2d_backward_positions_kernels(), kChannelsLastDTypes,
+                        &max_pool2d_backward_positions_auto);
   set_channels_last_for(avg_pool2d_forward_kernels(), kChannelsLastDTypes, &cuda::avg_pool2d_forward);
   set_channels_last_for(avg_pool2d_backward_kernels(), kChannelsLastDTypes, &cuda::avg_pool2d_backward);
   set_channels_last_for(adaptive_avg_pool2d_forward_kernels(), kChannelsLastDTypes,

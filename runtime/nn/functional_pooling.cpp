@@ -48,21 +48,37 @@ Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options) {
   ops::Pool2dShape s =
       pool_shape(op, input, options.kernel_size(), options.stride(), options.padding(), options.dilation());
   s.format = nn::detail::choose_format(input, {&ops::max_pool2d_forward_kernels(), &ops::max_pool2d_backward_kernels()});
-  Tensor out, indices;
+  // The saved argmax is internal: one-byte window positions where the device has their kernels
+  // (an eighth of the int64 indices' memory), else the int64 indices.
+  const ops::Context ctx = sublet::detail::context_for(input);
+  const bool positions = ops::max_pool2d_has_positions(ctx, s, input.dtype());
+  Tensor out, argmax;
   {
     NoGradGuard no_grad;
     const Tensor x = input.contiguous(s.format);
     out = Tensor::empty(output_sizes(s), input.options(), s.format);
-    indices = Tensor::empty(output_sizes(s), input.options().dtype(DType::Int64), s.format);
-    ops::max_pool2d_forward(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(), out.data_ptr(),
-                            indices.data<std::int64_t>());
+    if (positions) {
+      argmax = Tensor::empty(output_sizes(s), input.options().dtype(DType::UInt8), s.format);
+      ops::max_pool2d_forward_positions(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(),
+                                        out.data_ptr(), static_cast<std::uint8_t*>(argmax.data_ptr()));
+    } else {
+      argmax = Tensor::empty(output_sizes(s), input.options().dtype(DType::Int64), s.format);
+      ops::max_pool2d_forward(sublet::detail::context_for(out), s, input.dtype(), x.data_ptr(), out.data_ptr(),
+                              argmax.data<std::int64_t>());
+    }
   }
   if (autograd::any_requires_grad({input})) {
-    autograd::record(op, {input}, {out}, [s, indices = autograd::save(indices)](const TensorList& grads) {
+    autograd::record(op, {input}, {out}, [s, positions, argmax = autograd::save(argmax)](const TensorList& grads) {
       const Tensor grad_out = grads[0].contiguous(s.format);
       Tensor grad_input = Tensor::empty(input_sizes(s), grad_out.options(), s.format);
-      ops::max_pool2d_backward(sublet::detail::context_for(grad_out), s, grad_out.dtype(), grad_out.data_ptr(),
-                               indices.data<std::int64_t>(), grad_input.data_ptr());
+      const ops::Context grad_ctx = sublet::detail::context_for(grad_out);
+      if (positions) {
+        ops::max_pool2d_backward_positions(grad_ctx, s, grad_out.dtype(), grad_out.data_ptr(),
+                                           static_cast<std::uint8_t*>(argmax.data_ptr()), grad_input.data_ptr());
+      } else {
+        ops::max_pool2d_backward(grad_ctx, s, grad_out.dtype(), grad_out.data_ptr(), argmax.data<std::int64_t>(),
+                                 grad_input.data_ptr());
+      }
       return TensorList{grad_input};
     });
   }

@@ -37,6 +37,11 @@ if(SUBLET_HAVE_CUDA)
   # checked against core/half.h on the CPU (CUDA's intrinsics emulate their rounding on the host).
   sublet_add_test(test_half_types_host LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_half_types_host.cpp LIBS sublet::ops)
   target_include_directories(test_half_types_host PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  # The channels-last max-pooling work items (ops/cuda/max_pool_channels_last.cuh) run on the CPU
+  # against the CPU kernel, bit for bit.
+  sublet_add_test(test_max_pool_vectorized_host LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_max_pool_vectorized_host.cpp
+                  LIBS sublet::ops)
+  target_include_directories(test_max_pool_vectorized_host PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   # The batch-norm passes' 16-bit pair stores and bit-level sign test, run in a probe kernel
   # (a library of its own: the test's .cpp keeps the shared precompiled header).
   add_library(test_vector_pack_probe STATIC ${CMAKE_CURRENT_LIST_DIR}/vector_pack_probe.cu)

@@ -12,12 +12,19 @@
 // differ. NaN fails (or must match a NaN where the CPU has one).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "core/half.h"
 #include "layout_test_support.h"
+#include "max_pool_test_support.h"
+#include "core/errors.h"
+#include "ops/cuda/max_pool_channels_last.h"
 #include "ops/cuda/pooling_cuda.h"
 #include "ops/pooling.h"
 #include "tests/gpu_skip.h"
@@ -227,6 +234,108 @@ void all_layouts_agree() {
   }
 }
 
+// ---- channels-last max pooling through every kernel, bit for bit against the CPU ---------------
+
+// Channels-last max pooling of type H against the CPU kernel of the same dtype (16-bit types
+// through the CPU's float32 kernel, rounded once, as the GPU computes), bit for bit: values,
+// int64 indices or window positions, gradients; through every kernel (PoolIndexing Auto, Scalar,
+// Wide) and both kinds of saved argmax. `shift` places every activation that many elements past
+// its buffer's start (1: misaligned, so that Auto must leave the vectorised kernels).
+template <typename H>
+void channels_last_max_exact(const Pool2dShape& shape, std::uint64_t seed, std::size_t shift = 0) {
+  Pool2dShape s = shape;
+  s.format = MemoryFormat::Contiguous;
+  SCOPED_TRACE(storage_name<H>() + " channels-last max_pool2d " + describe(s) + " shift " + std::to_string(shift));
+  const DType dtype = DTypeOf<H>::value;
+  const std::int64_t n = s.batch, c = s.channels, h = s.in_height, w = s.in_width;
+  const std::int64_t oh = s.out_height(), ow = s.out_width();
+  const auto input = to_storage<H>(tied_input(s.input_numel(), seed));
+  auto grad_values = rounded_to<H>(random_values<float>(s.output_numel(), seed + 1));
+  for (std::size_t i = 0; i < grad_values.size(); i += 11) grad_values[i] = 0.25f;  // exact sums of ties
+  const auto grad_output = to_storage<H>(grad_values);
+
+  const Context cpu = cpu_context();
+  std::vector<H> out(s.output_numel()), grad_input(s.input_numel());
+  std::vector<std::int64_t> indices(s.output_numel());
+  max_pool2d_forward(cpu, s, dtype, input.data(), out.data(), indices.data());
+  max_pool2d_backward(cpu, s, dtype, grad_output.data(), indices.data(), grad_input.data());
+  const std::vector<std::uint8_t> positions = positions_of(s, indices);
+
+  s.format = MemoryFormat::ChannelsLast;
+  const bool vectorised_shape = c % static_cast<std::int64_t>(16 / sizeof(H)) == 0;
+  auto padded = [&](const std::vector<H>& nchw, std::int64_t hh, std::int64_t ww) {
+    std::vector<H> data(shift, H{});
+    const auto nhwc = nchw_to_nhwc(nchw, n, c, hh, ww);
+    data.insert(data.end(), nhwc.begin(), nhwc.end());
+    return data;
+  };
+  DeviceBuffer<H> d_input(padded(input, h, w)), d_grad_output(padded(grad_output, oh, ow));
+  DeviceBuffer<H> d_out(shift + s.output_numel()), d_grad_input(shift + s.input_numel());
+  DeviceBuffer<std::int64_t> d_indices(s.output_numel());
+  DeviceBuffer<std::uint8_t> d_positions(s.output_numel());
+  H* const x = d_input.get() + shift;
+  H* const y = d_out.get() + shift;
+  H* const gy = d_grad_output.get() + shift;
+  H* const gx = d_grad_input.get() + shift;
+  auto values = [&](const DeviceBuffer<H>& buffer, std::int64_t hh, std::int64_t ww) {
+    std::vector<H> all = buffer.download();
+    all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(shift));
+    return nhwc_to_nchw(all, n, c, hh, ww);
+  };
+  const Context gpu = gpu_context();
+  for (const cuda::PoolIndexing indexing :
+       {cuda::PoolIndexing::Auto, cuda::PoolIndexing::Scalar, cuda::PoolIndexing::Wide}) {
+    const std::string kernels = indexing == cuda::PoolIndexing::Auto
+                                    ? (vectorised_shape && shift == 0 ? "vectorised" : "auto (scalar)")
+                                    : (indexing == cuda::PoolIndexing::Scalar ? "scalar 32-bit" : "64-bit");
+    if (indexing == cuda::PoolIndexing::Auto) {
+      EXPECT_EQ(cuda::max_pool_vectorized_fits(s, dtype, x, y, d_indices.get(), sizeof(std::int64_t)),
+                vectorised_shape && shift == 0);
+      EXPECT_EQ(cuda::max_pool_vectorized_fits(s, dtype, gy, gx, d_positions.get(), 1), vectorised_shape && shift == 0);
+    }
+    cuda::max_pool2d_forward(gpu, s, dtype, x, y, d_indices.get(), indexing);
+    cuda::max_pool2d_backward(gpu, s, dtype, gy, d_indices.get(), gx, indexing);
+    expect_bits_equal(values(d_out, oh, ow), out, kernels + " int64: values");
+    expect_equal(nhwc_to_nchw(d_indices.download(), n, c, oh, ow), indices, kernels + " int64: indices");
+    expect_bits_equal(values(d_grad_input, h, w), grad_input, kernels + " int64: grad_input");
+
+    if (indexing == cuda::PoolIndexing::Auto) {  // through ops/pooling.h and the kernel table
+      ASSERT_TRUE(max_pool2d_has_positions(gpu, s, dtype));
+      max_pool2d_forward_positions(gpu, s, dtype, x, y, d_positions.get());
+      max_pool2d_backward_positions(gpu, s, dtype, gy, d_positions.get(), gx);
+    } else {
+      cuda::max_pool2d_forward_positions(gpu, s, dtype, x, y, d_positions.get(), indexing);
+      cuda::max_pool2d_backward_positions(gpu, s, dtype, gy, d_positions.get(), gx, indexing);
+    }
+    expect_bits_equal(values(d_out, oh, ow), out, kernels + " positions: values");
+    expect_equal(nhwc_to_nchw(d_positions.download(), n, c, oh, ow), positions, kernels + " positions");
+    expect_bits_equal(values(d_grad_input, h, w), grad_input, kernels + " positions: grad_input");
+  }
+}
+
+// Vectorised shapes (channels a multiple of 8 for 16-bit, 4 for float32) and the others.
+std::vector<Pool2dShape> channels_last_max_shapes() {
+  Pool2dShape uneven = pool(2, 24, 13, 17, 3, 2, 1);
+  uneven.kernel_w = 2, uneven.stride_w = 3;  // 3x2 kernel, stride (2, 3)
+  Pool2dShape gaps = pool(1, 16, 10, 14, 2, 3, 0);
+  gaps.stride_w = 4, gaps.pad_w = 1;  // strides larger than the kernel: inputs no window covers
+  Pool2dShape dilated = pool(2, 16, 12, 10, 3, 1, 1, 2);
+  dilated.dilation_w = 3;
+  Pool2dShape widest = pool(1, 8, 20, 19, 16, 2, 8);  // 256 taps: positions up to 255
+  return {pool(2, 64, 15, 13, 3, 2, 1), pool(3, 8, 9, 11, 2, 2, 0), dilated, uneven, gaps, widest,
+          pool(2, 12, 7, 9, 3, 2, 1),   pool(2, 5, 11, 9, 3, 2, 1), pool(1, 8, 1, 1, 1, 1, 0),
+          pool(2, 3, 1, 1, 1, 1, 0),    pool(2, 2048, 7, 7, 3, 1, 1), pool(1, 40, 6, 6, 3, 3, 1)};
+}
+
+template <typename H>
+void all_channels_last_max_exact() {
+  std::uint64_t seed = 300;
+  for (const Pool2dShape& s : channels_last_max_shapes()) channels_last_max_exact<H>(s, seed += 2);
+  channels_last_max_exact<H>(pool(2, 64, 15, 13, 3, 2, 1), 350, 1);  // misaligned: the scalar kernels
+  // The ResNet stem's pooling (3x3, stride 2, padding 1, 112x112 -> 56x56) at batch 4.
+  channels_last_max_exact<H>(pool(4, 64, 112, 112, 3, 2, 1), 360);
+}
+
 }  // namespace
 
 TEST(CudaHalfPooling, BFloat16MatchesTheFloat32Cpu) {
@@ -252,6 +361,38 @@ TEST(CudaChannelsLastPooling, BFloat16MatchesNchwBitForBit) {
 TEST(CudaChannelsLastPooling, Float16MatchesNchwBitForBit) {
   SUBLET_SKIP_WITHOUT_GPU("channels-last float16 pooling against NCHW");
   all_layouts_agree<Float16>();
+}
+
+TEST(CudaChannelsLastPooling, MaxPoolEveryKernelMatchesTheCpuBitForBitFloat32) {
+  SUBLET_SKIP_WITHOUT_GPU("channels-last float32 max pooling against the CPU");
+  all_channels_last_max_exact<float>();
+}
+
+TEST(CudaChannelsLastPooling, MaxPoolEveryKernelMatchesTheCpuBitForBitBFloat16) {
+  SUBLET_SKIP_WITHOUT_GPU("channels-last bfloat16 max pooling against the CPU");
+  all_channels_last_max_exact<BFloat16>();
+}
+
+TEST(CudaChannelsLastPooling, MaxPoolEveryKernelMatchesTheCpuBitForBitFloat16) {
+  SUBLET_SKIP_WITHOUT_GPU("channels-last float16 max pooling against the CPU");
+  all_channels_last_max_exact<Float16>();
+}
+
+TEST(CudaChannelsLastPooling, WindowPositionsNeedAtMost256Taps) {
+  SUBLET_SKIP_WITHOUT_GPU("the window-position kernels' limit");
+  Pool2dShape s = pool(1, 8, 20, 20, 17, 1, 0);
+  s.format = MemoryFormat::ChannelsLast;
+  EXPECT_FALSE(max_pool2d_has_positions(gpu_context(), s, DType::BFloat16));
+  DeviceBuffer<BFloat16> d_in(s.input_numel()), d_out(s.output_numel());
+  DeviceBuffer<std::uint8_t> d_positions(s.output_numel());
+  try {
+    max_pool2d_forward_positions(gpu_context(), s, DType::BFloat16, d_in.get(), d_out.get(), d_positions.get());
+    ADD_FAILURE() << "a 17x17 window was accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 256 taps, got kernel 17x17"), std::string::npos) << e.what();
+  }
+  s.kernel_w = 15;  // 255 taps
+  EXPECT_TRUE(max_pool2d_has_positions(gpu_context(), s, DType::BFloat16));
 }
 
 TEST(CudaChannelsLastPooling, MaxIndicesAreWithinThePlane) {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "cuda_test_support.h"
+#include "max_pool_test_support.h"
 #include "ops/cuda/pooling_cuda.h"
 #include "ops/pooling.h"
 #include "tests/gpu_skip.h"
@@ -48,6 +49,17 @@ void check_max(const Pool2dShape& s, const std::string& what, cuda::PoolIndexing
   expect_equal(d_out.download(), out, what + " max values");
   expect_equal(d_indices.download(), indices, what + " max indices");
   expect_equal(d_grad_input.download(), grad_input, what + " max grad_input");
+
+  // The same kernels saving one-byte window positions instead of the indices.
+  DeviceBuffer<std::uint8_t> d_positions(s.output_numel());
+  DeviceBuffer<T> d_out2(s.output_numel()), d_grad_input2(s.input_numel());
+  cuda::max_pool2d_forward_positions(gpu_context(), s, dtype, d_input.get(), d_out2.get(), d_positions.get(),
+                                     indexing);
+  cuda::max_pool2d_backward_positions(gpu_context(), s, dtype, d_grad_output.get(), d_positions.get(),
+                                      d_grad_input2.get(), indexing);
+  expect_equal(d_out2.download(), out, what + " max values (positions)");
+  expect_equal(d_positions.download(), positions_of(s, indices), what + " max window positions");
+  expect_equal(d_grad_input2.download(), grad_input, what + " max grad_input (positions)");
 }
 
 template <typename T>

@@ -6,6 +6,7 @@ sublet_add_test(test_module_ranges LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/t
 sublet_add_test(test_batch_norm_dtypes LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_norm_dtypes.cpp LIBS sublet::runtime)
 if(SUBLET_HAVE_CUDA)
   sublet_add_test(test_batch_norm_half_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_norm_half_cuda.cpp LIBS sublet::runtime)
+  sublet_add_test(test_max_pool_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_max_pool_cuda.cpp LIBS sublet::runtime)
 endif()
 # The transformer ops (embedding, layer norm, GELU, softmax, the sequence cross-entropy, gradient clipping).
 foreach(unit embedding layer_norm gelu softmax cross_entropy clip_grad)
