@@ -126,11 +126,17 @@ Tensor Tensor::matmul(const Tensor& other) const {
     const bool need_a = requires_grad(), need_b = other.requires_grad();
     autograd::record("matmul", {*this, other}, {out},
                      [a = need_b ? autograd::save(*this) : Tensor(), b = need_a ? autograd::save(other) : Tensor(),
-                      sa = sizes(), sb = other.sizes()](const TensorList& g) {
+                      sa = sizes(), sb = other.sizes(),
+                      b_is_transposed = other.dim() == 2 && other.stride(0) == 1 && other.stride(1) == other.size(0) &&
+                                        other.size(0) > 1 && other.size(1) > 1](const TensorList& g) {
                        Tensor ga, gb;
                        if (b.defined()) ga = detail::sum_to(matmul_forward(g[0], b.transpose(-2, -1)), sa);
                        if (a.defined()) {
-                         if (sb.size() == 2 && a.dim() > 2) {
+                         if (b_is_transposed) {
+                           // other = W.t() of a row-major W (a linear's weight): W's gradient
+                           // g^T a comes out row-major, so the leaf takes it without a copy.
+                           gb = matmul_forward(g[0].reshape({-1, g[0].size(-1)}).t(), a.reshape({-1, a.size(-1)})).t();
+                         } else if (sb.size() == 2 && a.dim() > 2) {
                            // A 2-D weight under a batched input: one [k, rows] @ [rows, n] product
                            // instead of a batch of products summed afterwards.
                            gb = matmul_forward(a.reshape({-1, a.size(-1)}).t(), g[0].reshape({-1, g[0].size(-1)}));

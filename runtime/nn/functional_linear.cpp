@@ -47,9 +47,9 @@ Tensor linear_with_bias_epilogue(const Tensor& input, const Tensor& weight, cons
                        AutocastGuard no_autocast(DType::BFloat16, false);  // the products in g's dtype, as the matmul node
                        Tensor gx, gw, gb;
                        // What the matmul node computes for input @ weight.t(): dX = dY W and the
-                       // weight's gradient as the transpose of X^T dY (one product over all rows).
+                       // weight's gradient dY^T X, row-major like the weight (one product over all rows).
                        if (saved_w.defined()) gx = g.matmul(saved_w);
-                       if (saved_x.defined()) gw = saved_x.reshape({-1, k}).t().matmul(g.reshape({-1, n})).t();
+                       if (saved_x.defined()) gw = g.reshape({-1, n}).t().matmul(saved_x.reshape({-1, k}));
                        if (need_b) gb = sublet::detail::sum_to(g, {n});
                        return TensorList{gx, gw, gb};
                      });

@@ -1,5 +1,6 @@
 // Matrix products against a naive triple loop, for plain, transposed and batched operands.
 #include "core/errors.h"
+#include "runtime/autograd/backward_observer.h"
 #include "runtime/gradcheck.h"
 #include "runtime/nn/functional.h"
 #include "runtime_test_util.h"
@@ -104,6 +105,31 @@ TEST(Matmul, GradcheckNdBroadcastAndLinear) {
             1e-6);
   const Tensor v = testing::random64({5}, 25, true);
   EXPECT_LE(gradcheck([](const std::vector<Tensor>& in) { return in[0].matmul(in[1].t()); }, {v, w}), 1e-6);
+}
+
+// Counts the engine's work on leaf gradients (an add, a cast or a layout copy).
+struct LeafGradientTouches : autograd::BackwardObserver {
+  int touches = 0;
+  void about_to_touch_leaf_gradient(const TensorImpl&) override { ++touches; }
+};
+
+// A weight used through its transposed view (x @ w.t(), a linear) gets its gradient row-major like
+// the weight itself, so the leaf takes it as it is, with no layout copy.
+TEST(Matmul, TransposedWeightGetsARowMajorGradient) {
+  const Tensor x = testing::random64({2, 3, 5}, 30), g = testing::random64({2, 3, 4}, 31);
+  const std::vector<double> expected = naive(g.reshape({-1, 4}).t(), x.reshape({-1, 5}));
+  for (const bool through_linear : {false, true}) {
+    Tensor w = testing::random64({4, 5}, 32, true);
+    LeafGradientTouches observer;
+    {
+      autograd::BackwardObserverGuard guard(observer);
+      const Tensor y = through_linear ? nn::functional::linear(x, w, Tensor()) : x.matmul(w.t());
+      y.mul(g).sum().backward();
+    }
+    EXPECT_EQ(observer.touches, 0) << (through_linear ? "linear" : "matmul") << ": the gradient needed a copy";
+    EXPECT_TRUE(w.grad().is_contiguous());
+    expect_matches(w.grad(), expected, 1e-12);
+  }
 }
 
 TEST(Matmul, ErrorsNameShapes) {

@@ -63,6 +63,7 @@ TEST(LinearBiasCuda, GradientsAreBitIdenticalToMatmulPlusAdd) {
     EXPECT_EQ(testing::normalized_error(gw, w2.grad()), 0.0) << dtype_name(dtype) << " weight gradient";
     EXPECT_EQ(testing::normalized_error(gb, b2.grad()), 0.0) << dtype_name(dtype) << " bias gradient";
     EXPECT_EQ(gw.sizes(), w.sizes());
+    EXPECT_TRUE(gw.is_contiguous()) << dtype_name(dtype) << ": the weight's gradient is row-major, as the weight";
   }
 }
 
