@@ -28,7 +28,8 @@ bool counted(bool done) {
 bool gelu_epilogue_fits(std::int64_t n) { return n > 0 && n % 8 == 0; }
 
 bool has_linear_gelu(Device device, DType dtype) {
-  return linear_gelu_forward_kernels().has(device.type, dtype) && linear_gelu_backward_kernels().has(device.type, dtype);
+  return linear_gelu_forward_kernels().has(device.type, dtype) &&
+         linear_gelu_backward_kernels().has(device.type, dtype);
 }
 
 bool linear_gelu_forward(const Context& ctx, DType dtype, const GeluGemmGeometry& geometry, void* out, void* pre,

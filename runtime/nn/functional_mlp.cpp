@@ -80,7 +80,8 @@ Tensor linear_gelu_linear_fused(const Tensor& input, const Tensor& fc_weight, co
     autograd::record(
         "linear_gelu_linear", {x, w1, b1, w2, b2}, {out},
         [saved_x = need_w1 ? autograd::save(x2) : Tensor(), saved_w1 = need_x ? autograd::save(w1c) : Tensor(),
-         saved_pre = need_pre ? autograd::save(pre) : Tensor(), saved_hidden = need_w2 ? autograd::save(hidden) : Tensor(),
+         saved_pre = need_pre ? autograd::save(pre) : Tensor(),
+         saved_hidden = need_w2 ? autograd::save(hidden) : Tensor(),
          saved_w2 = need_pre ? autograd::save(w2c) : Tensor(), input_sizes = x.sizes(), dtype, n, out_features, need_x,
          need_w1, need_b1, need_w2, need_b2, need_pre](const TensorList& grads) {
           AutocastGuard no_autocast(DType::BFloat16, false);  // the products in the forward's dtype

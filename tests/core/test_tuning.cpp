@@ -82,9 +82,9 @@ TEST(TuningOptions, FlagsAreOnForOneAndOffForZeroOrEmpty) {
   EXPECT_TRUE(on.log_conv_plans);
   EXPECT_FALSE(on.stream_overlap);
   EXPECT_FALSE(on.cpu_avx512);
-  EXPECT_FALSE(TuningOptions::from_environment(lookup_in({{"SUBLET_NO_GELU_EPILOGUE", "1"}})).gelu_epilogue);
-  EXPECT_EQ(TuningOptions::from_environment(lookup_in({{"SUBLET_NO_GELU_EPILOGUE", "1"}})).value_text("SUBLET_NO_GELU_EPILOGUE"),
-            "1");
+  const TuningOptions no_epilogue = TuningOptions::from_environment(lookup_in({{"SUBLET_NO_GELU_EPILOGUE", "1"}}));
+  EXPECT_FALSE(no_epilogue.gelu_epilogue);
+  EXPECT_EQ(no_epilogue.value_text("SUBLET_NO_GELU_EPILOGUE"), "1");
   for (const std::string off : {"0", ""}) {
     const TuningOptions o = TuningOptions::from_environment(
         lookup_in({{"SUBLET_LOG_CONV_PLANS", off}, {"SUBLET_NO_STREAM_OVERLAP", off}, {"SUBLET_CPU_NO_AVX512", off}}));

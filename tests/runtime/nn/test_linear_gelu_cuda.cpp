@@ -90,7 +90,9 @@ void expect_matches_reference(const Tensor& out_gpu, const Operands& o, DType dt
   }
 }
 
-Tensor fused_of(const std::vector<Tensor>& in) { return F::linear_gelu_linear_fused(in[0], in[1], in[2], in[3], in[4]); }
+Tensor fused_of(const std::vector<Tensor>& in) {
+  return F::linear_gelu_linear_fused(in[0], in[1], in[2], in[3], in[4]);
+}
 
 TEST(LinearGeluCuda, AlignedShapesRunFusedAndMatchTheReference) {
   SUBLET_SKIP_WITHOUT_GPU("linear_gelu_linear with the GELU in cuBLASLt's epilogues against float64");
@@ -247,17 +249,20 @@ TEST(LinearGeluCuda, EpilogueGeluAndItsDerivativeAreTheTanhApproximation) {
                                        w.data_ptr(), bias.data_ptr()));
   // Backward: grad_out picks row 0 of w2 (all ones), so grad_pre = gelu'(pre) and the bias
   // gradient is m gelu'(pre).
-  Tensor grad_out = zeros({m, k}, half);
-  grad_out.narrow(1, 0, 1).fill_(1.0);
+  std::vector<double> first_column(m * k, 0.0);
+  for (std::int64_t i = 0; i < m; ++i) first_column[i * k] = 1.0;
+  const Tensor grad_out =
+      Tensor::from_vector(first_column, {m, k}, DType::Float64).to(DType::Float16).to(Device::cuda(0));
   const Tensor w2 = ones({k, n}, half);
   Tensor grad_pre = Tensor::empty({m, n}, half), grad_bias = Tensor::empty({n}, half);
   ASSERT_TRUE(ops::linear_gelu_backward(ctx, DType::Float16, {m, k, n}, grad_pre.data_ptr(), grad_bias.data_ptr(),
                                         grad_out.data_ptr(), w2.data_ptr(), pre.data_ptr()));
   const auto b = bias.to(Device::cpu()).to(DType::Float64).to_vector<double>();
-  std::vector<double> value(m * n), slope(m * n), erf_value(m * n), bias_slope(n);
+  std::vector<double> bias_rows(m * n), value(m * n), slope(m * n), erf_value(m * n), bias_slope(n);
   using ops::GeluApproximate;
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::int64_t j = 0; j < n; ++j) {
+      bias_rows[i * n + j] = b[j];
       value[i * n + j] = ops::gelu_math::value(b[j], GeluApproximate::Tanh);
       erf_value[i * n + j] = ops::gelu_math::value(b[j], GeluApproximate::None);
       slope[i * n + j] = ops::gelu_math::derivative(b[j], GeluApproximate::Tanh);
@@ -267,7 +272,7 @@ TEST(LinearGeluCuda, EpilogueGeluAndItsDerivativeAreTheTanhApproximation) {
   const auto on_cpu = [](const std::vector<double>& v, const Shape& sizes) {
     return Tensor::from_vector(v, sizes, DType::Float64);
   };
-  EXPECT_EQ(normalized_error(pre, bias.reshape({1, n}).expand({m, n})), 0.0) << "the pre-activation is the bias";
+  EXPECT_EQ(normalized_error(pre, on_cpu(bias_rows, {m, n})), 0.0) << "the pre-activation is the bias";
   EXPECT_LE(normalized_error(out, on_cpu(value, {m, n})), parity_tolerance(DType::Float16)) << "gelu";
   EXPECT_LE(normalized_error(grad_pre, on_cpu(slope, {m, n})), parity_tolerance(DType::BFloat16)) << "gelu'";
   EXPECT_LE(normalized_error(grad_bias, on_cpu(bias_slope, {n})), parity_tolerance(DType::BFloat16)) << "bias gradient";

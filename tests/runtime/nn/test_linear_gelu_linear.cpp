@@ -43,7 +43,8 @@ TEST(LinearGeluLinear, OnTheCpuIsExactlyTheThreeOps) {
     reference.mul(upstream).sum().backward();
     for (std::size_t i = 0; i < a.size(); ++i) {
       ASSERT_TRUE(a[i].grad().defined()) << i;
-      EXPECT_EQ(a[i].grad().to_vector<double>(), b[i].grad().to_vector<double>()) << dtype_name(dtype) << " operand " << i;
+      EXPECT_EQ(a[i].grad().to_vector<double>(), b[i].grad().to_vector<double>())
+          << dtype_name(dtype) << " operand " << i;
     }
   }
 }
