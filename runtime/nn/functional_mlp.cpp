@@ -88,8 +88,8 @@ Tensor linear_gelu_linear_fused(const Tensor& input, const Tensor& fc_weight, co
           const Tensor g = grads[0].to(dtype).reshape({-1, out_features}).contiguous();
           const std::int64_t m = g.size(0);
           Tensor gx, gw1, gb1, gw2, gb2;
-          // As linear's node: the weight's gradient as the transpose of X^T dY (one product over all rows).
-          if (need_w2) gw2 = saved_hidden.t().matmul(g).t();
+          // A weight's gradient is dY^T X, row-major like the weight (one product over all rows).
+          if (need_w2) gw2 = g.t().matmul(saved_hidden);
           if (need_b2) gb2 = sublet::detail::sum_to(g, {out_features});
           if (need_pre) {
             Tensor grad_pre = Tensor::empty({m, n}, g.options());
@@ -105,7 +105,7 @@ Tensor linear_gelu_linear_fused(const Tensor& input, const Tensor& fc_weight, co
               grad_b1 = sublet::detail::sum_to(grad_pre, {n});
             }
             if (need_b1) gb1 = grad_b1;
-            if (need_w1) gw1 = saved_x.t().matmul(grad_pre).t();
+            if (need_w1) gw1 = grad_pre.t().matmul(saved_x);
             if (need_x) gx = grad_pre.matmul(saved_w1).reshape(input_sizes);
           }
           return TensorList{gx, gw1, gb1, gw2, gb2};
