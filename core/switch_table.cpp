@@ -20,6 +20,8 @@ constexpr std::array kSwitches{
                "sublet's kernels), cudnn (cuDNN's or an error) or sublet (sublet's fused kernels)"},
     SwitchSpec{kNoStreamOverlapSwitch, Flag, Runtime, "0",
                "diagnostic: run all work of a captured step on its one stream (no side streams beside backward)"},
+    SwitchSpec{kNoGeluEpilogueSwitch, Flag, Runtime, "0",
+               "run the MLP's GELU on CUDA in 16-bit as kernels of its own instead of in the GEMMs' epilogues"},
     SwitchSpec{kCpuNoAvx512Switch, Flag, Runtime, "0",
                "run the CPU convolutions and GEMMs on their AVX2 kernels even where the CPU has AVX-512"},
     SwitchSpec{kNcclLibrarySwitch, Path, Runtime, "libnccl.so.2",

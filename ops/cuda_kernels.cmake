@@ -28,7 +28,9 @@ list(APPEND SUBLET_OPS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/cublas_loader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/cublaslt_loader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/matmul_cuda.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/cublaslt_gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/linear_bias_cuda.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/linear_gelu_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/random_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/conv2d_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/cudnn_backend.cpp

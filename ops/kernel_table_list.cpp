@@ -15,6 +15,7 @@
 #include "ops/softmax_kernels.h"
 #include "ops/loss_kernels.h"
 #include "ops/linear_bias_kernels.h"
+#include "ops/linear_gelu_kernels.h"
 #include "ops/matmul_kernels.h"
 #include "ops/multi_tensor_norm_kernels.h"
 #include "ops/optim_update_kernels.h"
@@ -50,6 +51,8 @@ std::span<const NamedKernelTable> all_kernel_tables() {
       {"cross_entropy_backward", &cross_entropy_backward_kernels(), true},
       {"matmul", &matmul_kernels(), true},
       {"linear_bias", &linear_bias_kernels(), true},
+      {"linear_gelu_forward", &linear_gelu_forward_kernels(), false},
+      {"linear_gelu_backward", &linear_gelu_backward_kernels(), false},
       {"sgd_update", &sgd_update_kernels(), true},
       {"adam_update", &adam_update_kernels(), true},
       {"mark_non_finite", &mark_non_finite_kernels(), true},

@@ -4,6 +4,7 @@ list(APPEND SUBLET_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/matmul.cpp
   ${CMAKE_CURRENT_LIST_DIR}/linear_bias.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/linear_gelu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/copy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/random.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise_cpu.cpp

@@ -25,6 +25,7 @@
 #include "ops/cuda/loss_cuda.h"
 #include "ops/cuda/softmax_cuda.h"
 #include "ops/cuda/linear_bias_cuda.h"
+#include "ops/cuda/linear_gelu_cuda.h"
 #include "ops/cuda/matmul_cuda.h"
 #include "ops/cuda/multi_tensor_norm_cuda.h"
 #include "ops/cuda/optim_update_cuda.h"
@@ -41,6 +42,7 @@
 #include "ops/loss_kernels.h"
 #include "ops/softmax_kernels.h"
 #include "ops/linear_bias_kernels.h"
+#include "ops/linear_gelu_kernels.h"
 #include "ops/matmul_kernels.h"
 #include "ops/multi_tensor_norm_kernels.h"
 #include "ops/optim_update_kernels.h"
@@ -202,6 +204,9 @@ void register_tensor_kernels() {
   set_for(matmul_kernels(), kHalfDTypes, &cuda::matmul);  // cuBLAS, float32 accumulation
   set_for(linear_bias_kernels(), kFloating, &cuda::linear_bias);  // cuBLASLt, the bias in the epilogue
   set_for(linear_bias_kernels(), kHalfDTypes, &cuda::linear_bias);
+  // The GELU in GEMM epilogues: 16-bit only (float32 keeps the exact tanh of the GELU kernels).
+  set_for(linear_gelu_forward_kernels(), kHalfDTypes, &cuda::linear_gelu_forward);
+  set_for(linear_gelu_backward_kernels(), kHalfDTypes, &cuda::linear_gelu_backward);
   set_for(fill_uniform_kernels(), kFloating, &cuda::fill_uniform);
   set_for(fill_normal_kernels(), kFloating, &cuda::fill_normal);
   set_for(sgd_update_kernels(), kFloating, &cuda::sgd_update);

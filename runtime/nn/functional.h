@@ -143,6 +143,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, double label_s
 // undefined. Under autocast it runs in the 16-bit type.
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {});
 
+// An MLP's hidden layer with the tanh GELU, as GPT-2's c_fc -> GELU -> c_proj:
+//   linear(gelu(linear(input, fc_weight, fc_bias), Tanh), proj_weight, proj_bias)
+// with fc_weight [hidden, in], fc_bias [hidden], proj_weight [out, hidden], proj_bias [out]. On
+// CUDA in bfloat16/float16 (autocast included) the GELU runs in cuBLASLt's GEMM epilogues
+// (ops/linear_gelu.h) as one node, whose backward takes the hidden layer's gradient and fc_bias's
+// gradient out of one GEMM; elsewhere, where cuBLASLt declines the shape, or with the switch
+// off (TuningOptions::gelu_epilogue, core/tuning.h), the three ops.
+Tensor linear_gelu_linear(const Tensor& input, const Tensor& fc_weight, const Tensor& fc_bias,
+                          const Tensor& proj_weight, const Tensor& proj_bias);
+// linear_gelu_linear's fused form alone: an undefined tensor where it does not apply, so that a
+// caller can run its modules instead (GPT's MLP, whose submodules' hooks then fire).
+Tensor linear_gelu_linear_fused(const Tensor& input, const Tensor& fc_weight, const Tensor& fc_bias,
+                                const Tensor& proj_weight, const Tensor& proj_bias);
+
 class EmbeddingFuncOptions {
  public:
   // Backward sums each id's gradient rows in a fixed order, so the table's gradient is

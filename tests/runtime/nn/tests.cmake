@@ -4,6 +4,8 @@ sublet_add_test(test_nn_checkpoint LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/t
 sublet_add_test(test_sync_batch_norm LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sync_batch_norm.cpp LIBS sublet::runtime)
 sublet_add_test(test_module_ranges LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_module_ranges.cpp LIBS sublet::runtime sublet::models)
 sublet_add_test(test_batch_norm_dtypes LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_norm_dtypes.cpp LIBS sublet::runtime)
+# linear_gelu_linear (the MLP with its GELU in GEMM epilogues on CUDA) off CUDA, and GPT's MLP over it.
+sublet_add_test(test_linear_gelu_linear LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_linear_gelu_linear.cpp LIBS sublet::runtime sublet::models)
 if(SUBLET_HAVE_CUDA)
   sublet_add_test(test_batch_norm_half_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_norm_half_cuda.cpp LIBS sublet::runtime)
   sublet_add_test(test_max_pool_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_max_pool_cuda.cpp LIBS sublet::runtime)
@@ -15,6 +17,7 @@ endforeach()
 if(SUBLET_HAVE_CUDA)
   sublet_add_test(test_transformer_ops_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_transformer_ops_cuda.cpp LIBS sublet::runtime)
   sublet_add_test(test_linear_bias_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_linear_bias_cuda.cpp LIBS sublet::runtime)
+  sublet_add_test(test_linear_gelu_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_linear_gelu_cuda.cpp LIBS sublet::runtime sublet::models)
   sublet_add_test(test_clip_grad_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_clip_grad_cuda.cpp LIBS sublet::runtime)
 endif()
 # Scaled dot-product attention: the CPU reference and autograd; on the GPU, the cuBLAS and fused paths.
