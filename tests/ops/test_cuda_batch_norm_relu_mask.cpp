@@ -128,7 +128,7 @@ class MaskCase {
   Gradients backward(BnReluMask mask, bool with_grad_input) {
     const ScopedTuning scope([mask](TuningOptions& o) { o.bn_relu_mask = mask; });
     const std::size_t n = static_cast<std::size_t>(s_.numel());
-    DeviceBuffer<H> d_grad_output(grad_output_), d_gi(n), d_gr(n);
+    DeviceBuffer<H> d_grad_output(to_storage<H>(grad_output_)), d_gi(n), d_gr(n);
     DeviceBuffer<float> d_gw(static_cast<std::size_t>(s_.channels)), d_gb(static_cast<std::size_t>(s_.channels));
     const std::vector<H> real_output = d_out_->download();
     // Recomputing, the backward must not read the output: zeros would mask every gradient.
