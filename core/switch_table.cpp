@@ -33,6 +33,9 @@ constexpr std::array kSwitches{
     SwitchSpec{kConvPadChannelsSwitch, Text, Runtime, "off",
                "16-bit channels-last CUDA convolutions of fewer than 8 input channels: off, or run cuDNN on "
                "input and weight copies zero-padded to a multiple of 4 or 8 channels"},
+    SwitchSpec{kBnReluMaskSwitch, Text, Runtime, "input",
+               "backward of CUDA's 16-bit and channels-last batch norm + ReLU without a residual: the ReLU's "
+               "mask recomputed from the input (input) or read from the forward's output (output)"},
     // Their own readers.
     SwitchSpec{"SUBLET_ALLOC_CONF", Text, Allocator, "",
                "allocator configuration, PyTorch's PYTORCH_CUDA_ALLOC_CONF keys; wins over that variable"},

@@ -46,6 +46,7 @@ inline constexpr std::string_view kNcclLibrarySwitch = "SUBLET_NCCL_LIBRARY";
 inline constexpr std::string_view kGlooLibrarySwitch = "SUBLET_GLOO_LIBRARY";
 inline constexpr std::string_view kNvtxCaptureSwitch = "SUBLET_NVTX_CAPTURE";
 inline constexpr std::string_view kConvPadChannelsSwitch = "SUBLET_CONV_PAD_CHANNELS";
+inline constexpr std::string_view kBnReluMaskSwitch = "SUBLET_BN_RELU_MASK";
 
 std::span<const SwitchSpec> switch_table();
 // The entry of `name`, or nullptr when the table has none.

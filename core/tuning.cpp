@@ -33,6 +33,14 @@ int read_conv_pad_channels(const EnvironmentLookup& lookup, int default_value) {
   throw ValueError(std::string(kConvPadChannelsSwitch) + ": expected off, 4 or 8, got '" + *value + "'");
 }
 
+BnReluMask read_bn_relu_mask(const EnvironmentLookup& lookup, BnReluMask default_value) {
+  const std::optional<std::string> value = lookup(std::string(kBnReluMaskSwitch));
+  if (!value || value->empty()) return default_value;
+  if (*value == "input") return BnReluMask::Input;
+  if (*value == "output") return BnReluMask::Output;
+  throw ValueError(std::string(kBnReluMaskSwitch) + ": expected input or output, got '" + *value + "'");
+}
+
 bool read_flag(const EnvironmentLookup& lookup, std::string_view name, bool default_value) {
   const std::optional<std::string> value = lookup(std::string(name));
   if (!value) return default_value;
@@ -66,6 +74,7 @@ TuningOptions TuningOptions::from_environment(const EnvironmentLookup& lookup) {
   o.gloo_library = read_path(lookup, kGlooLibrarySwitch, o.gloo_library);
   o.nvtx_capture = read_path(lookup, kNvtxCaptureSwitch, o.nvtx_capture);
   o.conv_pad_channels = read_conv_pad_channels(lookup, o.conv_pad_channels);
+  o.bn_relu_mask = read_bn_relu_mask(lookup, o.bn_relu_mask);
   return o;
 }
 
@@ -80,6 +89,7 @@ std::optional<std::string> TuningOptions::value_text(std::string_view name) cons
   if (name == kGlooLibrarySwitch) return gloo_library;
   if (name == kNvtxCaptureSwitch) return nvtx_capture;
   if (name == kConvPadChannelsSwitch) return conv_pad_channels_text(conv_pad_channels);
+  if (name == kBnReluMaskSwitch) return std::string(bn_relu_mask_name(bn_relu_mask));
   return std::nullopt;
 }
 
@@ -111,6 +121,8 @@ const char* attention_backend_name(AttentionBackend backend) {
   }
   return "auto";
 }
+
+const char* bn_relu_mask_name(BnReluMask mask) { return mask == BnReluMask::Output ? "output" : "input"; }
 
 std::string conv_pad_channels_text(int multiple) {
   return multiple == kConvPadChannelsOff ? std::string("off") : std::to_string(multiple);

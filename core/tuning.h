@@ -28,6 +28,16 @@ inline constexpr int kConvPadChannelsOff = 0;
 // "off", "4" or "8", as the variable spells it.
 std::string conv_pad_channels_text(int multiple);
 
+// SUBLET_BN_RELU_MASK: where the backward of a fused batch norm + ReLU without a residual takes
+// the ReLU's mask from (ops/batch_norm_relu.h).
+enum class BnReluMask {
+  Input,   // recomputed from the input and the forward's per-channel coefficients (one read fewer)
+  Output,  // read from the forward's output
+};
+
+// "input" or "output", as the variable spells it.
+const char* bn_relu_mask_name(BnReluMask mask);
+
 // Looks an environment variable up: nullopt when it is not set.
 using EnvironmentLookup = std::function<std::optional<std::string>(const std::string& name)>;
 EnvironmentLookup process_environment();
@@ -42,6 +52,7 @@ struct TuningOptions {
   std::string gloo_library;                 // SUBLET_GLOO_LIBRARY; empty: next to the sublet binary
   std::string nvtx_capture;                 // SUBLET_NVTX_CAPTURE; empty: nowhere to write
   int conv_pad_channels = kConvPadChannelsOff;  // SUBLET_CONV_PAD_CHANNELS=off|4|8
+  BnReluMask bn_relu_mask = BnReluMask::Input;   // SUBLET_BN_RELU_MASK=input|output
 
   // Reads the runtime switches through `lookup`. Throws ValueError naming the variable, what it
   // may be and what it is, for a flag that is neither "1", "0" nor empty, or a text switch's

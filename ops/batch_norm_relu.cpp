@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "core/tuning.h"
 #include "ops/batch_norm_relu_kernels.h"
 
 namespace sublet::ops {
@@ -64,9 +65,19 @@ void batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& 
 void batch_norm_relu_backward_training(const Context& ctx, const BatchNormShape& shape, DType dtype,
                                        const void* grad_output, const void* output, const void* input,
                                        const void* weight, const void* save_mean, const void* save_invstd,
-                                       void* grad_input, void* grad_weight, void* grad_bias, void* grad_residual) {
+                                       void* grad_input, void* grad_weight, void* grad_bias, void* grad_residual,
+                                       const BatchNormReluForwardTerms& forward) {
   shape.validate(true);
   require_fused(ctx, shape, dtype);
+  // Without a residual the mask follows from the input and the forward's coefficients: one read
+  // of the output fewer per pass. There is no residual gradient to write then.
+  if (!forward.residual && grad_residual == nullptr && tuning().bn_relu_mask == BnReluMask::Input) {
+    if (auto* from_input = batch_norm_relu_backward_input_mask_kernels().find(ctx.device.type, dtype, shape.format)) {
+      from_input(ctx, shape, dtype, grad_output, output, input, weight, forward.bias, save_mean, save_invstd,
+                 grad_input, grad_weight, grad_bias);
+      return;
+    }
+  }
   batch_norm_relu_backward_kernels().get("batch_norm_relu", ctx.device, dtype, shape.format)(
       ctx, shape, dtype, grad_output, output, input, weight, save_mean, save_invstd, grad_input, grad_weight,
       grad_bias, grad_residual);

@@ -36,12 +36,25 @@ void batch_norm_relu_forward_training(const Context& ctx, const BatchNormShape& 
                                       void* running_var, double momentum, double eps, void* output, void* save_mean,
                                       void* save_invstd, std::int64_t* num_batches_tracked = nullptr);
 
+// What the fused forward added to the normalised input besides the weight: its bias (nullptr
+// for none) and whether it added a residual. The default (a residual) takes the ReLU's mask
+// from the output.
+struct BatchNormReluForwardTerms {
+  const void* bias = nullptr;
+  bool residual = true;
+};
+
 // Gradients from grad_output of the fused forward: `output` is its result (the ReLU's mask comes
 // from it), `input` its input. grad_residual (the residual's gradient: grad_output where
 // output > 0) and any of grad_input, grad_weight, grad_bias may be nullptr when not wanted.
+// Where the forward added no residual (forward.residual false), TuningOptions::bn_relu_mask is
+// Input and the device has the kernels (CUDA's 16-bit and channels-last ones), the mask is
+// recomputed from `input`, save_mean, save_invstd, weight and forward.bias, bit for bit the
+// forward's, and `output` is not read.
 void batch_norm_relu_backward_training(const Context& ctx, const BatchNormShape& shape, DType dtype,
                                        const void* grad_output, const void* output, const void* input,
                                        const void* weight, const void* save_mean, const void* save_invstd,
-                                       void* grad_input, void* grad_weight, void* grad_bias, void* grad_residual);
+                                       void* grad_input, void* grad_weight, void* grad_bias, void* grad_residual,
+                                       const BatchNormReluForwardTerms& forward = {});
 
 }  // namespace sublet::ops

@@ -15,6 +15,12 @@ using BatchNormReluBackwardKernel = void(const Context& ctx, const BatchNormShap
     const void* grad_output, const void* output, const void* input, const void* weight, const void* save_mean,
     const void* save_invstd, void* grad_input, void* grad_weight, void* grad_bias, void* grad_residual);
 
+// The backward of a forward without a residual, given its bias: the ReLU's mask recomputed from
+// the input and the forward's coefficients instead of read from `output` (ops/batch_norm_relu.h).
+using BatchNormReluBackwardInputMaskKernel = void(const Context& ctx, const BatchNormShape& shape, DType dtype,
+    const void* grad_output, const void* output, const void* input, const void* weight, const void* bias,
+    const void* save_mean, const void* save_invstd, void* grad_input, void* grad_weight, void* grad_bias);
+
 // The forward also counting the batch (as BatchNormForwardTrainingCountingKernel, ops/batch_norm_kernels.h).
 using BatchNormReluForwardCountingKernel = void(const Context& ctx, const BatchNormShape& shape, DType dtype,
     const void* input, const void* residual, const void* weight, const void* bias, void* running_mean,
@@ -32,6 +38,11 @@ inline KernelTable<BatchNormReluForwardKernel>& batch_norm_relu_forward_kernels(
 }
 inline KernelTable<BatchNormReluBackwardKernel>& batch_norm_relu_backward_kernels() {
   static constinit KernelTable<BatchNormReluBackwardKernel> table;
+  return table;
+}
+
+inline KernelTable<BatchNormReluBackwardInputMaskKernel>& batch_norm_relu_backward_input_mask_kernels() {
+  static constinit KernelTable<BatchNormReluBackwardInputMaskKernel> table;
   return table;
 }
 

@@ -4,6 +4,8 @@
 // channels per thread, read with one 16-byte load: the channels-last reductions).
 #include <cstdint>
 
+#include "ops/cuda/half_types.cuh"
+
 namespace sublet::ops::cuda::batch_norm_detail {
 
 struct Welford {  // count, mean and sum of squared deviations of the values pushed
@@ -86,19 +88,37 @@ __device__ inline GradSumsPack<V> merge(const GradSumsPack<V>& a, const GradSums
 }
 
 // What the element-wise passes apply per channel. Forward: y = (x - centre) * scale + shift.
-// Backward: dx = scale * (g - grad_mean - (x - centre) * xhat_factor).
+// Backward: dx = scale * (g - grad_mean - (x - centre) * xhat_factor); shift is the forward's
+// where the backward recomputes the ReLU's mask from x (relu_passed_from_input), else unused.
 struct Coefficients {
   float centre, scale, shift, grad_mean, xhat_factor;
 };
 
+// A channel's scale, invstd * weight, from the float32 invstd that save_invstd holds: the
+// forwards, and the backwards that recompute the ReLU's mask from x, derive it from the same
+// float, so they get the same bits. weight: 1 without an affine transform.
+__host__ __device__ inline float normalizing_scale(float invstd, float weight) {
+  return static_cast<float>(static_cast<double>(invstd) * static_cast<double>(weight));
+}
+
 // One element of each pass, shared by the flat and the channels-last kernels so that both give
 // the same bits. Forward: + residual (when there is one), then the ReLU (as UnaryOp::Relu: NaN -> 0).
+// One explicit fused multiply-add, so that the backward's recomputation (relu_passed_from_input)
+// cannot be contracted differently by the compiler.
 __device__ __forceinline__ float normalized_value(float x, float centre, float scale, float shift, bool add_residual,
                                                   float residual, bool relu) {
-  float value = (x - centre) * scale + shift;
+  float value = __fmaf_rn(x - centre, scale, shift);
   if (add_residual) value += residual;
   if (relu) value = value > 0.0f ? value : 0.0f;
   return value;
+}
+
+// Whether the fused forward without a residual stored a positive output for x, i.e. the ReLU
+// passed the gradient there: the forward's value, rounded to T as it was stored, tested as the
+// backward tests the stored output. A positive value that rounds to 0 in T is not passed.
+template <typename T>
+__device__ __forceinline__ bool relu_passed_from_input(float x, float centre, float scale, float shift) {
+  return is_positive(store_compute<T>(normalized_value(x, centre, scale, shift, false, 0.0f, true)));
 }
 
 // Backward: g already zeroed where the fused ReLU did not pass it; training uses the batch
@@ -107,6 +127,20 @@ __device__ __forceinline__ float input_gradient_value(float g, float x, float ce
                                                       float xhat_factor, bool training) {
   return training ? scale * (g - grad_mean - (x - centre) * xhat_factor) : scale * g;
 }
+
+// Where a backward takes the fused ReLU's mask from: nowhere (no ReLU: every gradient passes),
+// the stored output (`output`), or x with the forward's coefficients (`from_input`, a forward
+// without a residual: centre = save_mean, scale from save_invstd and weight, shift = bias).
+template <typename T>
+struct ReluMask {
+  const T* output = nullptr;  // nullptr where from_input or without the ReLU
+  bool from_input = false;
+  const float* invstd = nullptr;  // from_input: save_invstd
+  const float* weight = nullptr;  // from_input: nullptr for 1
+  const float* bias = nullptr;    // from_input: nullptr for 0
+  __device__ float scale(std::int64_t c) const { return normalizing_scale(invstd[c], weight != nullptr ? weight[c] : 1.0f); }
+  __device__ float shift(std::int64_t c) const { return bias != nullptr ? bias[c] : 0.0f; }
+};
 
 // The channels-last kernels' block: tx channel packs of `width` channels (a power of two up to
 // 32, so a warp reads up to 32 consecutive packs of a row) by ty = threads / tx rows; `across`

@@ -72,9 +72,9 @@ __global__ void __launch_bounds__(kCombineThreads)
   if (running_var != nullptr) {
     running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * (m2 / (count - 1)));
   }
-  const double scale = invstd * (weight != nullptr ? static_cast<double>(weight[c]) : 1.0);
-  coefficients[c] = {static_cast<float>(mean), static_cast<float>(scale),
-                     bias != nullptr ? bias[c] : 0.0f, 0.0f, 0.0f};
+  // From the saved float invstd, as a backward recomputing the ReLU's mask derives it.
+  const float scale = normalizing_scale(static_cast<float>(invstd), weight != nullptr ? weight[c] : 1.0f);
+  coefficients[c] = {static_cast<float>(mean), scale, bias != nullptr ? bias[c] : 0.0f, 0.0f, 0.0f};
 }
 
 __global__ void eval_coefficients(std::int64_t channels, const float* weight, const float* bias,
@@ -88,11 +88,13 @@ __global__ void eval_coefficients(std::int64_t channels, const float* weight, co
 }
 
 // invstd: save_invstd (training) or from running_var + eps (eval); centres as in GradSource.
-// Without partials (slices = 0) only the input gradient's scale is wanted (eval).
-__global__ void __launch_bounds__(kCombineThreads) combine_gradients(std::int64_t channels, std::int64_t slices, const GradSums* partials, double count,
-                                  bool training, const float* weight, const float* centres, const float* save_invstd,
-                                  const float* running_var, double eps, float* grad_weight, float* grad_bias,
-                                  Coefficients* coefficients) {
+// Without partials (slices = 0) only the input gradient's scale is wanted (eval). bias: the
+// forward's (training, where the input gradient pass recomputes the ReLU's mask), else nullptr.
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_gradients(std::int64_t channels, std::int64_t slices, const GradSums* partials, double count,
+                      bool training, const float* weight, const float* bias, const float* centres,
+                      const float* save_invstd, const float* running_var, double eps, float* grad_weight,
+                      float* grad_bias, Coefficients* coefficients) {
   __shared__ double shared[kCombineWarps + 1];
   const std::int64_t c = blockIdx.x;
   double g = 0, g_centred = 0;
@@ -108,12 +110,12 @@ __global__ void __launch_bounds__(kCombineThreads) combine_gradients(std::int64_
                                  : 1.0 / sqrt(static_cast<double>(running_var[c]) + eps);
   if (grad_weight != nullptr) grad_weight[c] = static_cast<float>(g_centred * invstd);
   if (grad_bias != nullptr) grad_bias[c] = static_cast<float>(g);
-  const double scale = invstd * (weight != nullptr ? static_cast<double>(weight[c]) : 1.0);
-  if (training) {
-    coefficients[c] = {centres[c], static_cast<float>(scale), 0.0f, static_cast<float>(g / count),
-                       static_cast<float>(g_centred * invstd * invstd / count)};
+  const float w = weight != nullptr ? weight[c] : 1.0f;
+  if (training) {  // the forward's centre, scale and shift (normalizing_scale of the same floats)
+    coefficients[c] = {centres[c], normalizing_scale(save_invstd[c], w), bias != nullptr ? bias[c] : 0.0f,
+                       static_cast<float>(g / count), static_cast<float>(g_centred * invstd * invstd / count)};
   } else {
-    coefficients[c] = {0.0f, static_cast<float>(scale), 0.0f, 0.0f, 0.0f};
+    coefficients[c] = {0.0f, static_cast<float>(invstd * static_cast<double>(w)), 0.0f, 0.0f, 0.0f};
   }
 }
 

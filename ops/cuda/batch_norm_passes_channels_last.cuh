@@ -46,19 +46,22 @@ __global__ void __launch_bounds__(kPassThreads)
   }
 }
 
-// training: the batch-statistics gradient; else dx = scale * g (input not read).
+// training: the batch-statistics gradient; else dx = scale * g (input not read). The ReLU's
+// mask: from relu_output where given, else from x and the coefficients' centre, scale and shift
+// where mask_from_input (the forward's: combine_gradients), else every value passes.
 template <typename T, int V>
 __global__ void __launch_bounds__(kPassThreads)
     input_gradient_channels_last(std::int64_t rows, std::int64_t channels, const Coefficients* coefficients,
-                                 const T* grad_output, const T* input, const T* relu_output, bool training,
-                                 T* grad_input, T* grad_residual) {
+                                 const T* grad_output, const T* input, const T* relu_output, bool mask_from_input,
+                                 bool training, T* grad_input, T* grad_residual) {
   const std::int64_t c0 = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (c0 >= channels) return;
-  float centre[V], scale[V], grad_mean[V], xhat_factor[V];
+  float centre[V], scale[V], shift[V], grad_mean[V], xhat_factor[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     const Coefficients k = coefficients[c0 + j];
-    centre[j] = k.centre, scale[j] = k.scale, grad_mean[j] = k.grad_mean, xhat_factor[j] = k.xhat_factor;
+    centre[j] = k.centre, scale[j] = k.scale, shift[j] = k.shift, grad_mean[j] = k.grad_mean,
+    xhat_factor[j] = k.xhat_factor;
   }
   const std::int64_t step = static_cast<std::int64_t>(gridDim.y) * blockDim.y;
   for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += step) {
@@ -66,11 +69,12 @@ __global__ void __launch_bounds__(kPassThreads)
     const Pack<T, V> g = load_pack<T, V>(grad_output, i);
     Pack<T, V> kept{}, x{}, gated = g;  // gated: g where the ReLU passed it, else 0
     if (relu_output != nullptr) kept = load_pack<T, V>(relu_output, i);
-    if (grad_input != nullptr && training) x = load_pack<T, V>(input, i);
+    if ((grad_input != nullptr && training) || mask_from_input) x = load_pack<T, V>(input, i);
     float dx[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const bool passed = relu_output == nullptr || is_positive(kept.v[j]);
+      const bool passed = mask_from_input ? relu_passed_from_input<T>(load_compute(x.v[j]), centre[j], scale[j], shift[j])
+                                          : relu_output == nullptr || is_positive(kept.v[j]);
       if (!passed) gated.v[j] = store_compute<T>(0.0f);
       const float gv = passed ? load_compute(g.v[j]) : 0.0f;
       dx[j] = input_gradient_value(gv, load_compute(x.v[j]), centre[j], scale[j], grad_mean[j], xhat_factor[j],

@@ -35,13 +35,11 @@ struct StatsPackSource {  // forward: the input's values
   struct Row {
     Pack<T, V> x;
   };
+  struct Fixed {};  // nothing per channel
   const T* input;
-  __device__ void centres(std::int64_t, float (&centre)[V]) const {
-#pragma unroll
-    for (int j = 0; j < V; ++j) centre[j] = 0.0f;
-  }
+  __device__ Fixed fixed(std::int64_t) const { return {}; }
   __device__ Row load(std::int64_t offset) const { return {load_pack<T, V>(input, offset)}; }
-  __device__ void push(Acc& acc, const Row& row, const float (&)[V]) const {
+  __device__ void push(Acc& acc, const Row& row, const Fixed&) const {
     float x[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) x[j] = load_compute(row.x.v[j]);
@@ -50,35 +48,45 @@ struct StatsPackSource {  // forward: the input's values
 };
 
 template <typename T, int V>
-struct GradPackSource {  // backward: g (masked where the fused ReLU's output is not > 0) and g * (x - centre)
+struct GradPackSource {  // backward: g (masked where the fused ReLU did not pass it) and g * (x - centre)
   using Acc = GradSumsPack<V>;
   using Partial = GradSums;
   static constexpr int kWidth = V;
   struct Row {
     Pack<T, V> g, x, kept;
   };
+  struct Fixed {  // the pack's channels: centres, and the forward's scale and shift where mask.from_input
+    float centre[V], scale[V], shift[V];
+  };
   const T* grad_output;
   const T* input;
-  const T* relu_output;  // nullptr without the ReLU
-  const float* centres_; // save_mean (training) or running_mean (eval)
-  __device__ void centres(std::int64_t c0, float (&centre)[V]) const {
+  const float* centres_;  // save_mean (training) or running_mean (eval)
+  ReluMask<T> mask;
+  __device__ Fixed fixed(std::int64_t c0) const {
+    Fixed f{};
 #pragma unroll
-    for (int j = 0; j < V; ++j) centre[j] = centres_[c0 + j];
+    for (int j = 0; j < V; ++j) {
+      f.centre[j] = centres_[c0 + j];
+      if (mask.from_input) f.scale[j] = mask.scale(c0 + j), f.shift[j] = mask.shift(c0 + j);
+    }
+    return f;
   }
   __device__ Row load(std::int64_t offset) const {
     Row row;
     row.g = load_pack<T, V>(grad_output, offset);
     row.x = load_pack<T, V>(input, offset);
-    if (relu_output != nullptr) row.kept = load_pack<T, V>(relu_output, offset);
+    if (mask.output != nullptr) row.kept = load_pack<T, V>(mask.output, offset);
     return row;
   }
-  __device__ void push(Acc& acc, const Row& row, const float (&centre)[V]) const {
+  __device__ void push(Acc& acc, const Row& row, const Fixed& f) const {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       float g = load_compute(row.g.v[j]);
-      if (relu_output != nullptr && !is_positive(row.kept.v[j])) g = 0.0f;
+      const float x = load_compute(row.x.v[j]);
+      if (mask.output != nullptr && !is_positive(row.kept.v[j])) g = 0.0f;
+      if (mask.from_input && !relu_passed_from_input<T>(x, f.centre[j], f.scale[j], f.shift[j])) g = 0.0f;
       acc.g[j] += g;
-      acc.g_centred[j] += g * (load_compute(row.x.v[j]) - centre[j]);
+      acc.g_centred[j] += g * (x - f.centre[j]);
     }
   }
 };
@@ -93,8 +101,7 @@ __global__ void __launch_bounds__(kPackedThreads)
   const std::int64_t c0 = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   Acc acc{};
   if (c0 < channels) {
-    float centre[V];
-    source.centres(c0, centre);
+    const typename Source::Fixed fixed = source.fixed(c0);
     const std::int64_t step = static_cast<std::int64_t>(gridDim.y) * blockDim.y;
     std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
     for (; r + (kPackedUnroll - 1) * step < rows; r += kPackedUnroll * step) {
@@ -102,9 +109,9 @@ __global__ void __launch_bounds__(kPackedThreads)
 #pragma unroll
       for (int u = 0; u < kPackedUnroll; ++u) row[u] = source.load((r + u * step) * channels + c0);
 #pragma unroll
-      for (int u = 0; u < kPackedUnroll; ++u) source.push(acc, row[u], centre);
+      for (int u = 0; u < kPackedUnroll; ++u) source.push(acc, row[u], fixed);
     }
-    for (; r < rows; r += step) source.push(acc, source.load(r * channels + c0), centre);
+    for (; r < rows; r += step) source.push(acc, source.load(r * channels + c0), fixed);
   }
   acc = merge_group(acc, shared, threadIdx.y * blockDim.x + threadIdx.x, threadIdx.y, blockDim.y, blockDim.x);
   if (threadIdx.y == 0 && c0 < channels) {

@@ -106,7 +106,8 @@ __global__ void __launch_bounds__(kSmallThreads)
       running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * (m2[j] / (rows - 1)));
     }
     centre_of[j] = static_cast<float>(centre);
-    coefficient[0][j] = static_cast<float>(invstd * (weight != nullptr ? static_cast<double>(weight[c]) : 1.0));
+    // From the saved float invstd, as a backward recomputing the ReLU's mask derives it.
+    coefficient[0][j] = normalizing_scale(static_cast<float>(invstd), weight != nullptr ? weight[c] : 1.0f);
     coefficient[1][j] = bias != nullptr ? bias[c] : 0.0f;
   }
   __syncthreads();
@@ -128,20 +129,24 @@ __global__ void __launch_bounds__(kSmallThreads)
   }
 }
 
-// Training backward: relu_output (nullptr without the fused ReLU) gates the gradient; the gated
-// gradient goes to grad_residual when wanted. Any of the outputs may be nullptr.
+// Training backward: the fused ReLU's mask (ReluMask: none, its output, or recomputed from x)
+// gates the gradient; the gated gradient goes to grad_residual when wanted. Any of the outputs
+// may be nullptr.
 template <typename T, int V>
 __global__ void __launch_bounds__(kSmallThreads)
     small_backward_channels_last(int rows, int channels, const T* grad_output,
-                                 const T* input, const T* relu_output, const float* weight,
+                                 const T* input, ReluMask<T> mask, const float* weight,
                                  const float* save_mean, const float* save_invstd, T* grad_input,
                                  float* grad_weight, float* grad_bias, T* grad_residual) {
   __shared__ double shared[kSmallWarps * V];
   __shared__ Coefficients coefficients[V];
   const int c0 = blockIdx.x * V;
-  float centre[V];
+  float centre[V], scale[V] = {}, shift[V] = {};  // scale, shift: the forward's, where mask.from_input
 #pragma unroll
-  for (int j = 0; j < V; ++j) centre[j] = save_mean[c0 + j];
+  for (int j = 0; j < V; ++j) {
+    centre[j] = save_mean[c0 + j];
+    if (mask.from_input) scale[j] = mask.scale(c0 + j), shift[j] = mask.shift(c0 + j);
+  }
   Pack<T, V> g[kSmallRowsPerThread], x[kSmallRowsPerThread];
   double sum_g[V] = {}, sum_g_centred[V] = {};
 #pragma unroll
@@ -151,11 +156,18 @@ __global__ void __launch_bounds__(kSmallThreads)
       const std::int64_t i = static_cast<std::int64_t>(r) * channels + c0;
       g[k] = load_pack<T, V>(grad_output, i);
       x[k] = load_pack<T, V>(input, i);
-      if (relu_output != nullptr) {
-        const Pack<T, V> kept = load_pack<T, V>(relu_output, i);
+      if (mask.output != nullptr) {
+        const Pack<T, V> kept = load_pack<T, V>(mask.output, i);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           if (!is_positive(kept.v[j])) g[k].v[j] = store_compute<T>(0.0f);
+        }
+      } else if (mask.from_input) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          if (!relu_passed_from_input<T>(load_compute(x[k].v[j]), centre[j], scale[j], shift[j])) {
+            g[k].v[j] = store_compute<T>(0.0f);
+          }
         }
       }
       float part_g[V], part_gc[V];
@@ -178,8 +190,8 @@ __global__ void __launch_bounds__(kSmallThreads)
     const double invstd = save_invstd[c];
     if (grad_weight != nullptr) grad_weight[c] = static_cast<float>(sum_g_centred[j] * invstd);
     if (grad_bias != nullptr) grad_bias[c] = static_cast<float>(sum_g[j]);
-    const double scale = invstd * (weight != nullptr ? static_cast<double>(weight[c]) : 1.0);
-    coefficients[j] = {centre[j], static_cast<float>(scale), 0.0f, static_cast<float>(sum_g[j] / rows),
+    const float input_scale = normalizing_scale(save_invstd[c], weight != nullptr ? weight[c] : 1.0f);
+    coefficients[j] = {centre[j], input_scale, 0.0f, static_cast<float>(sum_g[j] / rows),
                        static_cast<float>(sum_g_centred[j] * invstd * invstd / rows)};
   }
   __syncthreads();

@@ -63,23 +63,31 @@ constexpr std::int64_t kMaxSlices = 65535;        // gridDim.y
 
 template <typename T>
 struct StatsSource {  // forward: the input's values
+  using Fixed = float;  // nothing per channel
   const T* input;
-  __device__ float centre(std::int64_t) const { return 0.0f; }
-  __device__ void push(Welford& acc, std::int64_t offset, float) const { push_value(acc, load_compute(input[offset])); }
+  __device__ Fixed fixed(std::int64_t) const { return 0.0f; }
+  __device__ void push(Welford& acc, std::int64_t offset, Fixed) const { push_value(acc, load_compute(input[offset])); }
 };
 
 template <typename T>
-struct GradSource {  // backward: g (masked where the fused ReLU's output is not > 0) and g * (x - centre)
+struct GradSource {  // backward: g (masked where the fused ReLU did not pass it) and g * (x - centre)
+  struct Fixed {  // the channel's centre, and the forward's scale and shift where mask.from_input
+    float centre, scale, shift;
+  };
   const T* grad_output;
   const T* input;
-  const T* relu_output;  // nullptr without the ReLU
   const float* centres;  // save_mean (training) or running_mean (eval)
-  __device__ float centre(std::int64_t c) const { return centres[c]; }
-  __device__ void push(GradSums& acc, std::int64_t offset, float centre) const {
+  ReluMask<T> mask;
+  __device__ Fixed fixed(std::int64_t c) const {
+    return mask.from_input ? Fixed{centres[c], mask.scale(c), mask.shift(c)} : Fixed{centres[c], 0.0f, 0.0f};
+  }
+  __device__ void push(GradSums& acc, std::int64_t offset, const Fixed& f) const {
     float g = load_compute(grad_output[offset]);
-    if (relu_output != nullptr && !is_positive(relu_output[offset])) g = 0.0f;
+    const float x = load_compute(input[offset]);
+    if (mask.output != nullptr && !is_positive(mask.output[offset])) g = 0.0f;
+    if (mask.from_input && !relu_passed_from_input<T>(x, f.centre, f.scale, f.shift)) g = 0.0f;
     acc.g += g;
-    acc.g_centred += g * (load_compute(input[offset]) - centre);
+    acc.g_centred += g * (x - f.centre);
   }
 };
 
@@ -93,10 +101,10 @@ __global__ void __launch_bounds__(kTileChannels* kTileRows)
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kTileChannels + threadIdx.x;
   Acc acc{};
   if (c < channels) {
-    const float centre = source.centre(c);
+    const auto fixed = source.fixed(c);
     const std::int64_t step = static_cast<std::int64_t>(gridDim.y) * kTileRows;
     for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * kTileRows + threadIdx.y; r < rows; r += step) {
-      source.push(acc, r * channels + c, centre);
+      source.push(acc, r * channels + c, fixed);
     }
   }
   acc = merge_group(acc, shared, threadIdx.y * kTileChannels + threadIdx.x, threadIdx.y, kTileRows, kTileChannels);
@@ -129,11 +137,11 @@ __global__ void __launch_bounds__(kPlaneThreads)
     reduce_planes(std::int64_t count, PlaneIndexer at, Source source, Acc* partials) {
   __shared__ Acc shared[kPlaneThreads];
   const std::int64_t c = blockIdx.x;
-  const float centre = source.centre(c);
+  const auto fixed = source.fixed(c);
   const std::int64_t step = static_cast<std::int64_t>(gridDim.y) * kPlaneThreads;
   Acc acc{};
   for (std::int64_t j = static_cast<std::int64_t>(blockIdx.y) * kPlaneThreads + threadIdx.x; j < count; j += step) {
-    source.push(acc, at(c, j), centre);
+    source.push(acc, at(c, j), fixed);
   }
   acc = merge_group(acc, shared, threadIdx.x, threadIdx.x, kPlaneThreads, 1);
   if (threadIdx.x == 0) partials[static_cast<std::int64_t>(blockIdx.y) * at.channels + c] = acc;
@@ -252,22 +260,26 @@ __global__ void normalize(std::int64_t numel, ChannelOf channel, bool lane_chann
 }
 
 // training: the batch-statistics gradient; else dx = scale * g (input not read).
+// The ReLU's mask: from relu_output where given, else from x and the coefficients' centre, scale
+// and shift where mask_from_input (the forward's: combine_gradients), else every value passes.
 template <typename T, int V>
 __global__ void input_gradient(std::int64_t numel, ChannelOf channel, bool lane_channels,
                                const Coefficients* coefficients, const T* grad_output, const T* input,
-                               const T* relu_output, bool training, T* grad_input, T* grad_residual) {
+                               const T* relu_output, bool mask_from_input, bool training, T* grad_input,
+                               T* grad_residual) {
   for (std::int64_t p = global_thread_index(); p * V < numel; p += grid_threads()) {
     const std::int64_t i = p * V;
     const std::int64_t c0 = channel(i);
     const Pack<T, V> g = load_pack<T, V>(grad_output, i);
     Pack<T, V> kept{}, x{}, gated = g;  // gated: g where the ReLU passed it, else 0
     if (relu_output != nullptr) kept = load_pack<T, V>(relu_output, i);
-    if (grad_input != nullptr && training) x = load_pack<T, V>(input, i);
+    if ((grad_input != nullptr && training) || mask_from_input) x = load_pack<T, V>(input, i);
     float dx[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const Coefficients k = coefficients[lane_channels ? c0 + j : c0];
-      const bool passed = relu_output == nullptr || is_positive(kept.v[j]);
+      const bool passed = mask_from_input ? relu_passed_from_input<T>(load_compute(x.v[j]), k.centre, k.scale, k.shift)
+                                          : relu_output == nullptr || is_positive(kept.v[j]);
       if (!passed) gated.v[j] = store_compute<T>(0.0f);
       const float gv = passed ? load_compute(g.v[j]) : 0.0f;
       dx[j] = input_gradient_value(gv, load_compute(x.v[j]), k.centre, k.scale, k.grad_mean, k.xhat_factor, training);
@@ -378,18 +390,24 @@ void forward_eval(const Context& ctx, const BatchNormShape& s, const T* input, c
 
 // Training: centres = save_mean, invstd = save_invstd. Eval: centres = running_mean, and
 // running_var + eps give invstd. relu_output: the fused forward's output (nullptr: no ReLU).
+// mask_from_input (training, a forward without a residual, whose bias was `bias`): the ReLU's
+// mask is recomputed from the input instead of read from relu_output. relu_output still picks
+// the kernels by its alignment, so that both ways run the same ones and give the same bits.
 template <typename T>
 void backward(const Context& ctx, const BatchNormShape& s, bool training, const T* grad_output, const T* input,
-              const T* relu_output, const float* weight, const float* centres, const float* save_invstd,
-              const float* running_var, double eps, T* grad_input, float* grad_weight, float* grad_bias,
-              T* grad_residual) {
+              const T* relu_output, bool mask_from_input, const float* weight, const float* bias,
+              const float* centres, const float* save_invstd, const float* running_var, double eps, T* grad_input,
+              float* grad_weight, float* grad_bias, T* grad_residual) {
   if (grad_input == nullptr && grad_weight == nullptr && grad_bias == nullptr && grad_residual == nullptr) return;
   const Layout l = layout_of(s);
   const cudaStream_t stream = stream_of(ctx.stream);
+  const bool from_input = mask_from_input && training && relu_output != nullptr;
+  const ReluMask<T> mask = from_input ? ReluMask<T>{nullptr, true, save_invstd, weight, bias}
+                                      : ReluMask<T>{relu_output, false, nullptr, nullptr, nullptr};
   if (training && small_fits<T>(l, {grad_output, input, relu_output, grad_input, grad_residual})) {
     constexpr int V = kPackWidth<T>;
     small_backward_channels_last<T, V><<<static_cast<unsigned>(l.channels / V), kSmallThreads, 0, stream>>>(
-        static_cast<int>(l.rows), static_cast<int>(l.channels), grad_output, input, relu_output, weight, centres,
+        static_cast<int>(l.rows), static_cast<int>(l.channels), grad_output, input, mask, weight, centres,
         save_invstd, grad_input, grad_weight, grad_bias, grad_residual);
     SUBLET_CUDA_LAUNCH_CHECK(batch_norm_small_backward_channels_last);
     return;
@@ -404,16 +422,16 @@ void backward(const Context& ctx, const BatchNormShape& s, bool training, const 
     auto* sums = static_cast<GradSums*>(partials.get());
     if (plan.packed) {
       launch_reduce_packed(l, plan.geometry,
-                           GradPackSource<T, kPackWidth<T>>{grad_output, input, relu_output, centres}, sums, stream);
+                           GradPackSource<T, kPackWidth<T>>{grad_output, input, centres, mask}, sums, stream);
     } else {
-      launch_reduce(l, slices, GradSource<T>{grad_output, input, relu_output, centres}, sums, stream);
+      launch_reduce(l, slices, GradSource<T>{grad_output, input, centres, mask}, sums, stream);
     }
   }
   memory::ScopedBlock coefficients = ctx.workspace(static_cast<std::size_t>(l.channels) * sizeof(Coefficients));
   auto* k = static_cast<Coefficients*>(coefficients.get());
   combine_gradients<<<combine_blocks(l.channels), kCombineThreads, 0, stream>>>(
       l.channels, slices, static_cast<const GradSums*>(partials.get()), static_cast<double>(l.count), training,
-      weight, centres, save_invstd, running_var, eps, grad_weight, grad_bias, k);
+      weight, from_input ? bias : nullptr, centres, save_invstd, running_var, eps, grad_weight, grad_bias, k);
   SUBLET_CUDA_LAUNCH_CHECK(batch_norm_combine_gradients);
   if (grad_input == nullptr && grad_residual == nullptr) return;
   with_vector_width<T>(l, {grad_output, input, relu_output, grad_input, grad_residual}, [&](auto width) {
@@ -421,12 +439,12 @@ void backward(const Context& ctx, const BatchNormShape& s, bool training, const 
     if (V > 1 && l.channels_last) {
       const PassGeometry g = pass_geometry(l.rows, l.channels, V);
       input_gradient_channels_last<T, V><<<g.grid, g.block, 0, stream>>>(
-          l.rows, l.channels, k, grad_output, input, relu_output, training, grad_input, grad_residual);
+          l.rows, l.channels, k, grad_output, input, mask.output, from_input, training, grad_input, grad_residual);
       return;
     }
     input_gradient<T, V><<<grid_for(l.numel() / V), kBlockThreads, 0, stream>>>(
-        l.numel(), channel_of(l), l.channels_last, k, grad_output, input, relu_output, training, grad_input,
-        grad_residual);
+        l.numel(), channel_of(l), l.channels_last, k, grad_output, input, mask.output, from_input, training,
+        grad_input, grad_residual);
   });
   SUBLET_CUDA_LAUNCH_CHECK(batch_norm_input_gradient);
 }
@@ -494,9 +512,9 @@ void split_batch_norm_backward_training(const Context& ctx, const BatchNormShape
   memory::CudaDeviceGuard device(ctx.device);
   by_dtype("batch_norm", s, dtype, [&](auto tag) {
     using T = decltype(tag);
-    backward<T>(ctx, s, true, static_cast<const T*>(grad_output), static_cast<const T*>(input), nullptr, f32(weight),
-                f32(save_mean), f32(save_invstd), nullptr, 0.0, static_cast<T*>(grad_input), f32(grad_weight),
-                f32(grad_bias), nullptr);
+    backward<T>(ctx, s, true, static_cast<const T*>(grad_output), static_cast<const T*>(input), nullptr, false,
+                f32(weight), nullptr, f32(save_mean), f32(save_invstd), nullptr, 0.0, static_cast<T*>(grad_input),
+                f32(grad_weight), f32(grad_bias), nullptr);
   });
 }
 
@@ -507,9 +525,9 @@ void split_batch_norm_backward_eval(const Context& ctx, const BatchNormShape& s,
   memory::CudaDeviceGuard device(ctx.device);
   by_dtype("batch_norm", s, dtype, [&](auto tag) {
     using T = decltype(tag);
-    backward<T>(ctx, s, false, static_cast<const T*>(grad_output), static_cast<const T*>(input), nullptr,
-                f32(weight), f32(running_mean), nullptr, f32(running_var), eps, static_cast<T*>(grad_input),
-                f32(grad_weight), f32(grad_bias), nullptr);
+    backward<T>(ctx, s, false, static_cast<const T*>(grad_output), static_cast<const T*>(input), nullptr, false,
+                f32(weight), nullptr, f32(running_mean), nullptr, f32(running_var), eps,
+                static_cast<T*>(grad_input), f32(grad_weight), f32(grad_bias), nullptr);
   });
 }
 
@@ -544,8 +562,23 @@ void split_batch_norm_relu_backward_training(const Context& ctx, const BatchNorm
   by_dtype("batch_norm_relu", s, dtype, [&](auto tag) {
     using T = decltype(tag);
     backward<T>(ctx, s, true, static_cast<const T*>(grad_output), static_cast<const T*>(input),
-                static_cast<const T*>(output), f32(weight), f32(save_mean), f32(save_invstd), nullptr, 0.0,
-                static_cast<T*>(grad_input), f32(grad_weight), f32(grad_bias), static_cast<T*>(grad_residual));
+                static_cast<const T*>(output), false, f32(weight), nullptr, f32(save_mean), f32(save_invstd),
+                nullptr, 0.0, static_cast<T*>(grad_input), f32(grad_weight), f32(grad_bias),
+                static_cast<T*>(grad_residual));
+  });
+}
+
+void split_batch_norm_relu_backward_training_input_mask(const Context& ctx, const BatchNormShape& s, DType dtype,
+                                                        const void* grad_output, const void* output,
+                                                        const void* input, const void* weight, const void* bias,
+                                                        const void* save_mean, const void* save_invstd,
+                                                        void* grad_input, void* grad_weight, void* grad_bias) {
+  memory::CudaDeviceGuard device(ctx.device);
+  by_dtype("batch_norm_relu", s, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    backward<T>(ctx, s, true, static_cast<const T*>(grad_output), static_cast<const T*>(input),
+                static_cast<const T*>(output), true, f32(weight), f32(bias), f32(save_mean), f32(save_invstd),
+                nullptr, 0.0, static_cast<T*>(grad_input), f32(grad_weight), f32(grad_bias), nullptr);
   });
 }
 

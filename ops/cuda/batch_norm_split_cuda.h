@@ -53,5 +53,13 @@ void split_batch_norm_relu_backward_training(const Context& ctx, const BatchNorm
                                              const void* weight, const void* save_mean, const void* save_invstd,
                                              void* grad_input, void* grad_weight, void* grad_bias,
                                              void* grad_residual);
+// The same gradients of a forward without a residual whose bias was `bias`, the ReLU's mask
+// recomputed from the input and the forward's coefficients instead of read from `output` (which
+// is not read; its alignment picks the kernels as above, so both ways give the same bits).
+void split_batch_norm_relu_backward_training_input_mask(const Context& ctx, const BatchNormShape& shape, DType dtype,
+                                                        const void* grad_output, const void* output,
+                                                        const void* input, const void* weight, const void* bias,
+                                                        const void* save_mean, const void* save_invstd,
+                                                        void* grad_input, void* grad_weight, void* grad_bias);
 
 }  // namespace sublet::ops::cuda

@@ -94,6 +94,11 @@ void register_split_batch_norm_kernels() {
                         &cuda::split_batch_norm_relu_forward_training);
   set_channels_last_for(batch_norm_relu_backward_kernels(), kChannelsLastDTypes,
                         &cuda::split_batch_norm_relu_backward_training);
+  // The backward recomputing the ReLU's mask from the input (TuningOptions::bn_relu_mask).
+  set_for(batch_norm_relu_backward_input_mask_kernels(), kHalfDTypes,
+          &cuda::split_batch_norm_relu_backward_training_input_mask);
+  set_channels_last_for(batch_norm_relu_backward_input_mask_kernels(), kChannelsLastDTypes,
+                        &cuda::split_batch_norm_relu_backward_training_input_mask);
   // The same forwards counting the batch in their own launches (ops/batch_norm_kernels.h).
   set_for(batch_norm_forward_training_counting_kernels(), kHalfDTypes,
           &cuda::split_batch_norm_forward_training_counting);

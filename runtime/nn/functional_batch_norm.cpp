@@ -109,13 +109,13 @@ std::int64_t* batch_counter(const char* op, const Tensor& input, const Tensor& n
 Tensor fused_batch_norm_relu(const ops::BatchNormShape& s, const Tensor& input, const Tensor& residual,
                              const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                              const Tensor& bias, double momentum, double eps, std::int64_t* num_batches_tracked) {
-  Tensor x, r, w, out, mean, invstd;
+  Tensor x, r, w, b, out, mean, invstd;
   {
     NoGradGuard no_grad;
     x = input.contiguous(s.format);
     r = residual.defined() ? residual.contiguous(s.format) : Tensor();
     w = nn::detail::contiguous_or_undefined(weight);
-    const Tensor b = nn::detail::contiguous_or_undefined(bias);
+    b = nn::detail::contiguous_or_undefined(bias);
     out = Tensor::empty(input.sizes(), input.options(), s.format);
     mean = Tensor::empty({s.channels}, parameter_options(input));
     invstd = Tensor::empty({s.channels}, parameter_options(input));
@@ -130,10 +130,13 @@ Tensor fused_batch_norm_relu(const ops::BatchNormShape& s, const Tensor& input, 
     const bool need_weight = weight.defined() && weight.requires_grad();
     const bool need_bias = bias.defined() && bias.requires_grad();
     const bool need_residual = residual.defined() && residual.requires_grad();
+    // Without a residual the backward may recompute the ReLU's mask from x, which needs the bias.
+    const bool has_residual = residual.defined();
     autograd::record(
         "batch_norm_relu", {input, weight, bias, residual}, {out},
-        [s, need_input, need_weight, need_bias, need_residual, x = autograd::save(x),
-         w = w.defined() ? autograd::save(w) : Tensor(), mean = autograd::save(mean), invstd = autograd::save(invstd),
+        [s, need_input, need_weight, need_bias, need_residual, has_residual, x = autograd::save(x),
+         w = w.defined() ? autograd::save(w) : Tensor(), b = b.defined() && !has_residual ? autograd::save(b) : Tensor(),
+         mean = autograd::save(mean), invstd = autograd::save(invstd),
          out = autograd::save(out)](const TensorList& grads) {
           const Tensor grad_out = grads[0].contiguous(s.format);
           const Shape sizes = grads[0].sizes();
@@ -145,7 +148,8 @@ Tensor fused_batch_norm_relu(const ops::BatchNormShape& s, const Tensor& input, 
               sublet::detail::context_for(grad_out), s, grad_out.dtype(), grad_out.data_ptr(), out.data_ptr(),
               x.data_ptr(), nn::detail::data_or_null(w), mean.data_ptr(), invstd.data_ptr(),
               nn::detail::data_or_null(grad_input), nn::detail::data_or_null(grad_weight),
-              nn::detail::data_or_null(grad_bias), nn::detail::data_or_null(grad_residual));
+              nn::detail::data_or_null(grad_bias), nn::detail::data_or_null(grad_residual),
+              ops::BatchNormReluForwardTerms{nn::detail::data_or_null(b), has_residual});
           return TensorList{grad_input, grad_weight, grad_bias, grad_residual};
         });
   }

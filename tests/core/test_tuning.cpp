@@ -134,6 +134,26 @@ TEST(TuningOptions, ConvPadChannelsIsOffFourOrEight) {
   }
 }
 
+TEST(TuningOptions, BnReluMaskIsInputOrOutput) {
+  const TuningOptions defaults = TuningOptions::from_environment(lookup_in({}));
+  EXPECT_EQ(defaults.bn_relu_mask, BnReluMask::Input);
+  EXPECT_EQ(defaults.value_text("SUBLET_BN_RELU_MASK"), find_switch("SUBLET_BN_RELU_MASK")->default_value)
+      << "the table's default is the option's";
+  EXPECT_EQ(TuningOptions::from_environment(lookup_in({{"SUBLET_BN_RELU_MASK", ""}})).bn_relu_mask, BnReluMask::Input);
+  for (const BnReluMask mask : {BnReluMask::Input, BnReluMask::Output}) {
+    const std::string name = bn_relu_mask_name(mask);
+    const TuningOptions o = TuningOptions::from_environment(lookup_in({{"SUBLET_BN_RELU_MASK", name}}));
+    EXPECT_EQ(o.bn_relu_mask, mask) << name;
+    EXPECT_EQ(o.value_text("SUBLET_BN_RELU_MASK"), name);
+  }
+  for (const std::string bad : {"y", "Output", "1", " input"}) {
+    const std::string message = testing::message_of<ValueError>(
+        [&] { TuningOptions::from_environment(lookup_in({{"SUBLET_BN_RELU_MASK", bad}})); });
+    EXPECT_NE(message.find("SUBLET_BN_RELU_MASK: expected input or output, got '" + bad + "'"), std::string::npos)
+        << message;
+  }
+}
+
 TEST(TuningOptions, AnyOtherFlagValueIsAnError) {
   for (const std::string bad : {"yes", "true", "2", " 1"}) {
     const std::string message = testing::message_of<ValueError>(

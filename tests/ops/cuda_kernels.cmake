@@ -5,7 +5,8 @@ if(SUBLET_HAVE_CUDA)
           test_cuda_conv2d test_cuda_batch_norm test_cuda_batch_norm_relu test_cuda_pooling test_cuda_loss test_cuda_dropout
           test_cuda_streams test_cuda_memory_accounting test_cuda_half_copy
           test_cuda_half_elementwise test_cuda_half_reduce test_cuda_column_sum
-          test_cuda_half_batch_norm test_cuda_channels_last_batch_norm test_cuda_half_pooling)
+          test_cuda_half_batch_norm test_cuda_channels_last_batch_norm test_cuda_half_pooling
+          test_cuda_batch_norm_relu_mask)
     sublet_add_test(${cuda_test} LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/${cuda_test}.cpp LIBS sublet::ops)
   endforeach()
   # The fused cross-entropy in every floating dtype against the float64 CPU kernel.
