@@ -26,13 +26,14 @@
 namespace sublet::ops {
 
 std::span<const NamedKernelTable> all_kernel_tables() {
-  static const std::array<NamedKernelTable, 53> tables{{
+  static const std::array<NamedKernelTable, 56> tables{{
       {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
       {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
       {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
       {"batch_norm_backward_eval", &batch_norm_backward_eval_kernels(), true},
       {"batch_norm_relu_forward", &batch_norm_relu_forward_kernels(), true},
       {"batch_norm_relu_backward", &batch_norm_relu_backward_kernels(), true},
+      {"batch_norm_relu_backward_input_mask", &batch_norm_relu_backward_input_mask_kernels(), false},
       {"conv2d_forward", &conv2d_forward_kernels(), true},
       {"conv2d_backward_input", &conv2d_backward_input_kernels(), true},
       {"conv2d_backward_input_accumulate", &conv2d_backward_input_accumulate_kernels(), false},

@@ -195,7 +195,7 @@ TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
       "batch_norm_backward_eval",    "batch_norm_relu_forward", "batch_norm_relu_backward",
       "max_pool2d_forward",          "max_pool2d_backward",     "avg_pool2d_forward",
       "avg_pool2d_backward",         "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_backward",
-      "max_pool2d_forward_positions", "max_pool2d_backward_positions"};
+      "max_pool2d_forward_positions", "max_pool2d_backward_positions", "batch_norm_relu_backward_input_mask"};
   // Channels-last CUDA kernels (float32, bfloat16, float16): cuDNN's NHWC convolution, sublet's
   // NHWC batch norm and pooling.
   std::set<std::string> channels_last_ops = {"conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight",
