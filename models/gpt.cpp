@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"
@@ -173,14 +174,25 @@ Block::Block(const GPTConfig& config, Generator& generator) : Module("Block") {
   mlp = register_module("mlp", std::make_shared<MLP>(config, generator));
 }
 
+namespace {
+
+// The dtype the linear after a block's layer norm computes in: under autocast it would cast the
+// norm's float32 output to the 16-bit type, so the norm writes that type itself (the same values;
+// on CUDA no cast kernel either way). float64 is never lowered, as in PyTorch.
+DType linear_input_dtype(const Tensor& x) {
+  return amp::autocast_is_enabled() && x.dtype() != DType::Float64 ? amp::autocast_dtype() : x.dtype();
+}
+
+}  // namespace
+
 Tensor Block::forward(const Tensor& x) {
-  const Tensor h = x + (*attn)((*ln_1)(x));
-  return h + (*mlp)((*ln_2)(h));
+  const Tensor h = x + (*attn)(ln_1->forward_as(x, linear_input_dtype(x)));
+  return h + (*mlp)(ln_2->forward_as(h, linear_input_dtype(h)));
 }
 
 Tensor Block::forward_cached(const Tensor& x, KVCache& cache, std::size_t layer) {
-  const Tensor h = x + attn->forward_cached((*ln_1)(x), cache, layer);
-  return h + (*mlp)((*ln_2)(h));
+  const Tensor h = x + attn->forward_cached(ln_1->forward_as(x, linear_input_dtype(x)), cache, layer);
+  return h + (*mlp)(ln_2->forward_as(h, linear_input_dtype(h)));
 }
 
 GPTBody::GPTBody(const GPTConfig& config, Generator& generator) : Module("GPTBody") {

@@ -17,8 +17,8 @@ struct LayerNormShape {
   void validate(const char* op) const;  // throws ShapeError naming op and the sizes
 };
 
-// The general form, one pass each way, for the fused paths (CUDA kernels only; the fronts compose
-// the plain ops elsewhere). Forward: with `branch` given, the row input is input + branch rounded
+// The general form, one pass each way, for the fused paths (CUDA kernels only: ask
+// layer_norm_fused_available; the fronts compose the plain ops elsewhere). Forward: with `branch` given, the row input is input + branch rounded
 // to `dtype` (written to `sum`), as a residual add followed by the norm; the output may be in a
 // 16-bit `output_dtype` while input, weight, bias and the statistics stay in `dtype`, as float32
 // layer norm followed by a cast. branch has output_dtype.
@@ -64,5 +64,12 @@ void layer_norm_forward(const Context& ctx, const LayerNormShape& shape, DType d
 void layer_norm_backward(const Context& ctx, const LayerNormShape& shape, DType dtype, const void* grad_output,
                          const void* input, const void* weight, const void* mean, const void* rstd,
                          void* grad_input, void* grad_weight, void* grad_bias);
+
+// Whether `device` has the general kernels for this pair: output_dtype equal to dtype, or
+// bfloat16/float16 for a float32 dtype.
+bool layer_norm_fused_available(DeviceType device, DType dtype, DType output_dtype);
+// The general forms; DTypeError where layer_norm_fused_available is false.
+void layer_norm_fused_forward(const Context& ctx, const LayerNormForwardArgs& args);
+void layer_norm_fused_backward(const Context& ctx, const LayerNormBackwardArgs& args);
 
 }  // namespace sublet::ops

@@ -190,8 +190,10 @@ void dispatch_pair(DType dtype, DType output_dtype, const char* op, F&& f) {
     dispatch_device_floating(dtype, op, [&](auto tag) { f(tag, tag); });
     return;
   }
+  if (dtype == DType::Float32 && output_dtype == DType::BFloat16) return f(float{}, __nv_bfloat16{});
+  if (dtype == DType::Float32 && output_dtype == DType::Float16) return f(float{}, __half{});
   throw DTypeError(std::string(op) + ": output dtype " + dtype_name(output_dtype) + " with input dtype " +
-                   dtype_name(dtype) + "; expected the input's dtype on CUDA");
+                   dtype_name(dtype) + "; expected the input's dtype, or bfloat16/float16 for a float32 input");
 }
 
 }  // namespace
@@ -225,7 +227,7 @@ void layer_norm_forward(const Context& ctx, const LayerNormShape& s, DType dtype
   args.output = output;
   args.mean = mean;
   args.rstd = rstd;
-  layer_norm_fused_forward(ctx, args);
+  cuda::layer_norm_fused_forward(ctx, args);
 }
 
 void layer_norm_backward(const Context& ctx, const LayerNormShape& s, DType dtype, const void* grad_output,
@@ -242,7 +244,7 @@ void layer_norm_backward(const Context& ctx, const LayerNormShape& s, DType dtyp
   args.grad_input = grad_input;
   args.grad_weight = grad_weight;
   args.grad_bias = grad_bias;
-  layer_norm_fused_backward(ctx, args);
+  cuda::layer_norm_fused_backward(ctx, args);
 }
 
 }  // namespace sublet::ops::cuda

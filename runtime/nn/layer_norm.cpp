@@ -20,4 +20,10 @@ Tensor LayerNorm::forward(const Tensor& input) {
   return functional::layer_norm(input, options_.normalized_shape(), weight, bias, options_.eps());
 }
 
+Tensor LayerNorm::forward_as(const Tensor& input, DType output_dtype) {
+  return call_with_hooks(input, [this, output_dtype](const Tensor& x) {
+    return functional::layer_norm(x, options_.normalized_shape(), weight, bias, options_.eps(), output_dtype);
+  });
+}
+
 }  // namespace sublet::nn

@@ -36,6 +36,9 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(const LayerNormOptions& options);
   Tensor forward(const Tensor& input) override;
+  // forward(input).to(output_dtype) as one call (functional::layer_norm's output_dtype: one kernel
+  // on CUDA for a float32 norm with a 16-bit output), with the hooks operator() runs.
+  Tensor forward_as(const Tensor& input, DType output_dtype);
   const LayerNormOptions& options() const { return options_; }
 
   Tensor weight;  // normalized_shape, undefined without elementwise_affine

@@ -2,11 +2,14 @@
 // input/weight/bias gradients, over widths that pick each kernel: one warp per row with 16-byte
 // packs, with single elements (odd widths, misaligned rows), and one block per row (wide rows);
 // rows = 1 and row counts that leave a block's warps idle; float32, bfloat16, float16 and
-// float64; and the weight/bias gradients identical from run to run.
+// float64; the weight/bias gradients identical from run to run; and a float32 norm writing a
+// 16-bit output (output_dtype): the same bits, and gradients, as the norm followed by the cast.
 // A GPU-only binary: run it on the GPU machine with SUBLET_REQUIRE_GPU=1.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "runtime/nn/functional.h"
 #include "tests/runtime/nn/cuda_parity.h"
@@ -103,6 +106,41 @@ TEST(LayerNormCuda, GradientsAreTheSameBitsEveryRun) {
     }
     EXPECT_EQ(runs[0], runs[1]) << cols;
     EXPECT_EQ(runs[0], runs[2]) << cols;
+  }
+}
+
+// Output and the gradients of x, w, b (float32 leaves on the GPU) for a 16-bit upstream.
+std::vector<float> output_and_grads(const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& fn,
+                                    std::int64_t rows, std::int64_t cols, DType low) {
+  const Device gpu = Device::cuda(0);
+  Tensor x = random64({rows, cols}, 100 + cols).mul(2.0).add(3.0).to(DType::Float32).to(gpu);
+  Tensor w = random64({cols}, 101).to(DType::Float32).to(gpu), b = random64({cols}, 102).to(DType::Float32).to(gpu);
+  for (Tensor* t : {&x, &w, &b}) t->requires_grad_(true);
+  const Tensor out = fn(x, w, b);
+  EXPECT_EQ(out.dtype(), low);
+  out.backward(random64({rows, cols}, 103).to(low).to(gpu));
+  std::vector<float> all = out.detach().to(DType::Float32).to(Device::cpu()).to_vector<float>();
+  for (const Tensor& t : {x, w, b}) {
+    const auto v = t.grad().to(Device::cpu()).to_vector<float>();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+TEST(LayerNormCuda, SixteenBitOutputIsTheNormThenTheCast) {
+  SUBLET_SKIP_WITHOUT_GPU("float32 layer norm with a 16-bit output against the norm and the cast");
+  for (DType low : {DType::BFloat16, DType::Float16}) {
+    for (std::int64_t cols : {1, 7, 100, 768, 1030, 2100}) {
+      for (std::int64_t rows : {1, 300}) {
+        const auto fused = output_and_grads(
+            [&](const Tensor& x, const Tensor& w, const Tensor& b) { return F::layer_norm(x, {cols}, w, b, 1e-5, low); },
+            rows, cols, low);
+        const auto composed = output_and_grads(
+            [&](const Tensor& x, const Tensor& w, const Tensor& b) { return F::layer_norm(x, {cols}, w, b).to(low); },
+            rows, cols, low);
+        EXPECT_EQ(fused, composed) << dtype_name(low) << " " << rows << "x" << cols;
+      }
+    }
   }
 }
 
