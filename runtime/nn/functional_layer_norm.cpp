@@ -1,4 +1,5 @@
-// layer_norm: one fused kernel each way, mean and rstd saved for backward.
+// layer_norm: one fused kernel each way, mean and rstd saved for backward; the fused core
+// (runtime/nn/layer_norm_fused.h) shared with add_layer_norm.
 #include <numeric>
 #include <optional>
 #include <utility>
@@ -9,10 +10,9 @@
 #include "runtime/autograd/function.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
+#include "runtime/nn/layer_norm_fused.h"
 
-namespace sublet::nn::functional {
-
-using autograd::TensorList;
+namespace sublet::nn::detail {
 
 namespace {
 
@@ -25,8 +25,8 @@ void check_affine(const char* op, const char* what, const Tensor& input, const T
   }
 }
 
-// The fused path (ops::layer_norm_fused_*): the rows of input (+ branch, written to the sum)
-// normalised into out_dtype, one kernel each way. Returns {sum or undefined, output}.
+}  // namespace
+
 std::pair<Tensor, Tensor> fused_layer_norm(const char* op, const Tensor& input, const Tensor& branch,
                                            const Shape& normalized, const ops::LayerNormShape& s, const Tensor& weight,
                                            const Tensor& bias, double eps, DType out_dtype) {
@@ -66,7 +66,7 @@ std::pair<Tensor, Tensor> fused_layer_norm(const char* op, const Tensor& input, 
          need_branch = has_branch && branch.requires_grad(), need_weight = weight.defined() && weight.requires_grad(),
          need_bias = bias.defined() && bias.requires_grad(), x = autograd::save(has_branch ? sum : x),
          w = w.defined() ? autograd::save(w) : Tensor(), mean = autograd::save(mean),
-         rstd = autograd::save(rstd)](const TensorList& grads) {
+         rstd = autograd::save(rstd)](const autograd::TensorList& grads) {
           const Tensor grad_sum = has_branch ? grads[0].contiguous() : Tensor();
           const Tensor grad_out = grads[has_branch ? 1 : 0].contiguous();
           Tensor grad_input, grad_branch, grad_weight, grad_bias;
@@ -89,14 +89,13 @@ std::pair<Tensor, Tensor> fused_layer_norm(const char* op, const Tensor& input, 
           args.grad_weight = nn::detail::data_or_null(grad_weight);
           args.grad_bias = nn::detail::data_or_null(grad_bias);
           ops::layer_norm_fused_backward(sublet::detail::context_for(grad_out), args);
-          return TensorList{need_input ? grad_input : Tensor(), grad_branch, grad_weight, grad_bias};
+          return autograd::TensorList{need_input ? grad_input : Tensor(), grad_branch, grad_weight, grad_bias};
         });
   }
   return {sum, out};
 }
 
-// The checks of the fronts: normalized_shape against the input, weight and bias like it.
-ops::LayerNormShape checked_rows(const char* op, const Tensor& input, const Shape& normalized, const Tensor& weight,
+ops::LayerNormShape layer_norm_rows(const char* op, const Tensor& input, const Shape& normalized, const Tensor& weight,
                                  const Tensor& bias) {
   sublet::detail::check_defined(op, input);
   sublet::detail::check_floating(op, input);
@@ -115,13 +114,17 @@ ops::LayerNormShape checked_rows(const char* op, const Tensor& input, const Shap
   return s;
 }
 
-void check_output_dtype(const char* op, DType dtype) {
+void check_layer_norm_output_dtype(const char* op, DType dtype) {
   if (dtype == DType::Int64 || dtype == DType::UInt8) {
     throw DTypeError(std::string(op) + ": output_dtype must be a floating dtype, got " + dtype_name(dtype));
   }
 }
 
-}  // namespace
+}  // namespace sublet::nn::detail
+
+namespace sublet::nn::functional {
+
+using autograd::TensorList;
 
 Tensor layer_norm(const Tensor& input, std::vector<std::int64_t> normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps, std::optional<DType> output_dtype) {
@@ -130,14 +133,14 @@ Tensor layer_norm(const Tensor& input, std::vector<std::int64_t> normalized_shap
     return layer_norm(amp::to_float32(input), std::move(normalized_shape), amp::to_float32(weight),
                       amp::to_float32(bias), eps, output_dtype);
   }
-  if (output_dtype) check_output_dtype(op, *output_dtype);
+  if (output_dtype) nn::detail::check_layer_norm_output_dtype(op, *output_dtype);
   const Shape normalized(normalized_shape.begin(), normalized_shape.end());
-  const ops::LayerNormShape s = checked_rows(op, input, normalized, weight, bias);
+  const ops::LayerNormShape s = nn::detail::layer_norm_rows(op, input, normalized, weight, bias);
   const DType out_dtype = output_dtype.value_or(input.dtype());
   if (out_dtype != input.dtype()) {
     // One kernel where the device has it; elsewhere the norm, then the cast.
     if (ops::layer_norm_fused_available(input.device().type, input.dtype(), out_dtype)) {
-      return fused_layer_norm(op, input, Tensor(), normalized, s, weight, bias, eps, out_dtype).second;
+      return nn::detail::fused_layer_norm(op, input, Tensor(), normalized, s, weight, bias, eps, out_dtype).second;
     }
     return layer_norm(input, std::move(normalized_shape), weight, bias, eps).to(out_dtype);
   }

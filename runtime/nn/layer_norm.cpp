@@ -26,4 +26,16 @@ Tensor LayerNorm::forward_as(const Tensor& input, DType output_dtype) {
   });
 }
 
+functional::AddLayerNorm LayerNorm::forward_add(const Tensor& residual, const Tensor& branch,
+                                                std::optional<DType> output_dtype) {
+  Tensor sum;
+  Tensor normalized = call_with_hooks(residual, [&](const Tensor& r) {
+    functional::AddLayerNorm result = functional::add_layer_norm(r, branch, options_.normalized_shape(), weight, bias,
+                                                                 options_.eps(), output_dtype);
+    sum = result.sum;
+    return result.normalized;
+  });
+  return {sum, normalized};
+}
+
 }  // namespace sublet::nn

@@ -3,14 +3,19 @@
 // packs, with single elements (odd widths, misaligned rows), and one block per row (wide rows);
 // rows = 1 and row counts that leave a block's warps idle; float32, bfloat16, float16 and
 // float64; the weight/bias gradients identical from run to run; and a float32 norm writing a
-// 16-bit output (output_dtype): the same bits, and gradients, as the norm followed by the cast.
+// 16-bit output (output_dtype): the same bits, and gradients, as the norm followed by the cast;
+// add_layer_norm: the same bits as x + h and the norm in every dtype pairing it fuses, and
+// float64 parity.
 // A GPU-only binary: run it on the GPU machine with SUBLET_REQUIRE_GPU=1.
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/autograd/function.h"
+#include "runtime/nn/add_layer_norm.h"
 #include "runtime/nn/functional.h"
 #include "tests/runtime/nn/cuda_parity.h"
 #include "tests/runtime/runtime_test_util.h"
@@ -142,6 +147,73 @@ TEST(LayerNormCuda, SixteenBitOutputIsTheNormThenTheCast) {
       }
     }
   }
+}
+
+// Outputs of add_layer_norm (sum, then the norm) and the gradients of x, h, w, b for random
+// upstreams of both, as float32 vectors (one after the other).
+std::vector<float> add_norm_results(bool fused, std::int64_t rows, std::int64_t cols, DType dtype, DType branch_dtype,
+                                    std::optional<DType> output_dtype) {
+  const Device gpu = Device::cuda(0);
+  Tensor x = random64({rows, cols}, 110 + cols).mul(2.0).add(3.0).to(dtype).to(gpu);
+  Tensor h = random64({rows, cols}, 111).to(branch_dtype).to(gpu);
+  Tensor w = random64({cols}, 112).to(dtype).to(gpu), b = random64({cols}, 113).to(dtype).to(gpu);
+  for (Tensor* t : {&x, &h, &w, &b}) t->requires_grad_(true);
+  Tensor sum, normed;
+  if (fused) {
+    auto result = F::add_layer_norm(x, h, {cols}, w, b, 1e-5, output_dtype);
+    sum = result.sum;
+    normed = result.normalized;
+  } else {
+    sum = x + h;
+    normed = F::layer_norm(sum, {cols}, w, b, 1e-5, output_dtype);
+  }
+  EXPECT_EQ(sum.dtype(), dtype);
+  EXPECT_EQ(normed.dtype(), output_dtype.value_or(dtype));
+  autograd::backward({sum, normed}, {random64({rows, cols}, 114).to(sum.dtype()).to(gpu),
+                                     random64({rows, cols}, 115).to(normed.dtype()).to(gpu)});
+  std::vector<float> all;
+  for (const Tensor& t : {sum, normed, x.grad(), h.grad(), w.grad(), b.grad()}) {
+    const auto v = t.detach().to(DType::Float32).to(Device::cpu()).to_vector<float>();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+TEST(LayerNormCuda, FusedAddIsTheAddThenTheNorm) {
+  SUBLET_SKIP_WITHOUT_GPU("add_layer_norm against x + h and layer_norm");
+  struct Case {
+    DType dtype, branch;
+    std::optional<DType> output;
+  };
+  const Case cases[] = {
+      {DType::Float32, DType::Float32, std::nullopt},
+      {DType::Float32, DType::BFloat16, DType::BFloat16},  // autocast's residual stream
+      {DType::Float32, DType::Float16, DType::Float16},
+      {DType::BFloat16, DType::BFloat16, std::nullopt},
+      {DType::Float16, DType::Float16, std::nullopt},
+      {DType::Float64, DType::Float64, std::nullopt},
+  };
+  for (const Case& c : cases) {
+    for (std::int64_t cols : {1, 7, 100, 768, 1030, 2100}) {
+      for (std::int64_t rows : {1, 300}) {
+        EXPECT_EQ(add_norm_results(true, rows, cols, c.dtype, c.branch, c.output),
+                  add_norm_results(false, rows, cols, c.dtype, c.branch, c.output))
+            << dtype_name(c.dtype) << " + " << dtype_name(c.branch) << " " << rows << "x" << cols;
+      }
+    }
+  }
+}
+
+TEST(LayerNormCuda, FusedAddMatchesFloat64OnTheCpu) {
+  SUBLET_SKIP_WITHOUT_GPU("add_layer_norm against float64 on the CPU");
+  const Tensor x = random64({300, 768}, 120).mul(2.0).add(3.0), h = random64({300, 768}, 121);
+  const Tensor w = random64({768}, 122), b = random64({768}, 123);
+  expect_parity(
+      [](const std::vector<Tensor>& in) {
+        const auto [sum, normed] = F::add_layer_norm(in[0], in[1], {768}, in[2], in[3]);
+        return sum.mul(0.5).add(normed);
+      },
+      {x, h, w, b}, "add_layer_norm");
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ if(SUBLET_HAVE_CUDA)
   sublet_add_test(test_batch_norm_half_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_norm_half_cuda.cpp LIBS sublet::runtime)
 endif()
 # The transformer ops (embedding, layer norm, GELU, softmax, the sequence cross-entropy, gradient clipping).
-foreach(unit embedding layer_norm gelu softmax cross_entropy clip_grad)
+foreach(unit embedding layer_norm add_layer_norm gelu softmax cross_entropy clip_grad)
   sublet_add_test(test_${unit} LABEL cpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_${unit}.cpp LIBS sublet::runtime)
 endforeach()
 if(SUBLET_HAVE_CUDA)
