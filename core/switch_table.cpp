@@ -22,6 +22,9 @@ constexpr std::array kSwitches{
                "diagnostic: run all work of a captured step on its one stream (no side streams beside backward)"},
     SwitchSpec{kCpuNoAvx512Switch, Flag, Runtime, "0",
                "run the CPU convolutions and GEMMs on their AVX2 kernels even where the CPU has AVX-512"},
+    SwitchSpec{kNoFusedLayerNormSwitch, Flag, Runtime, "0",
+               "for comparisons: CUDA layer norm on its block-per-row kernels, and GPT blocks without the 16-bit "
+               "norm output and the fused residual add"},
     SwitchSpec{kNcclLibrarySwitch, Path, Runtime, "libnccl.so.2",
                "the NCCL library data parallel loads (found on the library path when unset)"},
     SwitchSpec{kGlooLibrarySwitch, Path, Runtime, "",

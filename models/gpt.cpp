@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/tuning.h"
 #include "runtime/autocast.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
@@ -191,6 +192,10 @@ DType linear_input_dtype(const Tensor& x) { return lowered_dtype(x).value_or(x.d
 
 // The attention's residual add and ln_2 run as one op (one kernel each way on CUDA).
 Tensor Block::forward(const Tensor& x) {
+  if (!tuning().fused_layer_norm) {  // switched off for comparisons: the unfused ops
+    const Tensor h = x + (*attn)((*ln_1)(x));
+    return h + (*mlp)((*ln_2)(h));
+  }
   const auto [h, normed] = ln_2->forward_add(x, (*attn)(ln_1->forward_as(x, linear_input_dtype(x))), lowered_dtype(x));
   return h + (*mlp)(normed);
 }

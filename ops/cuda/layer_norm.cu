@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/errors.h"
+#include "core/tuning.h"
 #include "memory/cuda_device_guard.h"
 #include "ops/cuda/cuda_checks.h"
 #include "ops/cuda/layer_norm_block_rows.cuh"
@@ -63,6 +64,7 @@ bool aligned(const void* p, std::size_t bytes) {
 // packs (or they are not aligned) and for single elements.
 template <int kVec, typename Launch>
 bool launch_warp_rows(std::int64_t cols, bool packs_aligned, Launch&& launch) {
+  if (!tuning().fused_layer_norm) return false;  // switched off for comparisons: block per row
   auto by_chunks = [&](auto vec) {
     constexpr int V = decltype(vec)::value;
     constexpr int kMax = kMaxPerLane / V < kMaxChunks ? kMaxPerLane / V : kMaxChunks;
