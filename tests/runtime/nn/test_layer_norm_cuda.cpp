@@ -62,16 +62,19 @@ TEST(LayerNormCuda, BlockRowsForWideRows) {
   expect_layer_norm_parity(1, 3001, 60);
 }
 
-TEST(LayerNormCuda, MisalignedRowsTakeSingleElements) {
+TEST(LayerNormCuda, MisalignedRowsTakeSingleElementsOrBlocks) {
   SUBLET_SKIP_WITHOUT_GPU("layer norm on a view one element past an aligned start");
-  constexpr std::int64_t rows = 9, cols = 768;
-  const Tensor flat = random64({rows * cols + 1}, 70), w = random64({cols}, 71), b = random64({cols}, 72);
-  expect_parity(
-      [](const std::vector<Tensor>& in) {
-        const Tensor x = in[0].narrow(0, 1, rows * cols).view({rows, cols});
-        return F::layer_norm(x, {cols}, in[1], in[2]);
-      },
-      {flat, w, b}, "layer_norm misaligned");
+  // 200: single elements in a warp; 768: too wide for single elements, one block per row.
+  constexpr std::int64_t rows = 9;
+  for (std::int64_t cols : {200, 768}) {
+    const Tensor flat = random64({rows * cols + 1}, 70 + cols), w = random64({cols}, 71), b = random64({cols}, 72);
+    expect_parity(
+        [cols](const std::vector<Tensor>& in) {
+          const Tensor x = in[0].narrow(0, 1, rows * cols).view({rows, cols});
+          return F::layer_norm(x, {cols}, in[1], in[2]);
+        },
+        {flat, w, b}, ("layer_norm misaligned " + std::to_string(cols)).c_str());
+  }
 }
 
 TEST(LayerNormCuda, Float64MatchesTheCpu) {
