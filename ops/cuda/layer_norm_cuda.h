@@ -1,8 +1,8 @@
 #pragma once
 // CUDA layer normalisation (ops/layer_norm.h), float32, float64 and 16-bit inputs (with weight and
-// bias of the input's dtype); statistics in float32 (float64 for float64). Rows up to a warp's
-// registers (1,024 float32 columns with 16-byte packs, 256 otherwise; 2,048 16-bit) take one warp
-// per row, wider rows one block per row. Backward: the input gradient and per-block partial
+// bias of the input's dtype); statistics in float32 (float64 for float64). Rows up to 32 elements
+// per lane of a warp (1,024 float32 or 16-bit columns with 16-byte packs, 512 float64, 256
+// without packs) take one warp per row, wider rows one block per row. Backward: the input gradient and per-block partial
 // column sums of the weight/bias gradients in one pass, then one pass over the partials in a
 // fixed order (deterministic).
 #include "ops/layer_norm.h"
