@@ -24,6 +24,9 @@ constexpr std::array kSwitches{
                "run the MLP's GELU on CUDA in 16-bit as kernels of its own instead of in the GEMMs' epilogues"},
     SwitchSpec{kCpuNoAvx512Switch, Flag, Runtime, "0",
                "run the CPU convolutions and GEMMs on their AVX2 kernels even where the CPU has AVX-512"},
+    SwitchSpec{kNoFusedLayerNormSwitch, Flag, Runtime, "0",
+               "for comparisons: CUDA layer norm on its block-per-row kernels, and GPT blocks without the 16-bit "
+               "norm output and the fused residual add"},
     SwitchSpec{kNcclLibrarySwitch, Path, Runtime, "libnccl.so.2",
                "the NCCL library data parallel loads (found on the library path when unset)"},
     SwitchSpec{kGlooLibrarySwitch, Path, Runtime, "",

@@ -48,6 +48,7 @@ struct TuningOptions {
   bool stream_overlap = true;               // SUBLET_NO_STREAM_OVERLAP=1 turns it off
   bool cpu_avx512 = true;                   // SUBLET_CPU_NO_AVX512=1 turns it off
   bool gelu_epilogue = true;                // SUBLET_NO_GELU_EPILOGUE=1 turns it off
+  bool fused_layer_norm = true;             // SUBLET_NO_FUSED_LAYER_NORM=1 turns it off
   std::string nccl_library = "libnccl.so.2";  // SUBLET_NCCL_LIBRARY
   std::string gloo_library;                 // SUBLET_GLOO_LIBRARY; empty: next to the sublet binary
   std::string nvtx_capture;                 // SUBLET_NVTX_CAPTURE; empty: nowhere to write

@@ -2,10 +2,13 @@
 
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/tuning.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
 #include "runtime/nn/functional.h"
@@ -176,14 +179,34 @@ Block::Block(const GPTConfig& config, Generator& generator) : Module("Block") {
   mlp = register_module("mlp", std::make_shared<MLP>(config, generator));
 }
 
+namespace {
+
+// The dtype the linear after a block's layer norm computes in: under autocast it would cast the
+// norm's float32 output to the 16-bit type, so the norm writes that type itself (the same values;
+// on CUDA no cast kernel either way). float64 is never lowered, as in PyTorch.
+std::optional<DType> lowered_dtype(const Tensor& x) {
+  if (amp::autocast_is_enabled() && x.dtype() != DType::Float64) return amp::autocast_dtype();
+  return std::nullopt;
+}
+
+DType linear_input_dtype(const Tensor& x) { return lowered_dtype(x).value_or(x.dtype()); }
+
+}  // namespace
+
+// The attention's residual add and ln_2 run as one op (one kernel each way on CUDA).
 Tensor Block::forward(const Tensor& x) {
-  const Tensor h = x + (*attn)((*ln_1)(x));
-  return h + (*mlp)((*ln_2)(h));
+  if (!tuning().fused_layer_norm) {  // switched off for comparisons: the unfused ops
+    const Tensor h = x + (*attn)((*ln_1)(x));
+    return h + (*mlp)((*ln_2)(h));
+  }
+  const auto [h, normed] = ln_2->forward_add(x, (*attn)(ln_1->forward_as(x, linear_input_dtype(x))), lowered_dtype(x));
+  return h + (*mlp)(normed);
 }
 
 Tensor Block::forward_cached(const Tensor& x, KVCache& cache, std::size_t layer) {
-  const Tensor h = x + attn->forward_cached((*ln_1)(x), cache, layer);
-  return h + (*mlp)((*ln_2)(h));
+  const Tensor attended = attn->forward_cached(ln_1->forward_as(x, linear_input_dtype(x)), cache, layer);
+  const auto [h, normed] = ln_2->forward_add(x, attended, lowered_dtype(x));
+  return h + (*mlp)(normed);
 }
 
 GPTBody::GPTBody(const GPTConfig& config, Generator& generator) : Module("GPTBody") {

@@ -26,7 +26,7 @@
 namespace sublet::ops {
 
 std::span<const NamedKernelTable> all_kernel_tables() {
-  static const std::array<NamedKernelTable, 56> tables{{
+  static const std::array<NamedKernelTable, 58> tables{{
       {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
       {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
       {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
@@ -77,6 +77,8 @@ std::span<const NamedKernelTable> all_kernel_tables() {
       {"embedding_backward", &embedding_backward_kernels(), true},
       {"layer_norm_forward", &layer_norm_forward_kernels(), true},
       {"layer_norm_backward", &layer_norm_backward_kernels(), true},
+      {"layer_norm_fused_forward", &layer_norm_fused_forward_kernels(), false},
+      {"layer_norm_fused_backward", &layer_norm_fused_backward_kernels(), false},
       {"gelu_forward", &gelu_forward_kernels(), true},
       {"gelu_backward", &gelu_backward_kernels(), true},
       {"softmax_forward", &softmax_forward_kernels(), true},

@@ -2,7 +2,8 @@
 // 1024 tokens, width 768, MLP 3072, vocabulary 50,304): layer norm, GELU (tanh), the fused
 // cross-entropy, softmax rows and the embedding's table gradient (atomics and the deterministic
 // sort), forward and backward, in bfloat16 (softmax in float32, as the unfused attention path
-// runs it; the embedding table in float32, as a master weight). The yardstick is a
+// runs it; the embedding table in float32, as a master weight), and the layer norms GPT's blocks
+// run under autocast (float32 in, bfloat16 out; with the residual add fused). The yardstick is a
 // device-to-device copy of the bytes each kernel must move at least (read once, write once):
 // the GB/s column of a memory-bound kernel should approach the copy's.
 // Prints a table; writes JSON to argv[1] (default transformer_ops_bench.json).
@@ -139,6 +140,55 @@ int main(int argc, char** argv) {
     rows.push_back(row(ctx, "layer_norm backward", "16384x768 bf16", 1.5 * bytes, [&] {
       ops::layer_norm_backward(ctx, s, bf16, dy->get(), x->get(), w->get(), mean.get(), rstd.get(), dx.get(), dw.get(),
                                db.get());
+    }));
+  }
+  {  // GPT's layer norms under autocast: a float32 residual stream in, bfloat16 out and in backward
+    const ops::LayerNormShape s{kTokens, kWidth};
+    const DType f32 = DType::Float32;
+    const std::int64_t n = kTokens * kWidth;
+    auto x = random_buffer(ctx, f32, n, 11), w = random_buffer(ctx, f32, kWidth, 12);
+    auto b = random_buffer(ctx, f32, kWidth, 13), branch = random_buffer(ctx, bf16, n, 14);
+    auto dy = random_buffer(ctx, bf16, n, 15), dsum = random_buffer(ctx, f32, n, 16);
+    Buffer y(ctx, n * 2), sum(ctx, n * 4), dx(ctx, n * 4), dh(ctx, n * 2), mean(ctx, kTokens * 4),
+        rstd(ctx, kTokens * 4), dw(ctx, kWidth * 4), db(ctx, kWidth * 4);
+    ops::LayerNormForwardArgs f;
+    f.shape = s;
+    f.dtype = f32;
+    f.output_dtype = bf16;
+    f.input = x->get();
+    f.weight = w->get();
+    f.bias = b->get();
+    f.output = y.get();
+    f.mean = mean.get();
+    f.rstd = rstd.get();
+    rows.push_back(row(ctx, "layer_norm forward f32->bf16", "16384x768", n * 6.0, [&] {
+      ops::layer_norm_fused_forward(ctx, f);
+    }));
+    ops::LayerNormBackwardArgs g;
+    g.shape = s;
+    g.dtype = f32;
+    g.output_dtype = bf16;
+    g.grad_output = dy->get();
+    g.input = x->get();
+    g.weight = w->get();
+    g.mean = mean.get();
+    g.rstd = rstd.get();
+    g.grad_input = dx.get();
+    g.grad_weight = dw.get();
+    g.grad_bias = db.get();
+    rows.push_back(row(ctx, "layer_norm backward bf16->f32", "16384x768", n * 10.0, [&] {
+      ops::layer_norm_fused_backward(ctx, g);
+    }));
+    f.branch = branch->get();
+    f.sum = sum.get();
+    rows.push_back(row(ctx, "add + layer_norm forward", "16384x768 f32+bf16", n * 12.0, [&] {
+      ops::layer_norm_fused_forward(ctx, f);
+    }));
+    g.input = sum.get();
+    g.grad_sum = dsum->get();
+    g.grad_branch = dh.get();
+    rows.push_back(row(ctx, "add + layer_norm backward", "16384x768 f32+bf16", n * 16.0, [&] {
+      ops::layer_norm_fused_backward(ctx, g);
     }));
   }
   {  // GELU (tanh) [16384, 3072]

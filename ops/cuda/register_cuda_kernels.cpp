@@ -174,6 +174,8 @@ void register_nn_kernels() {
     set_for(embedding_backward_kernels(), dtypes, &cuda::embedding_backward);
     set_for(layer_norm_forward_kernels(), dtypes, &cuda::layer_norm_forward);
     set_for(layer_norm_backward_kernels(), dtypes, &cuda::layer_norm_backward);
+    set_for(layer_norm_fused_forward_kernels(), dtypes, &cuda::layer_norm_fused_forward);
+    set_for(layer_norm_fused_backward_kernels(), dtypes, &cuda::layer_norm_fused_backward);
     set_for(gelu_forward_kernels(), dtypes, &cuda::gelu_forward);
     set_for(gelu_backward_kernels(), dtypes, &cuda::gelu_backward);
   }

@@ -177,8 +177,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, const EmbeddingFun
 // as torch.nn.functional.layer_norm; weight and bias of that shape, or undefined. One fused
 // kernel each way; statistics in float32 for float32 and 16-bit inputs (float64 for float64).
 // Under autocast it runs in float32.
+// output_dtype: the result as layer_norm(...).to(*output_dtype), gradients included. On CUDA a
+// float32 norm writes a bfloat16/float16 output itself and takes that type's gradient as it is
+// (the same bits as the norm and the cast, one kernel fewer each way): what a block under autocast
+// asks for when a linear, which casts its input to the 16-bit type, comes next.
 Tensor layer_norm(const Tensor& input, std::vector<std::int64_t> normalized_shape, const Tensor& weight = {},
-                  const Tensor& bias = {}, double eps = 1e-5);
+                  const Tensor& bias = {}, double eps = 1e-5, std::optional<DType> output_dtype = std::nullopt);
 
 // GELU, exact (None) or with GPT-2's tanh approximation, as F.gelu(x, approximate="tanh").
 using ops::GeluApproximate;

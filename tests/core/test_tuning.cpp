@@ -97,6 +97,13 @@ TEST(TuningOptions, FlagsAreOnForOneAndOffForZeroOrEmpty) {
   }
 }
 
+TEST(TuningOptions, NoFusedLayerNormTurnsTheFusedLayerNormOff) {
+  EXPECT_TRUE(TuningOptions::from_environment(lookup_in({})).fused_layer_norm);
+  const TuningOptions off = TuningOptions::from_environment(lookup_in({{"SUBLET_NO_FUSED_LAYER_NORM", "1"}}));
+  EXPECT_FALSE(off.fused_layer_norm);
+  EXPECT_EQ(off.value_text("SUBLET_NO_FUSED_LAYER_NORM"), "1");
+}
+
 TEST(TuningOptions, AttentionBackendIsAutoCudnnOrSublet) {
   EXPECT_EQ(TuningOptions::from_environment(lookup_in({})).attention_backend, AttentionBackend::Auto);
   EXPECT_EQ(TuningOptions::from_environment(lookup_in({{"SUBLET_ATTENTION_BACKEND", ""}})).attention_backend,

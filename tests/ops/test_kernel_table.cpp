@@ -185,7 +185,8 @@ TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
                                           "log_softmax_forward", "log_softmax_backward", "softmax_forward",
                                           "softmax_backward", "cross_entropy_forward", "cross_entropy_backward",
                                           "embedding_forward", "embedding_backward", "layer_norm_forward",
-                                          "layer_norm_backward", "gelu_forward", "gelu_backward",
+                                          "layer_norm_backward", "layer_norm_fused_forward",
+                                          "layer_norm_fused_backward", "gelu_forward", "gelu_backward",
                                           // the GELU in GEMM epilogues (cuBLASLt)
                                           "linear_gelu_forward", "linear_gelu_backward"};
   // Batch norm (+ReLU, float32 parameters) and pooling: 16-bit NCHW (ops/cuda/batch_norm_split.cu,

@@ -1,10 +1,16 @@
 // functional::layer_norm and nn::LayerNorm on the CPU: the forward against the formula computed
 // with Tensor ops, gradients for input, weight and bias against float64 finite differences
-// (with and without the affine parameters, one and two normalized dimensions), and the errors.
+// (with and without the affine parameters, one and two normalized dimensions), the errors, and
+// output_dtype: the same bits and gradients as the norm followed by the cast.
 #include "runtime/nn/layer_norm.h"
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <vector>
+
+#include "runtime/autocast.h"
+#include "runtime/autograd/grad_mode.h"
 #include "runtime/factories.h"
 #include "runtime/gradcheck.h"
 #include "tests/runtime/runtime_test_util.h"
@@ -57,6 +63,65 @@ TEST(LayerNorm, ModuleHasOnesAndZerosAndTheBiasSwitch) {
   EXPECT_FALSE(no_bias.bias.defined());
   nn::LayerNorm plain(nn::LayerNormOptions({4}).elementwise_affine(false));
   EXPECT_FALSE(plain.weight.defined());
+}
+
+// Leaves of x, w, b (float32), the output for them, and their gradients for the upstream g.
+struct NormRun {
+  Tensor out;
+  std::vector<float> grads;
+};
+
+NormRun run_layer_norm(const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& fn, const Tensor& g) {
+  Tensor x = random64({6, 10}, 20).mul(2.0).add(1.0).to(DType::Float32), w = random64({10}, 21).to(DType::Float32),
+         b = random64({10}, 22).to(DType::Float32);
+  for (Tensor* t : {&x, &w, &b}) t->requires_grad_(true);
+  NormRun run{fn(x, w, b), {}};
+  run.out.backward(g.to(run.out.dtype()));
+  for (const Tensor& t : {x, w, b}) {
+    const auto v = t.grad().to_vector<float>();
+    run.grads.insert(run.grads.end(), v.begin(), v.end());
+  }
+  return run;
+}
+
+TEST(LayerNorm, OutputDtypeIsTheNormThenTheCast) {
+  const Tensor g = random64({6, 10}, 23);
+  for (DType low : {DType::BFloat16, DType::Float16}) {
+    const NormRun fused = run_layer_norm(
+        [low](const Tensor& x, const Tensor& w, const Tensor& b) { return F::layer_norm(x, {10}, w, b, 1e-5, low); }, g);
+    const NormRun composed = run_layer_norm(
+        [low](const Tensor& x, const Tensor& w, const Tensor& b) { return F::layer_norm(x, {10}, w, b).to(low); }, g);
+    EXPECT_EQ(fused.out.dtype(), low);
+    EXPECT_EQ(fused.out.to(DType::Float32).to_vector<float>(), composed.out.to(DType::Float32).to_vector<float>());
+    EXPECT_EQ(fused.grads, composed.grads) << dtype_name(low);
+  }
+  // Its own dtype: the plain norm. Under autocast a 16-bit input is normalised in float32 first.
+  const Tensor x = random64({3, 10}, 24).to(DType::Float32);
+  EXPECT_LE(max_abs_difference(F::layer_norm(x, {10}, {}, {}, 1e-5, DType::Float32), F::layer_norm(x, {10})), 0.0);
+  const Tensor x16 = x.to(DType::BFloat16);
+  AutocastGuard autocast(DType::BFloat16);
+  const Tensor y = F::layer_norm(x16, {10}, {}, {}, 1e-5, DType::BFloat16);
+  EXPECT_EQ(y.dtype(), DType::BFloat16);
+  EXPECT_LE(max_abs_difference(y, F::layer_norm(x16, {10}).to(DType::BFloat16)), 0.0);
+  expect_throw_with([&] { F::layer_norm(x, {10}, {}, {}, 1e-5, DType::Int64); },
+                    {"layer_norm", "output_dtype", "floating", "int64"});
+}
+
+TEST(LayerNorm, ModuleForwardAsIsForwardThenTheCast) {
+  nn::LayerNorm ln(nn::LayerNormOptions({4}));
+  {
+    NoGradGuard no_grad;
+    ln.weight.copy_(random64({4}, 25));
+    ln.bias.copy_(random64({4}, 26));
+  }
+  const Tensor x = testing::random32({2, 3, 4}, 27);
+  const Tensor y = ln.forward_as(x, DType::Float16);
+  EXPECT_EQ(y.dtype(), DType::Float16);
+  EXPECT_LE(max_abs_difference(y, ln.forward(x).to(DType::Float16)), 0.0);
+  int calls = 0;
+  ln.register_forward_pre_hook([&calls](nn::Module&, const Tensor&) { ++calls; });
+  ln.forward_as(x, DType::Float32);
+  EXPECT_EQ(calls, 1);  // the module's hooks run
 }
 
 TEST(LayerNorm, ShapeErrorsNameTheShapes) {
