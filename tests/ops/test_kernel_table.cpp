@@ -156,8 +156,11 @@ TEST(KernelTable, ConcurrentFirstCallsAllFindTheirKernels) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
-// The GELU in GEMM epilogues is 16-bit only: float32 and float64 keep the separate GELU kernels.
-const std::set<std::string> kCudaHalfOnlyOps = {"linear_gelu_forward", "linear_gelu_backward"};
+// Tables without contiguous float32/float64 CUDA kernels: the GELU in GEMM epilogues is 16-bit
+// only (float32 and float64 keep the separate GELU kernels); the batch norm + ReLU backward's
+// mask from the input takes 16-bit and channels-last float32 (NCHW float32 keeps the stored mask).
+const std::set<std::string> kCudaHalfOnlyOps = {"linear_gelu_forward", "linear_gelu_backward",
+                                                "batch_norm_relu_backward_input_mask"};
 
 TEST(KernelTable, CudaEntriesExistExactlyInCudaBuilds) {
   for (const NamedKernelTable& entry : all_kernel_tables()) {
