@@ -49,9 +49,38 @@ TEST(LayerNormCuda, WarpRowsWithPacks) {
 
 TEST(LayerNormCuda, WarpRowsSingleElements) {
   SUBLET_SKIP_WITHOUT_GPU("warp-per-row layer norm without packs (odd widths)");
-  for (std::int64_t cols : {1, 2, 7, 33, 100, 255}) expect_layer_norm_parity(19, cols, 30 + cols);
-  expect_layer_norm_parity(1, 1, 40);
+  for (std::int64_t cols : {3, 7, 33, 100, 255}) expect_layer_norm_parity(19, cols, 30 + cols);
+  expect_layer_norm_parity(1, 3, 40);
   expect_layer_norm_parity(1, 129, 41);
+}
+
+// Rows of one or two elements normalise to (nearly) constants, so the input gradient is zero up
+// to eps's share and relative parity only compares rounding noise: the output and the affine
+// gradients are compared as above, the input gradient against float64 in absolute terms.
+TEST(LayerNormCuda, RowsOfOneOrTwoElements) {
+  SUBLET_SKIP_WITHOUT_GPU("warp-per-row layer norm on widths 1 and 2");
+  for (std::int64_t cols : {1, 2}) {
+    for (std::int64_t rows : {1, 19}) {
+      const Tensor x = random64({rows, cols}, 80 + cols).mul(2.0).add(3.0);
+      const Tensor w = random64({cols}, 81), b = random64({cols}, 82), upstream = random64({rows, cols}, 83);
+      std::vector<Tensor> grads;
+      for (const Device device : {Device::cpu(), Device::cuda(0)}) {
+        const DType dtype = device.is_cuda() ? DType::Float32 : DType::Float64;
+        Tensor xi = x.to(dtype).to(device), wi = w.to(dtype).to(device), bi = b.to(dtype).to(device);
+        for (Tensor* t : {&xi, &wi, &bi}) t->requires_grad_(true);
+        const Tensor y = F::layer_norm(xi, {cols}, wi, bi);
+        y.mul(upstream.to(dtype).to(device)).sum().backward();
+        for (const Tensor& t : {y.detach(), xi.grad(), wi.grad(), bi.grad()}) grads.push_back(t);
+      }
+      const std::string what = "layer_norm " + std::to_string(rows) + "x" + std::to_string(cols);
+      for (std::size_t i : {0u, 2u, 3u}) {
+        EXPECT_LE(testing::normalized_error(grads[4 + i], grads[i]), 2e-5) << what << " result " << i;
+      }
+      const auto got = grads[5].to(Device::cpu()).to(DType::Float64).to_vector<double>();
+      const auto want = grads[1].to_vector<double>();
+      for (std::size_t j = 0; j < got.size(); ++j) EXPECT_NEAR(got[j], want[j], 1e-3) << what << " input gradient " << j;
+    }
+  }
 }
 
 TEST(LayerNormCuda, BlockRowsForWideRows) {

@@ -47,9 +47,10 @@ TEST(MaxPoolCuda, ForwardAndBackwardMatchTheCpuBitForBit) {
                                  (format == MemoryFormat::ChannelsLast ? " channels-last" : " NCHW");
         const Shape sizes = {2, channels, 15, 13};
         const Tensor values = Tensor::from_vector(ops::testing::tied_input(shape_numel(sizes), seed++), sizes);
-        Tensor x_cpu = values.to(dtype);
+        // Fresh leaves: values.to(Float32) is values itself, which must not start requiring grad.
+        Tensor x_cpu = values.to(dtype).detach();
         x_cpu.requires_grad_(true);
-        Tensor x_gpu = values.to(dtype).to(kGpu).contiguous(format);
+        Tensor x_gpu = values.to(dtype).to(kGpu).contiguous(format).detach();
         x_gpu.requires_grad_(true);
         const Tensor y_cpu = F::max_pool2d(x_cpu, options), y_gpu = F::max_pool2d(x_gpu, options);
         const Tensor grad = uniform(y_cpu.sizes(), -1.0, 1.0).to(dtype);
