@@ -193,27 +193,75 @@ DType linear_input_dtype(const Tensor& x) { return lowered_dtype(x).value_or(x.d
 
 }  // namespace
 
-// The attention's residual add and ln_2 run as one op (one kernel each way on CUDA).
+// With fused layer norms each residual add runs in the kernel of the norm after it: the attention's
+// with ln_2, the MLP's with the next block's ln_1 (or ln_f) when the stream is left open.
 Tensor Block::forward(const Tensor& x) {
   if (!tuning().fused_layer_norm) {  // switched off for comparisons: the unfused ops
     const Tensor h = x + (*attn)((*ln_1)(x));
     return h + (*mlp)((*ln_2)(h));
   }
-  const auto [h, normed] = ln_2->forward_add(x, (*attn)(ln_1->forward_as(x, linear_input_dtype(x))), lowered_dtype(x));
-  return h + (*mlp)(normed);
+  return run_open({x, Tensor()}).sum();
 }
 
 Tensor Block::forward_cached(const Tensor& x, KVCache& cache, std::size_t layer) {
-  const Tensor attended = attn->forward_cached(ln_1->forward_as(x, linear_input_dtype(x)), cache, layer);
-  const auto [h, normed] = ln_2->forward_add(x, attended, lowered_dtype(x));
-  return h + (*mlp)(normed);
+  if (!tuning().fused_layer_norm) {
+    const Tensor h = x + attn->forward_cached((*ln_1)(x), cache, layer);
+    return h + (*mlp)((*ln_2)(h));
+  }
+  return forward_cached_open({x, Tensor()}, cache, layer).sum();
+}
+
+ResidualStream Block::forward_open(const ResidualStream& in) {
+  if (!tuning().fused_layer_norm) return {(*this)(in.sum()), Tensor()};
+  ResidualStream out;
+  // The hooks see the residual; the pending branch joins it inside (as forward_add's do).
+  const Tensor branch = call_with_hooks(in.residual, [&](const Tensor& residual) {
+    out = run_open({residual, in.branch});
+    return out.branch;
+  });
+  return {out.residual, branch};
+}
+
+ResidualStream Block::forward_cached_open(const ResidualStream& in, KVCache& cache, std::size_t layer) {
+  if (!tuning().fused_layer_norm) return {forward_cached(in.sum(), cache, layer), Tensor()};
+  const auto [x, normed] = normed_input(in);
+  return attention_added(x, attn->forward_cached(normed, cache, layer));
+}
+
+ResidualStream Block::run_open(const ResidualStream& in) {
+  const auto [x, normed] = normed_input(in);
+  return attention_added(x, (*attn)(normed));
+}
+
+std::pair<Tensor, Tensor> Block::normed_input(const ResidualStream& in) {
+  if (!in.branch.defined()) return {in.residual, ln_1->forward_as(in.residual, linear_input_dtype(in.residual))};
+  auto [x, normed] = ln_1->forward_add(in.residual, in.branch, lowered_dtype(in.residual));
+  return {std::move(x), std::move(normed)};
+}
+
+ResidualStream Block::attention_added(const Tensor& x, const Tensor& attended) {
+  auto [h, normed] = ln_2->forward_add(x, attended, lowered_dtype(x));
+  return {std::move(h), (*mlp)(normed)};
+}
+
+ResidualStream BlockStack::forward_open(const Tensor& x) {
+  // Recomputed blocks are checkpointed as one tensor in, one out: with any recompute run the
+  // blocks run as modules, each boundary closed.
+  if (!tuning().fused_layer_norm || size() == 0 || !recompute_runs().empty()) return {(*this)(x), Tensor()};
+  ResidualStream stream;
+  const Tensor branch = call_with_hooks(x, [&](const Tensor& input) {
+    stream = {input, Tensor()};
+    for (std::size_t i = 0; i < size(); ++i) stream = static_cast<Block&>(*(*this)[i]).forward_open(stream);
+    return stream.branch;
+  });
+  return {stream.residual, branch};
 }
 
 GPTBody::GPTBody(const GPTConfig& config, Generator& generator) : Module("GPTBody") {
   wte = register_module("wte", embedding(config.vocab_size, config.n_embd, generator));
   wpe = register_module("wpe", embedding(config.block_size, config.n_embd, generator));
   if (auto d = dropout_or_null(config.dropout)) drop = register_module("drop", d);
-  h = register_module("h", std::make_shared<nn::Sequential>());
+  h = register_module("h", std::make_shared<BlockStack>());
   for (std::int64_t i = 0; i < config.n_layer; ++i) h->push_back(std::make_shared<Block>(config, generator));
   ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({config.n_embd})));
 }
@@ -247,11 +295,17 @@ Tensor GPT::embed(const Tensor& ids, std::int64_t first_position) {
   return transformer->drop ? (*transformer->drop)(x) : x;
 }
 
-Tensor GPT::head(const Tensor& x) {
-  return F::linear((*transformer->ln_f)(x), transformer->wte->weight);  // tied: lm_head.weight is wte.weight
+// ln_f writes the dtype the head computes in, adding the last block's pending branch itself.
+Tensor GPT::head(const ResidualStream& x) {
+  nn::LayerNorm& ln_f = *transformer->ln_f;
+  Tensor normed;
+  if (!tuning().fused_layer_norm) normed = ln_f(x.sum());
+  else if (x.branch.defined()) normed = ln_f.forward_add(x.residual, x.branch, lowered_dtype(x.residual)).normalized;
+  else normed = ln_f.forward_as(x.residual, linear_input_dtype(x.residual));
+  return F::linear(normed, transformer->wte->weight);  // tied: lm_head.weight is wte.weight
 }
 
-Tensor GPT::forward(const Tensor& ids) { return head((*transformer->h)(embed(ids, 0))); }
+Tensor GPT::forward(const Tensor& ids) { return head(transformer->h->forward_open(embed(ids, 0))); }
 
 Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) {
   NoGradGuard no_grad;
@@ -263,17 +317,18 @@ Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) {
                                  "cache and feed the last tokens again",
                                  cache.length(), ids.size(1), config_.block_size));
   }
-  Tensor x = embed(ids, cache.length());
+  const Tensor x = embed(ids, cache.length());
   const std::size_t layers = transformer->h->size();
   if (cache.keys.size() != layers) {
     cache.keys.assign(layers, Tensor());
     cache.values.assign(layers, Tensor());
   }
+  ResidualStream stream{x, Tensor()};
   for (std::size_t i = 0; i < layers; ++i) {
-    x = static_cast<Block&>(*(*transformer->h)[i]).forward_cached(x, cache, i);
+    stream = static_cast<Block&>(*(*transformer->h)[i]).forward_cached_open(stream, cache, i);
   }
   cache.length_ += ids.size(1);
-  return head(x);
+  return head(stream);
 }
 
 void GPT::set_recompute_blocks(const std::vector<nn::Sequential::Run>& runs) { transformer->h->set_recompute_runs(runs); }

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/generator.h"
@@ -96,16 +97,46 @@ class MLP : public nn::Module {
   std::shared_ptr<nn::Dropout> dropout;  // null without dropout
 };
 
+// The residual stream between blocks as residual + branch with the add still to do, so that the
+// next layer norm does it in its own kernel (functional::add_layer_norm); branch undefined when
+// nothing is pending.
+struct ResidualStream {
+  Tensor residual;
+  Tensor branch;
+  Tensor sum() const { return branch.defined() ? residual + branch : residual; }
+};
+
 class Block : public nn::Module {
  public:
   Block(const GPTConfig& config, Generator& generator);
   Tensor forward(const Tensor& x) override;
   Tensor forward_cached(const Tensor& x, KVCache& cache, std::size_t layer);
+  // The same with the block boundaries open: the input's pending add runs fused with ln_1, and the
+  // MLP's residual add is left to the next norm ({h, mlp(ln_2(h))}: the sum is forward's output).
+  // The hooks operator() runs fire around forward_open with the input's residual as their input
+  // and the MLP's branch as their output. With fused layer norms off, forward's output, closed.
+  ResidualStream forward_open(const ResidualStream& in);
+  ResidualStream forward_cached_open(const ResidualStream& in, KVCache& cache, std::size_t layer);
 
   std::shared_ptr<nn::LayerNorm> ln_1;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<nn::LayerNorm> ln_2;
   std::shared_ptr<MLP> mlp;
+
+ private:
+  ResidualStream run_open(const ResidualStream& in);
+  std::pair<Tensor, Tensor> normed_input(const ResidualStream& in);  // {x, ln_1(x)}
+  ResidualStream attention_added(const Tensor& x, const Tensor& attended);  // {h, mlp(ln_2(h))}
+};
+
+// transformer.h: the blocks as an nn::Sequential (its names, hooks and recompute runs), with the
+// block boundaries open where no block is recomputed.
+class BlockStack : public nn::Sequential {
+ public:
+  // The blocks over x, each boundary's residual add left to the next norm (Block::forward_open);
+  // the stream's sum is forward(x). The hooks fire with x as the input and the last block's MLP
+  // branch as the output. With a recompute run (or fused layer norms off): forward(x), closed.
+  ResidualStream forward_open(const Tensor& x);
 };
 
 // nanoGPT's `transformer` ModuleDict: wte, wpe, drop, h, ln_f.
@@ -116,7 +147,7 @@ class GPTBody : public nn::Module {
   std::shared_ptr<nn::Embedding> wte;  // [vocab_size, C], also the output head
   std::shared_ptr<nn::Embedding> wpe;  // [block_size, C]
   std::shared_ptr<nn::Dropout> drop;   // null without dropout
-  std::shared_ptr<nn::Sequential> h;   // the blocks "0", "1", ...: recompute runs apply here
+  std::shared_ptr<BlockStack> h;       // the blocks "0", "1", ...: recompute runs apply here
   std::shared_ptr<nn::LayerNorm> ln_f;
 };
 
@@ -146,7 +177,7 @@ class GPT : public nn::Module {
 
  private:
   Tensor embed(const Tensor& ids, std::int64_t first_position);
-  Tensor head(const Tensor& x);
+  Tensor head(const ResidualStream& x);  // ln_f (fused with the pending add) and the tied head
   GPTConfig config_;
 };
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "core/tuning.h"
 #include "models/gpt.h"
 #include "models/gpt_export.h"
 #include "models/registry.h"
@@ -251,6 +252,63 @@ TEST(GPT, BlocksRecomputedInBackwardGiveTheSameGradients) {
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(max_abs_diff(a[i].second.grad(), b[i].second.grad()) <= 0.0) << a[i].first;
+}
+
+// Each block's MLP residual add runs inside the next norm (the next ln_1, or ln_f): on the CPU
+// that is `+` then the norm, so logits and gradients are those of the closed blocks exactly, in
+// forward, with recomputed blocks and with the KV cache.
+TEST(GPT, OpenBlockBoundariesGiveTheClosedBlocksResults) {
+  GPT model(tiny_config());
+  const Tensor ids = random_ids(2, 9, 13, 3);
+  auto run = [&](std::vector<Tensor>& grads) {
+    model.zero_grad();
+    Tensor logits = model(ids);
+    (logits * logits).sum().backward();
+    grads.clear();
+    for (const Tensor& p : model.parameters()) grads.push_back(p.grad().clone());
+    return logits.detach();
+  };
+  auto cached = [&]() {
+    models::KVCache cache;
+    model.forward_cached(ids.narrow(1, 0, 8).contiguous(), cache);
+    return model.forward_cached(ids.narrow(1, 8, 1).contiguous(), cache);
+  };
+  std::vector<Tensor> open_grads, closed_grads;
+  const Tensor open = run(open_grads);
+  const Tensor open_cached = cached();
+  Tensor closed, closed_cached;
+  {
+    ScopedTuning unfused([](TuningOptions& o) { o.fused_layer_norm = false; });
+    closed = run(closed_grads);
+    closed_cached = cached();
+  }
+  EXPECT_TRUE(max_abs_diff(open, closed) <= 0.0);
+  EXPECT_TRUE(max_abs_diff(open_cached, closed_cached) <= 0.0);
+  EXPECT_LT(max_abs_diff(open_cached, open.narrow(1, 8, 1)), 1e-5);
+  ASSERT_EQ(open_grads.size(), closed_grads.size());
+  for (std::size_t i = 0; i < open_grads.size(); ++i)
+    EXPECT_TRUE(max_abs_diff(open_grads[i], closed_grads[i]) <= 0.0) << "parameter " << i;
+}
+
+// The blocks' and transformer.h's hooks fire once each way, in order, with the boundaries open.
+TEST(GPT, BlockHooksFireWithOpenBoundaries) {
+  GPT model(tiny_config());
+  std::vector<std::string> events;
+  std::vector<std::pair<std::string, nn::Module*>> watched{{"h", model.transformer->h.get()}};
+  for (std::size_t i = 0; i < model.transformer->h->size(); ++i)
+    watched.emplace_back("h." + std::to_string(i), (*model.transformer->h)[i].get());
+  for (auto& entry : watched) {
+    const std::string name = entry.first;
+    entry.second->register_forward_pre_hook([&events, name](nn::Module&, const Tensor&) { events.push_back(name + " pre"); });
+    entry.second->register_forward_hook(
+        [&events, name](nn::Module&, const Tensor&, const Tensor&) { events.push_back(name + " post"); });
+    entry.second->register_backward_hook(
+        [&events, name](nn::Module&, const Tensor&, const Tensor&) { events.push_back(name + " backward"); });
+  }
+  model(random_ids(1, 5, 13, 4)).sum().backward();
+  const std::vector<std::string> expected{"h pre",  "h.0 pre",  "h.0 post",     "h.1 pre",     "h.1 post",
+                                          "h post", "h.1 backward", "h.0 backward", "h backward"};
+  EXPECT_EQ(events, expected);
 }
 
 }  // namespace
