@@ -69,7 +69,7 @@ TuningOptions TuningOptions::from_environment(const EnvironmentLookup& lookup) {
   o.log_conv_plans = read_flag(lookup, kLogConvPlansSwitch, o.log_conv_plans);
   o.stream_overlap = !read_flag(lookup, kNoStreamOverlapSwitch, !o.stream_overlap);
   o.cpu_avx512 = !read_flag(lookup, kCpuNoAvx512Switch, !o.cpu_avx512);
-  o.gelu_epilogue = !read_flag(lookup, kNoGeluEpilogueSwitch, !o.gelu_epilogue);
+  o.gelu_epilogue = read_flag(lookup, kGeluEpilogueSwitch, o.gelu_epilogue);
   o.fused_layer_norm = !read_flag(lookup, kNoFusedLayerNormSwitch, !o.fused_layer_norm);
   o.nccl_library = read_path(lookup, kNcclLibrarySwitch, o.nccl_library);
   o.gloo_library = read_path(lookup, kGlooLibrarySwitch, o.gloo_library);
@@ -85,7 +85,7 @@ std::optional<std::string> TuningOptions::value_text(std::string_view name) cons
   if (name == kLogConvPlansSwitch) return flag(log_conv_plans);
   if (name == kNoStreamOverlapSwitch) return flag(!stream_overlap);
   if (name == kCpuNoAvx512Switch) return flag(!cpu_avx512);
-  if (name == kNoGeluEpilogueSwitch) return flag(!gelu_epilogue);
+  if (name == kGeluEpilogueSwitch) return flag(gelu_epilogue);
   if (name == kNoFusedLayerNormSwitch) return flag(!fused_layer_norm);
   if (name == kNcclLibrarySwitch) return nccl_library;
   if (name == kGlooLibrarySwitch) return gloo_library;

@@ -47,7 +47,7 @@ struct TuningOptions {
   bool log_conv_plans = false;              // SUBLET_LOG_CONV_PLANS=1
   bool stream_overlap = true;               // SUBLET_NO_STREAM_OVERLAP=1 turns it off
   bool cpu_avx512 = true;                   // SUBLET_CPU_NO_AVX512=1 turns it off
-  bool gelu_epilogue = true;                // SUBLET_NO_GELU_EPILOGUE=1 turns it off
+  bool gelu_epilogue = false;               // SUBLET_GELU_EPILOGUE=1 turns it on
   bool fused_layer_norm = true;             // SUBLET_NO_FUSED_LAYER_NORM=1 turns it off
   std::string nccl_library = "libnccl.so.2";  // SUBLET_NCCL_LIBRARY
   std::string gloo_library;                 // SUBLET_GLOO_LIBRARY; empty: next to the sublet binary

@@ -1,7 +1,7 @@
 // GPU benchmark of GPT-2 small's MLP (c_fc 768 -> 3072, tanh GELU, c_proj 3072 -> 768) on a
 // training step's activations (batch 16 x 1024 tokens) in bfloat16 and float16: forward, and
 // forward + backward, with the GELU in cuBLASLt's GEMM epilogues (F::linear_gelu_linear's fused
-// form) against the three ops (the switch off, as SUBLET_NO_GELU_EPILOGUE=1 sets it). The two
+// form) against the three ops (the switch off, SUBLET_GELU_EPILOGUE's default). The two
 // modes alternate round by round in one process, so both see the same clocks; each round is the
 // mean over kRepeats synchronized iterations, and the table shows each mode's median round.
 // Prints a table; writes JSON to argv[1] (default mlp_gelu_bench.json).

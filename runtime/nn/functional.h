@@ -148,8 +148,9 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
 // with fc_weight [hidden, in], fc_bias [hidden], proj_weight [out, hidden], proj_bias [out]. On
 // CUDA in bfloat16/float16 (autocast included) the GELU runs in cuBLASLt's GEMM epilogues
 // (ops/linear_gelu.h) as one node, whose backward takes the hidden layer's gradient and fc_bias's
-// gradient out of one GEMM; elsewhere, where cuBLASLt declines the shape, or with the switch
-// off (TuningOptions::gelu_epilogue, core/tuning.h), the three ops.
+// gradient out of one GEMM, when TuningOptions::gelu_epilogue is on (core/tuning.h; off
+// by default: slower than the separate kernels in GPT-2 small's step on an H100); elsewhere, or
+// where cuBLASLt declines the shape, the three ops.
 Tensor linear_gelu_linear(const Tensor& input, const Tensor& fc_weight, const Tensor& fc_bias,
                           const Tensor& proj_weight, const Tensor& proj_bias);
 // linear_gelu_linear's fused form alone: an undefined tensor where it does not apply, so that a

@@ -72,7 +72,7 @@ TEST(TuningOptions, DefaultsWhenNothingIsSet) {
   EXPECT_FALSE(o.log_conv_plans);
   EXPECT_TRUE(o.stream_overlap);
   EXPECT_TRUE(o.cpu_avx512);
-  EXPECT_TRUE(o.gelu_epilogue);
+  EXPECT_FALSE(o.gelu_epilogue);
   EXPECT_EQ(o.nccl_library, "libnccl.so.2");
   EXPECT_EQ(o.nvtx_capture, "");
 }
@@ -83,16 +83,16 @@ TEST(TuningOptions, FlagsAreOnForOneAndOffForZeroOrEmpty) {
   EXPECT_TRUE(on.log_conv_plans);
   EXPECT_FALSE(on.stream_overlap);
   EXPECT_FALSE(on.cpu_avx512);
-  const TuningOptions no_epilogue = TuningOptions::from_environment(lookup_in({{"SUBLET_NO_GELU_EPILOGUE", "1"}}));
-  EXPECT_FALSE(no_epilogue.gelu_epilogue);
-  EXPECT_EQ(no_epilogue.value_text("SUBLET_NO_GELU_EPILOGUE"), "1");
+  const TuningOptions epilogue = TuningOptions::from_environment(lookup_in({{"SUBLET_GELU_EPILOGUE", "1"}}));
+  EXPECT_TRUE(epilogue.gelu_epilogue);
+  EXPECT_EQ(epilogue.value_text("SUBLET_GELU_EPILOGUE"), "1");
   for (const std::string off : {"0", ""}) {
     const TuningOptions o = TuningOptions::from_environment(
         lookup_in({{"SUBLET_LOG_CONV_PLANS", off}, {"SUBLET_NO_STREAM_OVERLAP", off}, {"SUBLET_CPU_NO_AVX512", off}}));
     EXPECT_FALSE(o.log_conv_plans) << "'" << off << "'";
     EXPECT_TRUE(o.stream_overlap) << "'" << off << "'";
     EXPECT_TRUE(o.cpu_avx512) << "'" << off << "'";
-    EXPECT_TRUE(TuningOptions::from_environment(lookup_in({{"SUBLET_NO_GELU_EPILOGUE", off}})).gelu_epilogue)
+    EXPECT_FALSE(TuningOptions::from_environment(lookup_in({{"SUBLET_GELU_EPILOGUE", off}})).gelu_epilogue)
         << "'" << off << "'";
   }
 }
