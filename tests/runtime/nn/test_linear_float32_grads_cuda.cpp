@@ -97,7 +97,10 @@ TEST(LinearFloat32GradsCuda, FusedLinearWritesFloat32GradientsCloserToFloat64) {
       seed += 4;
       const std::int64_t fallbacks = ops::linear_bias_fallbacks();
       const Grads now = autocast_grads(linear_of, values, upstream, low, true);
-      if (s.k % 8 == 0 && s.n % 8 == 0) EXPECT_EQ(ops::linear_bias_fallbacks(), fallbacks) << what;
+      // Whether the fused forward and the float32 gradient GEMM (with its bias epilogue) took every
+      // call: cuBLASLt takes multiples of 8; an odd size it may decline, and the unfused way runs.
+      const bool fused = ops::linear_bias_fallbacks() == fallbacks;
+      if (s.k % 8 == 0 && s.n % 8 == 0) EXPECT_TRUE(fused) << what;
       const Grads before = autocast_grads(linear_of, values, upstream, low, false);
 
       // float64 on the 16-bit operands the GEMMs read.
@@ -113,10 +116,13 @@ TEST(LinearFloat32GradsCuda, FusedLinearWritesFloat32GradientsCloserToFloat64) {
         EXPECT_EQ(now.of[i].sizes(), values[i].sizes()) << what << " " << names[i];
         const double err_now = normalized_error(now.of[i], grads_ref[i]);
         const double err_before = normalized_error(before.of[i], grads_ref[i]);
-        EXPECT_LE(err_now, kFloat32Accumulation) << what << " " << names[i] << ": float32 accumulation, no 16-bit rounding";
+        EXPECT_LE(err_now, parity_tolerance(low)) << what << " " << names[i];
         EXPECT_LE(err_before, parity_tolerance(low)) << what << " " << names[i];
-        EXPECT_LE(err_now, err_before) << what << " " << names[i] << ": one rounding fewer";
         EXPECT_LE(normalized_error(now.of[i], before.of[i]), parity_tolerance(low)) << what << " " << names[i];
+        if (fused) {
+          EXPECT_LE(err_now, kFloat32Accumulation) << what << " " << names[i] << ": float32 accumulation, no 16-bit rounding";
+          EXPECT_LE(err_now, err_before) << what << " " << names[i] << ": one rounding fewer";
+        }
       }
       EXPECT_TRUE(now.of[1].is_contiguous()) << what << ": row-major like the weight";
       EXPECT_EQ(normalized_error(now.of[0], before.of[0]), 0.0) << what << ": the input's gradient is unchanged";
@@ -209,11 +215,8 @@ std::vector<Tensor> mlp_values(const MlpShape& s, std::uint64_t seed) {
           random64({s.out}, seed + 4).mul(0.5)};
 }
 
-Tensor mlp_fused(const std::vector<Tensor>& in) {
-  Tensor out = F::linear_gelu_linear_fused(in[0], in[1], in[2], in[3], in[4]);
-  EXPECT_TRUE(out.defined()) << "the fused MLP declined";
-  return out;
-}
+// The fused node where cuBLASLt takes the shape, else the three ops (counted by linear_gelu_fallbacks).
+Tensor mlp_fused(const std::vector<Tensor>& in) { return F::linear_gelu_linear(in[0], in[1], in[2], in[3], in[4]); }
 
 Tensor mlp_reference(const std::vector<Tensor>& in) {
   return F::linear(F::gelu(F::linear(in[0], in[1], in[2]), F::GeluApproximate::Tanh), in[3], in[4]);
@@ -234,8 +237,12 @@ TEST(LinearFloat32GradsCuda, FusedMlpWritesFloat32GradientsOfAllFourParameters) 
       const Tensor upstream = random64(out_sizes, seed + 5);
       seed += 6;
       const std::int64_t gelu_fallbacks = ops::linear_gelu_fallbacks();
+      const std::int64_t linear_fallbacks = ops::linear_bias_fallbacks();
       const Grads now = autocast_grads(mlp_fused, values, upstream, low, true);
-      EXPECT_EQ(ops::linear_gelu_fallbacks(), gelu_fallbacks) << what;
+      if (&s == &shapes.front()) {
+        EXPECT_EQ(ops::linear_gelu_fallbacks(), gelu_fallbacks) << what << ": the fused MLP takes GPT-like widths";
+        EXPECT_EQ(ops::linear_bias_fallbacks(), linear_fallbacks) << what << ": and the float32 gradient GEMMs";
+      }
       const Grads before = autocast_grads(mlp_fused, values, upstream, low, false);
 
       // float64 on the 16-bit operands; the forward's 16-bit activations make bfloat16's error.
