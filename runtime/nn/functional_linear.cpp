@@ -61,6 +61,7 @@ Tensor linear_with_bias_epilogue(const Tensor& input, const Tensor& weight, cons
                        // weight's gradient dY^T X, row-major like the weight (one product over all
                        // rows), in float32 for a float32 weight.
                        if (saved_w.defined()) gx = g.matmul(saved_w);
+                       if (!need_w && !need_b) return TensorList{gx, Tensor(), Tensor()};
                        const nn::detail::LinearParameterGrads p = nn::detail::linear_parameter_grads(
                            g.reshape({-1, n}).contiguous(), saved_x, need_w, w_dtype, need_b, b_dtype);
                        return TensorList{gx, p.weight, p.bias};
