@@ -22,6 +22,9 @@ constexpr std::array kSwitches{
                "diagnostic: run all work of a captured step on its one stream (no side streams beside backward)"},
     SwitchSpec{kGeluEpilogueSwitch, Flag, Runtime, "0",
                "run the MLP's GELU on CUDA in 16-bit in cuBLASLt's GEMM epilogues instead of kernels of its own"},
+    SwitchSpec{kNoFloat32WeightGradientsSwitch, Flag, Runtime, "0",
+               "for comparisons: under autocast on CUDA, the fused linears' weight and bias gradients in 16-bit "
+               "and cast to float32 by the cast nodes instead of written in float32 by the GEMMs"},
     SwitchSpec{kCpuNoAvx512Switch, Flag, Runtime, "0",
                "run the CPU convolutions and GEMMs on their AVX2 kernels even where the CPU has AVX-512"},
     SwitchSpec{kNoFusedLayerNormSwitch, Flag, Runtime, "0",

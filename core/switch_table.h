@@ -43,6 +43,7 @@ inline constexpr std::string_view kNoStreamOverlapSwitch = "SUBLET_NO_STREAM_OVE
 inline constexpr std::string_view kCpuNoAvx512Switch = "SUBLET_CPU_NO_AVX512";
 inline constexpr std::string_view kGeluEpilogueSwitch = "SUBLET_GELU_EPILOGUE";
 inline constexpr std::string_view kNoFusedLayerNormSwitch = "SUBLET_NO_FUSED_LAYER_NORM";
+inline constexpr std::string_view kNoFloat32WeightGradientsSwitch = "SUBLET_NO_FLOAT32_WEIGHT_GRADIENTS";
 inline constexpr std::string_view kNcclLibrarySwitch = "SUBLET_NCCL_LIBRARY";
 inline constexpr std::string_view kGlooLibrarySwitch = "SUBLET_GLOO_LIBRARY";
 inline constexpr std::string_view kNvtxCaptureSwitch = "SUBLET_NVTX_CAPTURE";

@@ -71,6 +71,7 @@ TuningOptions TuningOptions::from_environment(const EnvironmentLookup& lookup) {
   o.cpu_avx512 = !read_flag(lookup, kCpuNoAvx512Switch, !o.cpu_avx512);
   o.gelu_epilogue = read_flag(lookup, kGeluEpilogueSwitch, o.gelu_epilogue);
   o.fused_layer_norm = !read_flag(lookup, kNoFusedLayerNormSwitch, !o.fused_layer_norm);
+  o.float32_weight_gradients = !read_flag(lookup, kNoFloat32WeightGradientsSwitch, !o.float32_weight_gradients);
   o.nccl_library = read_path(lookup, kNcclLibrarySwitch, o.nccl_library);
   o.gloo_library = read_path(lookup, kGlooLibrarySwitch, o.gloo_library);
   o.nvtx_capture = read_path(lookup, kNvtxCaptureSwitch, o.nvtx_capture);
@@ -87,6 +88,7 @@ std::optional<std::string> TuningOptions::value_text(std::string_view name) cons
   if (name == kCpuNoAvx512Switch) return flag(!cpu_avx512);
   if (name == kGeluEpilogueSwitch) return flag(gelu_epilogue);
   if (name == kNoFusedLayerNormSwitch) return flag(!fused_layer_norm);
+  if (name == kNoFloat32WeightGradientsSwitch) return flag(!float32_weight_gradients);
   if (name == kNcclLibrarySwitch) return nccl_library;
   if (name == kGlooLibrarySwitch) return gloo_library;
   if (name == kNvtxCaptureSwitch) return nvtx_capture;

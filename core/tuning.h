@@ -49,6 +49,7 @@ struct TuningOptions {
   bool cpu_avx512 = true;                   // SUBLET_CPU_NO_AVX512=1 turns it off
   bool gelu_epilogue = false;               // SUBLET_GELU_EPILOGUE=1 turns it on
   bool fused_layer_norm = true;             // SUBLET_NO_FUSED_LAYER_NORM=1 turns it off
+  bool float32_weight_gradients = true;     // SUBLET_NO_FLOAT32_WEIGHT_GRADIENTS=1 turns it off
   std::string nccl_library = "libnccl.so.2";  // SUBLET_NCCL_LIBRARY
   std::string gloo_library;                 // SUBLET_GLOO_LIBRARY; empty: next to the sublet binary
   std::string nvtx_capture;                 // SUBLET_NVTX_CAPTURE; empty: nowhere to write

@@ -26,7 +26,7 @@
 namespace sublet::ops {
 
 std::span<const NamedKernelTable> all_kernel_tables() {
-  static const std::array<NamedKernelTable, 58> tables{{
+  static const std::array<NamedKernelTable, 59> tables{{
       {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
       {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
       {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
@@ -52,6 +52,7 @@ std::span<const NamedKernelTable> all_kernel_tables() {
       {"cross_entropy_backward", &cross_entropy_backward_kernels(), true},
       {"matmul", &matmul_kernels(), true},
       {"linear_bias", &linear_bias_kernels(), true},
+      {"linear_weight_grad_float32", &linear_weight_grad_float32_kernels(), false},
       {"linear_gelu_forward", &linear_gelu_forward_kernels(), false},
       {"linear_gelu_backward", &linear_gelu_backward_kernels(), false},
       {"sgd_update", &sgd_update_kernels(), true},

@@ -5,6 +5,7 @@
 
 #include "core/errors.h"
 #include "runtime/allocation_scope.h"
+#include "runtime/autograd/function.h"
 #include "runtime/autograd/grad_mode.h"
 #include "runtime/autograd/node.h"
 
@@ -13,7 +14,7 @@ namespace {
 
 struct CachedCast {
   Tensor source;  // held so that its address cannot be reused by another tensor while cached
-  Tensor cast;
+  Tensor cast;    // without a grad_fn when lower_data made it; to_lower attaches the cast node later
   std::uint64_t source_version = 0;  // the source's storage version when it was cast
 };
 
@@ -47,6 +48,22 @@ bool lower_candidate(const Tensor& t, DType target) {
 Tensor cast(const Tensor& t, DType target) {
   AllocationCategoryGuard category(memory::BlockCategory::Autocast);
   return t.to(target);
+}
+
+// Whether t is a parameter whose copy the cache keeps: only while grad mode is on, since a copy
+// made under NoGradGuard by to_lower has no path back to the leaf.
+bool cacheable(const Tensor& t) {
+  return t.dtype() == DType::Float32 && t.is_leaf() && t.requires_grad() && autograd::grad_mode_enabled();
+}
+
+// The cast node that Tensor::to would have recorded, attached to a new handle on the cached
+// data that lower_data made: the copy is not cast a second time.
+Tensor attach_cast_node(const Tensor& source, const Tensor& data) {
+  Tensor attached = data.detach();
+  autograd::record("to_dtype", {source}, {attached}, [origin = source.dtype()](const autograd::TensorList& g) {
+    return autograd::TensorList{g[0].to(origin)};
+  });
+  return attached;
 }
 
 }  // namespace
@@ -89,11 +106,31 @@ Tensor to_lower(const Tensor& t) {
   if (!s.enabled || !lower_candidate(t, s.dtype)) return t;
   // Parameters are cast once per outermost guard. Only casts that record their autograd node
   // (grad mode on) are kept: a copy made under NoGradGuard has no path back to the leaf.
-  const bool cacheable = t.dtype() == DType::Float32 && t.is_leaf() && t.requires_grad() && autograd::grad_mode_enabled();
-  if (!cacheable) return cast(t, s.dtype);
+  if (!cacheable(t)) return cast(t, s.dtype);
   const auto found = s.cache.find(t.unsafe_impl());
-  if (found != s.cache.end() && still_valid(found->second, s.dtype)) return found->second.cast;
+  if (found != s.cache.end() && still_valid(found->second, s.dtype)) {
+    if (!found->second.cast.grad_fn()) found->second.cast = attach_cast_node(t, found->second.cast);
+    return found->second.cast;
+  }
   Tensor lowered = cast(t, s.dtype);
+  s.cache[t.unsafe_impl()] = CachedCast{t, lowered, t.storage().version()};
+  return lowered;
+}
+
+Tensor lower_data(const Tensor& t) {
+  AutocastState& s = state();
+  if (!s.enabled || !lower_candidate(t, s.dtype)) return t;
+  if (!cacheable(t)) {
+    NoGradGuard no_grad;
+    return cast(t, s.dtype);
+  }
+  const auto found = s.cache.find(t.unsafe_impl());
+  if (found != s.cache.end() && still_valid(found->second, s.dtype)) return found->second.cast.detach();
+  Tensor lowered;
+  {
+    NoGradGuard no_grad;
+    lowered = cast(t, s.dtype);
+  }
   s.cache[t.unsafe_impl()] = CachedCast{t, lowered, t.storage().version()};
   return lowered;
 }

@@ -61,6 +61,13 @@ Tensor to_lower(const Tensor& t);    // float32 (or the other 16-bit type) -> au
 bool casts_to_float32(std::initializer_list<Tensor> tensors);
 Tensor to_float32(const Tensor& t);  // bfloat16/float16 -> float32
 
+// The 16-bit copy that to_lower(t) gives, as data only: no cast node is recorded and the result
+// does not require grad. For the fused CUDA linear nodes, which take the float32 parameter itself
+// as their autograd input and write its gradient in float32 from the GEMM. A parameter's copy
+// comes from and goes into the same cache as to_lower's, so it is still cast once per guard
+// whichever of the two asks first. Returns t itself where to_lower would.
+Tensor lower_data(const Tensor& t);
+
 // How many leaf casts the cache holds now (tests).
 std::size_t autocast_cached_casts();
 

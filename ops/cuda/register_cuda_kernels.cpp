@@ -211,6 +211,7 @@ void register_tensor_kernels() {
   set_for(matmul_kernels(), kHalfDTypes, &cuda::matmul);  // cuBLAS, float32 accumulation
   set_for(linear_bias_kernels(), kFloating, &cuda::linear_bias);  // cuBLASLt, the bias in the epilogue
   set_for(linear_bias_kernels(), kHalfDTypes, &cuda::linear_bias);
+  set_for(linear_weight_grad_float32_kernels(), kHalfDTypes, &cuda::linear_weight_grad_float32);
   // The GELU in GEMM epilogues: 16-bit only (float32 keeps the exact tanh of the GELU kernels).
   set_for(linear_gelu_forward_kernels(), kHalfDTypes, &cuda::linear_gelu_forward);
   set_for(linear_gelu_backward_kernels(), kHalfDTypes, &cuda::linear_gelu_backward);

@@ -6,6 +6,9 @@
 //   backward: c_proj's weight and bias gradients from the hidden activation; one GEMM gives the
 //             pre-activation's gradient and fc_bias's gradient (DGELU_BGRAD), never the hidden
 //             activation's; then c_fc's weight and input gradients from it.
+// Under autocast the node's inputs are the float32 weights and biases themselves: their gradients
+// come out of the GEMMs in float32 (runtime/nn/linear_parameter_grads.h); fc_bias's is cast from
+// the epilogue's 16-bit sums.
 #include "core/tuning.h"
 #include "ops/gelu.h"
 #include "ops/linear_gelu.h"
@@ -14,6 +17,7 @@
 #include "runtime/kernel_args.h"
 #include "runtime/nn/functional.h"
 #include "runtime/nn/functional_checks.h"
+#include "runtime/nn/linear_parameter_grads.h"
 
 namespace sublet::nn::functional {
 namespace {
@@ -46,9 +50,13 @@ Tensor linear_gelu_linear_fused(const Tensor& input, const Tensor& fc_weight, co
     if (t.device() != device) return Tensor();
   }
   if (!shapes_chain(input, fc_weight, fc_bias, proj_weight, proj_bias)) return Tensor();
-  // Under autocast all five go to the 16-bit type (the leaf weights and biases through the cast cache).
-  const Tensor x = amp::to_lower(input), w1 = amp::to_lower(fc_weight), b1 = amp::to_lower(fc_bias);
-  const Tensor w2 = amp::to_lower(proj_weight), b2 = amp::to_lower(proj_bias);
+  // Under autocast all five are computed in the 16-bit type (the leaf weights' and biases' copies
+  // from the cast cache).
+  const Tensor x = amp::to_lower(input);
+  const nn::detail::FusedParameter w1p = nn::detail::fused_parameter(fc_weight), b1p = nn::detail::fused_parameter(fc_bias);
+  const nn::detail::FusedParameter w2p = nn::detail::fused_parameter(proj_weight),
+                                   b2p = nn::detail::fused_parameter(proj_bias);
+  const Tensor &w1 = w1p.data, &b1 = b1p.data, &w2 = w2p.data, &b2 = b2p.data;
   const DType dtype = x.dtype();
   for (const Tensor& t : {w1, b1, w2, b2}) {
     if (t.dtype() != dtype) return Tensor();
@@ -73,24 +81,31 @@ Tensor linear_gelu_linear_fused(const Tensor& input, const Tensor& fc_weight, co
     out_sizes.push_back(out_features);
     out = linear(hidden, w2c, b2).reshape(out_sizes);
   }
-  if (autograd::any_requires_grad({x, w1, b1, w2, b2})) {
-    const bool need_x = x.requires_grad(), need_w1 = w1.requires_grad(), need_b1 = b1.requires_grad();
-    const bool need_w2 = w2.requires_grad(), need_b2 = b2.requires_grad();
+  const TensorList inputs{x, w1p.input, b1p.input, w2p.input, b2p.input};
+  if (autograd::any_requires_grad(inputs)) {
+    const bool need_x = x.requires_grad(), need_w1 = w1p.input.requires_grad(), need_b1 = b1p.input.requires_grad();
+    const bool need_w2 = w2p.input.requires_grad(), need_b2 = b2p.input.requires_grad();
     const bool need_pre = need_x || need_w1 || need_b1;
+    // The gradients' dtypes: float32 for the float32 parameters the node takes as they are.
+    const DType w1_dtype = w1p.input.dtype(), b1_dtype = b1p.input.dtype(), w2_dtype = w2p.input.dtype(),
+                b2_dtype = b2p.input.dtype();
     autograd::record(
-        "linear_gelu_linear", {x, w1, b1, w2, b2}, {out},
+        "linear_gelu_linear", inputs, {out},
         [saved_x = need_w1 ? autograd::save(x2) : Tensor(), saved_w1 = need_x ? autograd::save(w1c) : Tensor(),
          saved_pre = need_pre ? autograd::save(pre) : Tensor(),
          saved_hidden = need_w2 ? autograd::save(hidden) : Tensor(),
          saved_w2 = need_pre ? autograd::save(w2c) : Tensor(), input_sizes = x.sizes(), dtype, n, out_features, need_x,
-         need_w1, need_b1, need_w2, need_b2, need_pre](const TensorList& grads) {
+         need_w1, need_b1, need_w2, need_b2, need_pre, w1_dtype, b1_dtype, w2_dtype,
+         b2_dtype](const TensorList& grads) {
           AutocastGuard no_autocast(DType::BFloat16, false);  // the products in the forward's dtype
           const Tensor g = grads[0].to(dtype).reshape({-1, out_features}).contiguous();
           const std::int64_t m = g.size(0);
           Tensor gx, gw1, gb1, gw2, gb2;
           // A weight's gradient is dY^T X, row-major like the weight (one product over all rows).
-          if (need_w2) gw2 = g.t().matmul(saved_hidden);
-          if (need_b2) gb2 = sublet::detail::sum_to(g, {out_features});
+          const nn::detail::LinearParameterGrads proj =
+              nn::detail::linear_parameter_grads(g, saved_hidden, need_w2, w2_dtype, need_b2, b2_dtype);
+          gw2 = proj.weight;
+          gb2 = proj.bias;
           if (need_pre) {
             Tensor grad_pre = Tensor::empty({m, n}, g.options());
             Tensor grad_b1 = Tensor::empty({n}, g.options());
@@ -104,8 +119,10 @@ Tensor linear_gelu_linear_fused(const Tensor& input, const Tensor& fc_weight, co
                                  saved_pre.data_ptr(), grad_pre.data_ptr());
               grad_b1 = sublet::detail::sum_to(grad_pre, {n});
             }
-            if (need_b1) gb1 = grad_b1;
-            if (need_w1) gw1 = grad_pre.t().matmul(saved_x);
+            if (need_b1) gb1 = grad_b1.to(b1_dtype);
+            if (need_w1) {
+              gw1 = nn::detail::linear_parameter_grads(grad_pre, saved_x, true, w1_dtype, false, b1_dtype).weight;
+            }
             if (need_x) gx = grad_pre.matmul(saved_w1).reshape(input_sizes);
           }
           return TensorList{gx, gw1, gb1, gw2, gb2};

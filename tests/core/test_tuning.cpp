@@ -104,6 +104,14 @@ TEST(TuningOptions, NoFusedLayerNormTurnsTheFusedLayerNormOff) {
   EXPECT_EQ(off.value_text("SUBLET_NO_FUSED_LAYER_NORM"), "1");
 }
 
+TEST(TuningOptions, NoFloat32WeightGradientsTurnsTheFloat32WeightGradientsOff) {
+  EXPECT_TRUE(TuningOptions::from_environment(lookup_in({})).float32_weight_gradients);
+  const TuningOptions off =
+      TuningOptions::from_environment(lookup_in({{"SUBLET_NO_FLOAT32_WEIGHT_GRADIENTS", "1"}}));
+  EXPECT_FALSE(off.float32_weight_gradients);
+  EXPECT_EQ(off.value_text("SUBLET_NO_FLOAT32_WEIGHT_GRADIENTS"), "1");
+}
+
 TEST(TuningOptions, AttentionBackendIsAutoCudnnOrSublet) {
   EXPECT_EQ(TuningOptions::from_environment(lookup_in({})).attention_backend, AttentionBackend::Auto);
   EXPECT_EQ(TuningOptions::from_environment(lookup_in({{"SUBLET_ATTENTION_BACKEND", ""}})).attention_backend,

@@ -158,9 +158,10 @@ TEST(KernelTable, ConcurrentFirstCallsAllFindTheirKernels) {
 
 // Tables without contiguous float32/float64 CUDA kernels: the GELU in GEMM epilogues is 16-bit
 // only (float32 and float64 keep the separate GELU kernels); the batch norm + ReLU backward's
-// mask from the input takes 16-bit and channels-last float32 (NCHW float32 keeps the stored mask).
+// mask from the input takes 16-bit and channels-last float32 (NCHW float32 keeps the stored mask);
+// the float32 weight gradient of a linear is for 16-bit operands only.
 const std::set<std::string> kCudaHalfOnlyOps = {"linear_gelu_forward", "linear_gelu_backward",
-                                                "batch_norm_relu_backward_input_mask"};
+                                                "batch_norm_relu_backward_input_mask", "linear_weight_grad_float32"};
 
 TEST(KernelTable, CudaEntriesExistExactlyInCudaBuilds) {
   for (const NamedKernelTable& entry : all_kernel_tables()) {
@@ -191,7 +192,9 @@ TEST(KernelTable, CudaClaimsTheSixteenBitTypesExactlyForItsHalfKernels) {
                                           "layer_norm_backward", "layer_norm_fused_forward",
                                           "layer_norm_fused_backward", "gelu_forward", "gelu_backward",
                                           // the GELU in GEMM epilogues (cuBLASLt)
-                                          "linear_gelu_forward", "linear_gelu_backward"};
+                                          "linear_gelu_forward", "linear_gelu_backward",
+                                          // the float32 weight gradient of a 16-bit linear (cuBLASLt)
+                                          "linear_weight_grad_float32"};
   // Batch norm (+ReLU, float32 parameters) and pooling: 16-bit NCHW (ops/cuda/batch_norm_split.cu,
   // ops/cuda/pooling.cu).
   const std::set<std::string> norm_pool_ops = {

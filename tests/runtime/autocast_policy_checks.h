@@ -183,4 +183,50 @@ inline void check_weight_cast_cache(Device device, DType low) {
   EXPECT_EQ(w.grad().dtype(), DType::Float32);
 }
 
+// amp::lower_data (the fused CUDA linear nodes' way to a parameter's 16-bit copy, without a cast
+// node) and to_lower share one cast per parameter and guard, in either order, and the cast node
+// that to_lower attaches to lower_data's copy carries the gradient back to the float32 leaf.
+inline void check_lower_data_shares_the_cast_cache(Device device, DType low) {
+  auto& allocator = memory::allocator_for(device);
+  memory::AllocationHistory history;
+  history.attach(allocator);
+  const Tensor w = random_on(device, {16, 24}, 51, true), v = random_on(device, {16, 24}, 52, true);
+  const Tensor x = random_on(device, {8, 16}, 53);
+  const std::size_t w_bytes = 16 * 24 * element_size(low);
+  EXPECT_EQ(amp::lower_data(w).data_ptr(), w.data_ptr()) << "no guard: the tensor itself";
+  Tensor y;
+  {
+    AutocastGuard autocast(low);
+    const Tensor data = amp::lower_data(w);
+    EXPECT_EQ(data.dtype(), low);
+    EXPECT_FALSE(data.requires_grad()) << "no cast node";
+    EXPECT_EQ(amp::autocast_cached_casts(), 1u);
+    y = x.matmul(w);  // to_lower finds lower_data's copy
+    EXPECT_EQ(amp::to_lower(w).data_ptr(), data.data_ptr());
+    EXPECT_TRUE(amp::to_lower(w).requires_grad());
+    EXPECT_EQ(autocast_allocations(history, w_bytes), 1u) << "lower_data then to_lower: one cast";
+    const Tensor lowered = amp::to_lower(v);
+    EXPECT_EQ(amp::lower_data(v).data_ptr(), lowered.data_ptr());
+    EXPECT_FALSE(amp::lower_data(v).requires_grad());
+    EXPECT_EQ(autocast_allocations(history, w_bytes), 2u) << "to_lower then lower_data: one cast";
+    EXPECT_EQ(amp::autocast_cached_casts(), 2u);
+  }
+  history.detach();
+  EXPECT_EQ(amp::autocast_cached_casts(), 0u);
+  y.sum().backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), DType::Float32);
+  // d sum(x w) / dw = x^T 1, from the 16-bit x the product saw.
+  const auto got = w.grad().to(Device::cpu()).to(DType::Float64).to_vector<double>();
+  const auto want =
+      x.to(low).to(Device::cpu()).to(DType::Float64).t().matmul(ones({8, 24}, DType::Float64)).to_vector<double>();
+  ASSERT_EQ(got.size(), want.size());
+  double scale = 0, worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    scale = std::fmax(scale, std::fabs(want[i]));
+    worst = std::fmax(worst, std::fabs(got[i] - want[i]));
+  }
+  EXPECT_LE(worst, 2e-2 * scale);
+}
+
 }  // namespace sublet::testing

@@ -39,6 +39,13 @@ TEST(Autocast, AParameterIsCastOncePerOutermostGuardFloat16) {
   check_weight_cast_cache(Device::cpu(), DType::Float16);
 }
 
+TEST(Autocast, LowerDataSharesTheCastCacheBFloat16) {
+  check_lower_data_shares_the_cast_cache(Device::cpu(), DType::BFloat16);
+}
+TEST(Autocast, LowerDataSharesTheCastCacheFloat16) {
+  check_lower_data_shares_the_cast_cache(Device::cpu(), DType::Float16);
+}
+
 TEST(Autocast, AGuardOfAnotherDtypeIsAValueErrorNamingWhatWasExpected) {
   try {
     AutocastGuard guard(DType::Float32);

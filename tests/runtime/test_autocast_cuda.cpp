@@ -33,5 +33,11 @@ TEST(AutocastCuda, AParameterIsCastOncePerOutermostGuard) {
   check_weight_cast_cache(kGpu, DType::Float16);
 }
 
+TEST(AutocastCuda, LowerDataSharesTheCastCache) {
+  SUBLET_SKIP_WITHOUT_GPU("amp::lower_data and to_lower sharing the weight-cast cache on cuda:0");
+  check_lower_data_shares_the_cast_cache(kGpu, DType::BFloat16);
+  check_lower_data_shares_the_cast_cache(kGpu, DType::Float16);
+}
+
 }  // namespace
 }  // namespace sublet

@@ -19,6 +19,8 @@ if(SUBLET_HAVE_CUDA)
   sublet_add_test(test_layer_norm_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_layer_norm_cuda.cpp LIBS sublet::runtime)
   sublet_add_test(test_linear_bias_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_linear_bias_cuda.cpp LIBS sublet::runtime)
   sublet_add_test(test_linear_gelu_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_linear_gelu_cuda.cpp LIBS sublet::runtime sublet::models)
+  # The fused linears' float32 weight and bias gradients under autocast, and GPT's losses with them on and off.
+  sublet_add_test(test_linear_float32_grads_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_linear_float32_grads_cuda.cpp LIBS sublet::runtime sublet::models)
   sublet_add_test(test_clip_grad_cuda LABEL gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_clip_grad_cuda.cpp LIBS sublet::runtime)
 endif()
 # Scaled dot-product attention: the CPU reference and autograd; on the GPU, the cuBLAS and fused paths.
