@@ -191,12 +191,16 @@ std::optional<DType> lowered_dtype(const Tensor& x) {
 
 DType linear_input_dtype(const Tensor& x) { return lowered_dtype(x).value_or(x.dtype()); }
 
+// Fused norms and open block boundaries on CUDA only: the CPU has no fused kernel for them, and
+// its blocks keep the plain ops' order (the simulated allocator's traces are the unfused model's).
+bool fused_norms(const Tensor& x) { return tuning().fused_layer_norm && x.device().is_cuda(); }
+
 }  // namespace
 
 // With fused layer norms each residual add runs in the kernel of the norm after it: the attention's
 // with ln_2, the MLP's with the next block's ln_1 (or ln_f) when the stream is left open.
 Tensor Block::forward(const Tensor& x) {
-  if (!tuning().fused_layer_norm) {  // switched off for comparisons: the unfused ops
+  if (!fused_norms(x)) {  // switched off for comparisons: the unfused ops
     const Tensor h = x + (*attn)((*ln_1)(x));
     return h + (*mlp)((*ln_2)(h));
   }
@@ -204,7 +208,7 @@ Tensor Block::forward(const Tensor& x) {
 }
 
 Tensor Block::forward_cached(const Tensor& x, KVCache& cache, std::size_t layer) {
-  if (!tuning().fused_layer_norm) {
+  if (!fused_norms(x)) {
     const Tensor h = x + attn->forward_cached((*ln_1)(x), cache, layer);
     return h + (*mlp)((*ln_2)(h));
   }
@@ -212,7 +216,7 @@ Tensor Block::forward_cached(const Tensor& x, KVCache& cache, std::size_t layer)
 }
 
 ResidualStream Block::forward_open(const ResidualStream& in) {
-  if (!tuning().fused_layer_norm) return {(*this)(in.sum()), Tensor()};
+  if (!fused_norms(in.residual)) return {(*this)(in.sum()), Tensor()};
   ResidualStream out;
   // The hooks see the residual; the pending branch joins it inside (as forward_add's do).
   const Tensor branch = call_with_hooks(in.residual, [&](const Tensor& residual) {
@@ -223,7 +227,7 @@ ResidualStream Block::forward_open(const ResidualStream& in) {
 }
 
 ResidualStream Block::forward_cached_open(const ResidualStream& in, KVCache& cache, std::size_t layer) {
-  if (!tuning().fused_layer_norm) return {forward_cached(in.sum(), cache, layer), Tensor()};
+  if (!fused_norms(in.residual)) return {forward_cached(in.sum(), cache, layer), Tensor()};
   const auto [x, normed] = normed_input(in);
   return attention_added(x, attn->forward_cached(normed, cache, layer));
 }
@@ -247,7 +251,7 @@ ResidualStream Block::attention_added(const Tensor& x, const Tensor& attended) {
 ResidualStream BlockStack::forward_open(const Tensor& x) {
   // Recomputed blocks are checkpointed as one tensor in, one out: with any recompute run the
   // blocks run as modules, each boundary closed.
-  if (!tuning().fused_layer_norm || size() == 0 || !recompute_runs().empty()) return {(*this)(x), Tensor()};
+  if (!fused_norms(x) || size() == 0 || !recompute_runs().empty()) return {(*this)(x), Tensor()};
   ResidualStream stream;
   const Tensor branch = call_with_hooks(x, [&](const Tensor& input) {
     stream = {input, Tensor()};
@@ -299,7 +303,7 @@ Tensor GPT::embed(const Tensor& ids, std::int64_t first_position) {
 Tensor GPT::head(const ResidualStream& x) {
   nn::LayerNorm& ln_f = *transformer->ln_f;
   Tensor normed;
-  if (!tuning().fused_layer_norm) normed = ln_f(x.sum());
+  if (!fused_norms(x.residual)) normed = ln_f(x.sum());
   else if (x.branch.defined()) normed = ln_f.forward_add(x.residual, x.branch, lowered_dtype(x.residual)).normalized;
   else normed = ln_f.forward_as(x.residual, linear_input_dtype(x.residual));
   return F::linear(normed, transformer->wte->weight);  // tied: lm_head.weight is wte.weight

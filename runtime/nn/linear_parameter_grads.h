@@ -2,8 +2,8 @@
 // The parameters of the fused CUDA linear nodes (functional_linear.cpp, functional_mlp.cpp) under
 // autocast, and their gradients. A float32 parameter is the node's own autograd input while the
 // GEMMs read its 16-bit copy from the autocast cache, so the weight's gradient comes out of the
-// GEMM in float32 (no 16-bit gradient, no cast node). SUBLET_NO_FLOAT32_WEIGHT_GRADIENTS=1
-// (tuning().float32_weight_gradients) makes the 16-bit copy the input again, as before.
+// GEMM in float32 (no 16-bit gradient, no cast node). With tuning().float32_weight_gradients
+// off the 16-bit copy is the input again, as before.
 #include "runtime/tensor.h"
 
 namespace sublet::nn::detail {
