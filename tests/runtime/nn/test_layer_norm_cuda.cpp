@@ -66,7 +66,8 @@ TEST(LayerNormCuda, RowsOfOneOrTwoElements) {
       std::vector<Tensor> grads;
       for (const Device device : {Device::cpu(), Device::cuda(0)}) {
         const DType dtype = device.is_cuda() ? DType::Float32 : DType::Float64;
-        Tensor xi = x.to(dtype).to(device), wi = w.to(dtype).to(device), bi = b.to(dtype).to(device);
+        // Fresh leaves: on the CPU x.to(Float64) is x itself.
+        Tensor xi = x.to(dtype).to(device).detach(), wi = w.to(dtype).to(device).detach(), bi = b.to(dtype).to(device).detach();
         for (Tensor* t : {&xi, &wi, &bi}) t->requires_grad_(true);
         const Tensor y = F::layer_norm(xi, {cols}, wi, bi);
         y.mul(upstream.to(dtype).to(device)).sum().backward();
