@@ -26,7 +26,7 @@
 namespace sublet::ops {
 
 std::span<const NamedKernelTable> all_kernel_tables() {
-  static const std::array<NamedKernelTable, 59> tables{{
+  static const auto tables = std::to_array<NamedKernelTable>({
       {"batch_norm_forward_training", &batch_norm_forward_training_kernels(), true},
       {"batch_norm_forward_eval", &batch_norm_forward_eval_kernels(), true},
       {"batch_norm_backward_training", &batch_norm_backward_training_kernels(), true},
@@ -86,7 +86,7 @@ std::span<const NamedKernelTable> all_kernel_tables() {
       {"softmax_backward", &softmax_backward_kernels(), true},
       {"attention_forward", &attention_forward_kernels(), true},
       {"attention_backward", &attention_backward_kernels(), true},
-  }};
+  });
   return tables;
 }
 

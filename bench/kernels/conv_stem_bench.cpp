@@ -34,6 +34,7 @@
 #include "conv_stem_bench_revision.h"
 #include "core/dtype.h"
 #include "core/tuning.h"
+#include "memory/caching_allocator.h"
 #include "memory/cuda_check.h"
 #include "memory/registry.h"
 #include "ops/context.h"
@@ -51,32 +52,21 @@ constexpr int kRepeats = 20;
 constexpr int kPaddings[] = {kConvPadChannelsOff, 4, 8};
 constexpr const char* kPasses[] = {"forward", "weight gradient", "input gradient"};
 
-// Device memory from the caching allocator.
-class Buffer {
- public:
-  Buffer(const ops::Context& ctx, std::size_t bytes) : ctx_(ctx) {
-    block_ = ctx.allocator->allocate(bytes, ctx.stream, memory::BlockCategory::Temporary);
-  }
-  ~Buffer() { ctx_.allocator->free(block_); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  void* get() const { return block_->ptr; }
-
- private:
-  ops::Context ctx_;
-  memory::Block* block_;
-};
+// Device memory from the caching allocator, freed at the end of its scope.
+memory::ScopedBlock device_block(const ops::Context& ctx, std::size_t bytes) {
+  return memory::ScopedBlock(*ctx.allocator, bytes, ctx.stream);
+}
 
 // `count` values of `dtype`, uniform in [-1, 1).
-std::unique_ptr<Buffer> random_buffer(const ops::Context& ctx, DType dtype, std::int64_t count, std::uint32_t seed) {
+memory::ScopedBlock random_buffer(const ops::Context& ctx, DType dtype, std::int64_t count, std::uint32_t seed) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> host(static_cast<std::size_t>(count));
   for (float& v : host) v = dist(gen);
-  Buffer staging(ctx, host.size() * sizeof(float));
+  const memory::ScopedBlock staging = device_block(ctx, host.size() * sizeof(float));
   SUBLET_CUDA_CHECK(cudaMemcpy(staging.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-  auto out = std::make_unique<Buffer>(ctx, static_cast<std::size_t>(count) * element_size(dtype));
-  ops::copy(ctx, {count}, dtype, ops::StridedRef{out->get(), {1}}, DType::Float32,
+  memory::ScopedBlock out = device_block(ctx, static_cast<std::size_t>(count) * element_size(dtype));
+  ops::copy(ctx, {count}, dtype, ops::StridedRef{out.get(), {1}}, DType::Float32,
             ops::ConstStridedRef{staging.get(), {1}});
   SUBLET_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(ctx.stream)));
   return out;
@@ -130,15 +120,16 @@ std::vector<Row> run_case(const ops::Context& ctx, DType dtype, std::int64_t bat
   const ops::Conv2dShape s = stem(batch);
   auto x = random_buffer(ctx, dtype, s.input_numel(), 1), w = random_buffer(ctx, dtype, s.weight_numel(), 2);
   auto dy = random_buffer(ctx, dtype, s.output_numel(), 3);
-  Buffer y(ctx, s.output_numel() * element_size(dtype)), dx(ctx, s.input_numel() * element_size(dtype));
-  Buffer dw(ctx, s.weight_numel() * element_size(dtype));
+  const memory::ScopedBlock y = device_block(ctx, s.output_numel() * element_size(dtype));
+  const memory::ScopedBlock dx = device_block(ctx, s.input_numel() * element_size(dtype));
+  const memory::ScopedBlock dw = device_block(ctx, s.weight_numel() * element_size(dtype));
   ops::ConvAlgorithmSettings settings = ops::conv_algorithm_settings();
   settings.benchmark = cudnn_benchmark;
   ops::set_conv_algorithm_settings(settings);
   const std::function<void()> passes[] = {
-      [&] { ops::conv2d_forward(ctx, s, dtype, x->get(), w->get(), nullptr, y.get()); },
-      [&] { ops::conv2d_backward_weight(ctx, s, dtype, dy->get(), x->get(), dw.get(), nullptr); },
-      [&] { ops::conv2d_backward_input(ctx, s, dtype, dy->get(), w->get(), dx.get()); },
+      [&] { ops::conv2d_forward(ctx, s, dtype, x.get(), w.get(), nullptr, y.get()); },
+      [&] { ops::conv2d_backward_weight(ctx, s, dtype, dy.get(), x.get(), dw.get(), nullptr); },
+      [&] { ops::conv2d_backward_input(ctx, s, dtype, dy.get(), w.get(), dx.get()); },
   };
   std::map<std::pair<int, int>, Row> rows;  // (pass, padding)
   for (int p = 0; p < 3; ++p)
@@ -270,9 +261,9 @@ int main(int argc, char** argv) {
     const std::int64_t pixels = s.batch * s.in_height * s.in_width;
     auto x = random_buffer(ctx, DType::BFloat16, s.input_numel(), 4);
     for (int padding : {4, 8}) {
-      Buffer wide(ctx, static_cast<std::size_t>(pixels * padding) * 2);
+      const memory::ScopedBlock wide = device_block(ctx, static_cast<std::size_t>(pixels * padding) * 2);
       const double ms = time_ms(ctx, [&] {
-        ops::cuda::conv2d_widen_channels(ctx, pixels, s.in_channels, padding, x->get(), wide.get());
+        ops::cuda::conv2d_widen_channels(ctx, pixels, s.in_channels, padding, x.get(), wide.get());
       });
       const double gbps = static_cast<double>(pixels) * (3 + padding) * 2 / ms / 1e6;
       std::printf("widen input %lld x 224 x 224 x 3 -> %d: %8.3f ms (%6.0f GB/s)\n", static_cast<long long>(batch),
